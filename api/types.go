@@ -1,0 +1,227 @@
+// Package api holds the wire types of Roster's native REST API (/v1/...), shared by the
+// server, the Go client and the CLI so that both sides agree on every field.
+package api
+
+import "github.com/rosterhq/roster/store"
+
+// Headers and query parameters of the native API.
+const (
+	// HeaderIndex carries the index of the data read (reads) or of the applied entry (writes).
+	HeaderIndex = "X-Roster-Index"
+	// HeaderKnownLeader is "true" when the serving node knows a leader.
+	HeaderKnownLeader = "X-Roster-Known-Leader"
+	// HeaderLastContact is the milliseconds since the serving node last heard from the leader (0 on the leader).
+	HeaderLastContact = "X-Roster-Last-Contact"
+	// HeaderConsistency is the consistency mode actually used.
+	HeaderConsistency = "X-Roster-Consistency"
+	// HeaderForwardedBy is set by a follower that forwarded the request; a node that
+	// receives a forwarded request it cannot serve answers 503 instead of forwarding again.
+	HeaderForwardedBy = "X-Roster-Forwarded-By"
+	// HeaderServedBy names the node that served the request.
+	HeaderServedBy = "X-Roster-Served-By"
+)
+
+// Consistency modes of reads.
+const (
+	ConsistencyLinearizable = "linearizable"
+	ConsistencyLeader       = "leader"
+	ConsistencyStale        = "stale"
+)
+
+// Error codes used in ErrorBody.Code.
+const (
+	CodeInvalid          = "invalid_argument"
+	CodeNotFound         = "not_found"
+	CodeConflict         = "conflict"
+	CodeTooLarge         = "payload_too_large"
+	CodeNoLeader         = "no_leader"
+	CodeUnavailable      = "unavailable"
+	CodeTimeout          = "timeout"
+	CodeInternal         = "internal"
+	CodeMethodNotAllowed = "method_not_allowed"
+	CodeUnsupportedMedia = "unsupported_media_type"
+)
+
+// ErrorBody is the body of every error response: {"error":{"code","message","field"}}.
+type ErrorBody struct {
+	Error Error `json:"error"`
+}
+
+// Error describes what went wrong; Field names the offending input when there is one.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+// WriteResult is the body of every successful write: the Raft index it was applied at.
+type WriteResult struct {
+	Index uint64 `json:"index"`
+}
+
+// NamespaceRequest is the body of PUT /v1/namespaces/{ns}.
+type NamespaceRequest struct {
+	Name        string `json:"name,omitempty"`
+	Description string `json:"description,omitempty"`
+}
+
+// NamespacesResponse is the body of GET /v1/namespaces.
+type NamespacesResponse struct {
+	Index      uint64            `json:"index"`
+	Namespaces []store.Namespace `json:"namespaces"`
+}
+
+// NamespaceResponse is the body of GET /v1/namespaces/{ns}.
+type NamespaceResponse struct {
+	Index     uint64          `json:"index"`
+	Namespace store.Namespace `json:"namespace"`
+}
+
+// ServiceRequest is the body of PUT .../services/{service}. Omitted fields take defaults
+// (protectThreshold 0, no metadata); PUT replaces the service's definition, never its
+// clusters or instances.
+type ServiceRequest struct {
+	ProtectThreshold *float64          `json:"protectThreshold,omitempty"`
+	Metadata         map[string]string `json:"metadata,omitempty"`
+}
+
+// ServicesResponse is the body of GET /v1/namespaces/{ns}/services.
+type ServicesResponse struct {
+	Index     uint64          `json:"index"`
+	Namespace string          `json:"namespace"`
+	Page      int             `json:"page"`
+	Size      int             `json:"size"`
+	Total     int             `json:"total"`
+	Services  []store.Service `json:"services"`
+}
+
+// ServiceResponse is the body of GET .../services/{service}.
+type ServiceResponse struct {
+	Index    uint64          `json:"index"`
+	Service  store.Service   `json:"service"`
+	Clusters []store.Cluster `json:"clusters"`
+	// InstanceCount and HealthyCount describe the service's instances.
+	InstanceCount int `json:"instanceCount"`
+	HealthyCount  int `json:"healthyCount"`
+}
+
+// HealthCheckSpec is the health-check part of a cluster request; omitted fields take
+// the defaults (TCP, instance port, interval 5s, timeout 2s, rise 2, fall 3, path "/").
+type HealthCheckSpec struct {
+	Type           string            `json:"type,omitempty"`
+	Port           int               `json:"port,omitempty"`
+	Path           string            `json:"path,omitempty"`
+	Headers        map[string]string `json:"headers,omitempty"`
+	ExpectedStatus []int             `json:"expectedStatus,omitempty"`
+	Interval       string            `json:"interval,omitempty"`
+	Timeout        string            `json:"timeout,omitempty"`
+	Rise           int               `json:"rise,omitempty"`
+	Fall           int               `json:"fall,omitempty"`
+}
+
+// ClusterRequest is the body of PUT .../clusters/{cluster}.
+type ClusterRequest struct {
+	HealthCheck *HealthCheckSpec  `json:"healthCheck,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+}
+
+// ClusterResponse is the body of GET .../clusters/{cluster}.
+type ClusterResponse struct {
+	Index   uint64        `json:"index"`
+	Cluster store.Cluster `json:"cluster"`
+}
+
+// ClustersResponse is the body of GET .../services/{service}/clusters.
+type ClustersResponse struct {
+	Index    uint64          `json:"index"`
+	Clusters []store.Cluster `json:"clusters"`
+}
+
+// InstanceRequest is the body of PUT .../instances/{ip}:{port} (create or replace) and
+// of PATCH (only the fields present change). PUT defaults: cluster DEFAULT, weight 1,
+// enabled true, healthy true (health is set only when the instance is first registered;
+// afterwards the prober or the health endpoint owns it).
+type InstanceRequest struct {
+	Cluster  *string           `json:"cluster,omitempty"`
+	Weight   *float64          `json:"weight,omitempty"`
+	Enabled  *bool             `json:"enabled,omitempty"`
+	Healthy  *bool             `json:"healthy,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// HealthRequest is the body of PUT .../instances/{ip}:{port}/health (NONE clusters only).
+type HealthRequest struct {
+	Healthy *bool `json:"healthy"`
+}
+
+// Instance is an instance as the native API shows it.
+type Instance struct {
+	store.Instance
+	InstanceID string `json:"instanceId"`
+}
+
+// InstanceResponse is the body of GET .../instances/{ip}:{port}.
+type InstanceResponse struct {
+	Index    uint64   `json:"index"`
+	Instance Instance `json:"instance"`
+}
+
+// InstancesResponse is the body of GET .../instances.
+type InstancesResponse struct {
+	Service                 store.Service `json:"service"`
+	Index                   uint64        `json:"index"`
+	ProtectThresholdReached bool          `json:"protectThresholdReached"`
+	Instances               []Instance    `json:"instances"`
+}
+
+// Leader is the body of GET /v1/status/leader.
+type Leader struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raftAddr"`
+	HTTPAddr string `json:"httpAddr"`
+}
+
+// Ready is the body of GET /v1/status/ready.
+type Ready struct {
+	Ready        bool   `json:"ready"`
+	Leader       string `json:"leader"`
+	AppliedIndex uint64 `json:"appliedIndex"`
+	CommitIndex  uint64 `json:"commitIndex"`
+	Reason       string `json:"reason,omitempty"`
+}
+
+// Member is one Raft server as GET /v1/cluster/members shows it.
+type Member struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raftAddr"`
+	HTTPAddr string `json:"httpAddr"`
+	Voter    bool   `json:"voter"`
+	Leader   bool   `json:"leader"`
+	// LastContactMillis is the leader's last contact with this server, -1 when unknown.
+	LastContactMillis int64 `json:"lastContactMillis"`
+}
+
+// MembersResponse is the body of GET /v1/cluster/members.
+type MembersResponse struct {
+	Index   uint64   `json:"index"`
+	Members []Member `json:"members"`
+}
+
+// JoinRequest is the body of POST /v1/cluster/join: add (or re-announce) a server.
+type JoinRequest struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raftAddr"`
+	HTTPAddr string `json:"httpAddr"`
+	// NonVoter adds the server without a vote.
+	NonVoter bool `json:"nonVoter,omitempty"`
+}
+
+// Forwarding signal of the native API.
+const (
+	// HeaderNotLeader is "true" on a 503 answered because the serving node is not the
+	// leader (or knows none) and did not apply the request; a follower that forwarded
+	// the request may retry it once at the new leader.
+	HeaderNotLeader = "X-Roster-Not-Leader"
+	// CodeNotLeader is the error code of such a 503.
+	CodeNotLeader = "not_leader"
+)

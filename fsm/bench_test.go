@@ -1,0 +1,49 @@
+package fsm
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/rosterhq/roster/store"
+)
+
+// BenchmarkFSM_ApplyBatch applies batches of register commands to a store that fsyncs
+// every commit, as in production. One op is one batch.
+func BenchmarkFSM_ApplyBatch(b *testing.B) {
+	for _, size := range []int{1, 64, 512} {
+		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
+			s, err := store.Open(filepath.Join(b.TempDir(), "state.db"), store.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = s.Close() }()
+			f := New(s, nil)
+			idx := uint64(0)
+			logs := make([]*raft.Log, size)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				for j := range logs {
+					idx++
+					in := store.Instance{
+						Namespace: store.DefaultNamespace, Group: store.DefaultGroup, Service: fmt.Sprintf("svc-%d", idx%100),
+						IP: fmt.Sprintf("10.%d.%d.%d", idx>>16&255, idx>>8&255, idx&255), Port: 8080,
+						Cluster: store.DefaultCluster, Weight: 1, Enabled: true, Healthy: true,
+						Metadata: map[string]string{"version": "v1", "zone": "a"},
+					}
+					logs[j] = cmdLog(b, idx, RegisterInstanceType, RegisterInstanceRequest{Instance: in})
+				}
+				b.StartTimer()
+				for _, r := range f.ApplyBatch(logs) {
+					if err := r.(*Result).Err; err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "entries/s")
+		})
+	}
+}

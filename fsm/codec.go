@@ -1,0 +1,57 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+)
+
+// msgCodec encodes command payloads as canonical msgpack (map keys sorted), so one
+// command always has the same bytes.
+type msgCodec struct {
+	h *codec.MsgpackHandle
+}
+
+func newMsgCodec() msgCodec {
+	h := &codec.MsgpackHandle{}
+	h.Canonical = true
+	return msgCodec{h: h}
+}
+
+// Encode returns a log entry's data: one byte t, then msg as msgpack. The encoding of a
+// given command is stable; fsm/testdata pins it for every command type.
+func Encode(t MessageType, msg any) ([]byte, error) { return newMsgCodec().encode(t, msg) }
+
+// Decode decodes payload — the bytes after an entry's type byte — into out, which must
+// be a pointer. Malformed input, including trailing bytes, returns an error wrapping
+// ErrDecode; it never panics.
+func Decode(payload []byte, out any) error { return newMsgCodec().decode(payload, out) }
+
+func (c msgCodec) encode(t MessageType, msg any) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteByte(byte(t))
+	if err := codec.NewEncoder(&buf, c.h).Encode(msg); err != nil {
+		return nil, fmt.Errorf("encode %s: %w", t, err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (c msgCodec) decode(payload []byte, out any) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w into %T: %v", ErrDecode, out, r)
+		}
+	}()
+	if len(payload) == 0 {
+		return fmt.Errorf("%w into %T: empty payload", ErrDecode, out)
+	}
+	d := codec.NewDecoderBytes(payload, c.h)
+	if err := d.Decode(out); err != nil {
+		return fmt.Errorf("%w into %T: %v", ErrDecode, out, err)
+	}
+	if n := d.NumBytesRead(); n != len(payload) {
+		return fmt.Errorf("%w into %T: %d trailing bytes", ErrDecode, out, len(payload)-n)
+	}
+	return nil
+}

@@ -1,0 +1,176 @@
+package fsm
+
+import (
+	"encoding/hex"
+	"errors"
+	"flag"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rosterhq/roster/store"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+type example struct {
+	name string
+	t    MessageType
+	msg  any
+	// out is a pointer to a zero value of msg's type, to decode into.
+	out any
+}
+
+// examples returns one command of every type, with every field of its payload set.
+func examples() []example {
+	ref := store.InstanceRef{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", IP: "10.0.0.1", Port: 8080}
+	key := ref.ServiceKey()
+	return []example{
+		{"register_instance", RegisterInstanceType, RegisterInstanceRequest{Instance: store.Instance{
+			Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", IP: "10.0.0.1", Port: 8080,
+			Cluster: "DEFAULT", Weight: 1.5, Enabled: true, Healthy: true,
+			Metadata: map[string]string{"zone": "a", "version": "v1"}, CreateIndex: 3, ModifyIndex: 4,
+		}}, &RegisterInstanceRequest{}},
+		{"deregister_instance", DeregisterInstanceType, DeregisterInstanceRequest{Ref: ref}, &DeregisterInstanceRequest{}},
+		{"update_instance", UpdateInstanceType, UpdateInstanceRequest{Ref: ref, Patch: store.InstancePatch{
+			Cluster: new("canary"), Weight: new(2.0), Enabled: new(false), Metadata: &map[string]string{"k": "v"},
+		}}, &UpdateInstanceRequest{}},
+		{"upsert_service", UpsertServiceType, UpsertServiceRequest{Service: store.Service{
+			Namespace: "public", Group: "DEFAULT_GROUP", Name: "orders", ProtectThreshold: 0.25,
+			Metadata: map[string]string{"team": "pay"}, CreateIndex: 1, ModifyIndex: 2,
+		}}, &UpsertServiceRequest{}},
+		{"delete_service", DeleteServiceType, DeleteServiceRequest{Key: key}, &DeleteServiceRequest{}},
+		{"upsert_cluster", UpsertClusterType, UpsertClusterRequest{Cluster: store.Cluster{
+			Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", Name: "web",
+			HealthCheck: store.HealthCheck{
+				Type: store.CheckHTTP, Port: 9090, Path: "/health", Headers: map[string]string{"Host": "orders"},
+				ExpectedStatus: []int{200, 204}, Interval: store.Duration(5 * time.Second),
+				Timeout: store.Duration(2 * time.Second), Rise: 2, Fall: 3,
+			},
+			Metadata: map[string]string{"tier": "front"}, CreateIndex: 5, ModifyIndex: 6,
+		}}, &UpsertClusterRequest{}},
+		{"upsert_namespace", UpsertNamespaceType, UpsertNamespaceRequest{Namespace: store.Namespace{
+			ID: "dev", Name: "Development", Description: "dev stuff", CreateIndex: 7, ModifyIndex: 8,
+		}}, &UpsertNamespaceRequest{}},
+		{"delete_namespace", DeleteNamespaceType, DeleteNamespaceRequest{ID: "dev"}, &DeleteNamespaceRequest{}},
+		{"set_health", SetHealthType, SetHealthRequest{Updates: []store.HealthUpdate{
+			{Ref: ref, Epoch: 3, Healthy: false},
+			{Ref: store.InstanceRef{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", IP: "::1", Port: 80}, Epoch: 9, Healthy: true},
+		}}, &SetHealthRequest{}},
+		{"set_health_manual", SetHealthManualType, SetHealthManualRequest{Ref: ref, Healthy: true}, &SetHealthManualRequest{}},
+		{"upsert_member", UpsertMemberType, UpsertMemberRequest{Member: store.Member{
+			ID: "n1", RaftAddr: "10.0.0.1:7848", HTTPAddr: "10.0.0.1:8848",
+		}}, &UpsertMemberRequest{}},
+		{"remove_member", RemoveMemberType, RemoveMemberRequest{ID: "n1"}, &RemoveMemberRequest{}},
+	}
+}
+
+func TestEncode_GoldenBytes(t *testing.T) {
+	seen := map[MessageType]bool{}
+	for _, ex := range examples() {
+		t.Run(ex.name, func(t *testing.T) {
+			seen[ex.t] = true
+			got, err := Encode(ex.t, ex.msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got[0] != byte(ex.t) {
+				t.Fatalf("type byte %d, want %d", got[0], ex.t)
+			}
+			path := filepath.Join("testdata", ex.name+".golden")
+			if *update {
+				if err := os.WriteFile(path, []byte(hexLines(got)), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test ./fsm -run TestEncode_GoldenBytes -update to create it)", err)
+			}
+			want, err := hex.DecodeString(strings.Join(strings.Fields(string(raw)), ""))
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			if string(got) != string(want) {
+				t.Fatalf("encoding of %s changed: the log format is frozen.\n got %x\nwant %x", ex.t, got, want)
+			}
+			// The pinned bytes decode back to the example.
+			if err := Decode(want[1:], ex.out); err != nil {
+				t.Fatal(err)
+			}
+			if back := reflect.ValueOf(ex.out).Elem().Interface(); !reflect.DeepEqual(back, ex.msg) {
+				t.Fatalf("decoded %+v\nwant    %+v", back, ex.msg)
+			}
+		})
+	}
+	for mt := MessageType(1); mt < IgnoreUnknownFlag; mt++ {
+		if _, known := New(nil, nil).handlers[mt]; known && !seen[mt] {
+			t.Errorf("command type %s has no golden example", mt)
+		}
+	}
+}
+
+// hexLines formats b as lowercase hex, 32 bytes per line.
+func hexLines(b []byte) string {
+	var sb strings.Builder
+	for len(b) > 0 {
+		n := min(32, len(b))
+		sb.WriteString(hex.EncodeToString(b[:n]))
+		sb.WriteByte('\n')
+		b = b[n:]
+	}
+	return sb.String()
+}
+
+func TestDecode_GarbageReturnsError(t *testing.T) {
+	good, err := Encode(RegisterInstanceType, examples()[0].msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := good[1:]
+	cases := map[string][]byte{
+		"empty":          nil,
+		"reserved byte":  {0xc1},
+		"truncated":      payload[:len(payload)/2],
+		"trailing bytes": append(append([]byte{}, payload...), 0x01),
+		"wrong shape":    {0x93, 0x01, 0x02, 0x03},
+		"huge length":    {0xdd, 0xff, 0xff, 0xff, 0xff},
+	}
+	for name, data := range cases {
+		t.Run(name, func(t *testing.T) {
+			var req RegisterInstanceRequest
+			if err := Decode(data, &req); !errors.Is(err, ErrDecode) {
+				t.Fatalf("Decode = %v, want ErrDecode", err)
+			}
+		})
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	for range 2000 {
+		data := make([]byte, rng.IntN(64))
+		for i := range data {
+			data[i] = byte(rng.Uint32())
+		}
+		var req UpsertClusterRequest
+		_ = Decode(data, &req) // must not panic
+	}
+	if err := Decode(payload, RegisterInstanceRequest{}); !errors.Is(err, ErrDecode) {
+		t.Fatalf("decode into a non-pointer: %v", err)
+	}
+}
+
+func TestMessageType_String(t *testing.T) {
+	for mt, want := range map[MessageType]string{
+		RegisterInstanceType:                 "RegisterInstance",
+		RemoveMemberType | IgnoreUnknownFlag: "RemoveMember+ignorable",
+		MessageType(99):                      "MessageType(99)",
+		MessageType(99) | IgnoreUnknownFlag:  "MessageType(99)+ignorable",
+	} {
+		if got := mt.String(); got != want {
+			t.Errorf("%d.String() = %q, want %q", uint8(mt), got, want)
+		}
+	}
+}

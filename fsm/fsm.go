@@ -1,0 +1,227 @@
+// Package fsm is Roster's Raft state machine: the command encoding, the dispatch of
+// committed entries to the store, and the snapshot format (a copy of the state file).
+package fsm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/rosterhq/roster/store"
+)
+
+// Result is what Apply and ApplyBatch return for every entry: the entry's index and, for
+// a command the state refused, the store's error (matchable with errors.Is against
+// store.ErrInvalid, store.ErrNotFound and store.ErrConflict).
+type Result struct {
+	Index uint64
+	Err   error
+}
+
+// handler applies one decoded command type inside the batch's transaction.
+type handler func(tx *store.Txn, idx uint64, payload []byte) error
+
+// FSM applies committed Raft entries to a store. It implements raft.FSM and
+// raft.BatchingFSM. Applying is idempotent: the applied index is stored in the same
+// transaction as the entries' effects, and entries at or below it are skipped, so
+// replaying the log after a restart changes nothing.
+type FSM struct {
+	store    *store.Store
+	logger   *slog.Logger
+	codec    msgCodec
+	handlers map[MessageType]handler
+
+	mu sync.Mutex
+	// appliedCh is closed and replaced after every batch and restore.
+	appliedCh chan struct{}
+}
+
+var (
+	_ raft.FSM         = (*FSM)(nil)
+	_ raft.BatchingFSM = (*FSM)(nil)
+)
+
+// New returns an FSM that applies entries to s. A nil logger discards logs.
+func New(s *store.Store, logger *slog.Logger) *FSM {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	f := &FSM{
+		store:     s,
+		logger:    logger,
+		codec:     newMsgCodec(),
+		appliedCh: make(chan struct{}),
+	}
+	f.handlers = map[MessageType]handler{
+		RegisterInstanceType:   f.applyRegisterInstance,
+		DeregisterInstanceType: f.applyDeregisterInstance,
+		UpdateInstanceType:     f.applyUpdateInstance,
+		UpsertServiceType:      f.applyUpsertService,
+		DeleteServiceType:      f.applyDeleteService,
+		UpsertClusterType:      f.applyUpsertCluster,
+		UpsertNamespaceType:    f.applyUpsertNamespace,
+		DeleteNamespaceType:    f.applyDeleteNamespace,
+		SetHealthType:          f.applySetHealth,
+		SetHealthManualType:    f.applySetHealthManual,
+		UpsertMemberType:       f.applyUpsertMember,
+		RemoveMemberType:       f.applyRemoveMember,
+	}
+	return f
+}
+
+// Store returns the store the FSM applies to.
+func (f *FSM) Store() *store.Store { return f.store }
+
+// AppliedIndex returns the index of the last applied entry, as stored in the state.
+func (f *FSM) AppliedIndex() uint64 { return f.store.AppliedIndex() }
+
+// Apply applies one entry; it is ApplyBatch of that entry alone. It returns a *Result.
+func (f *FSM) Apply(l *raft.Log) interface{} {
+	return f.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// ApplyBatch applies a batch of entries in one store transaction, which also stores the
+// batch's last index as the applied index. It returns one *Result per entry, in order.
+//
+//   - Entries at or below the stored applied index are skipped (already applied).
+//   - LogConfiguration entries (and any non-command entry) only advance the applied index.
+//   - A command the state refuses (validation, not found, conflict) gets Result.Err and
+//     does not affect the other entries of the batch.
+//   - An unknown command type with IgnoreUnknownFlag is skipped; any other unknown type,
+//     an empty entry or an undecodable payload panics, as does a storage failure: the
+//     transaction is rolled back first, and the state never silently diverges.
+func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
+	results := make([]interface{}, len(logs))
+	if len(logs) == 0 {
+		return results
+	}
+	err := f.store.Update(func(tx *store.Txn) error {
+		applied := tx.AppliedIndex()
+		last := applied
+		for i, l := range logs {
+			res := &Result{Index: l.Index}
+			results[i] = res
+			if l.Index <= applied {
+				continue
+			}
+			last = max(last, l.Index)
+			if l.Type != raft.LogCommand {
+				continue
+			}
+			if err := f.applyCommand(tx, l); err != nil {
+				if !isDomainError(err) {
+					return fmt.Errorf("entry %d: %w", l.Index, err)
+				}
+				f.logger.Debug("command refused", "index", l.Index, "type", MessageType(l.Data[0]), "error", err)
+				res.Err = err
+			}
+		}
+		return tx.SetAppliedIndex(last)
+	})
+	if err != nil {
+		panic(fmt.Sprintf("fsm: applying entries %d..%d failed: %v", logs[0].Index, logs[len(logs)-1].Index, err))
+	}
+	f.notifyApplied()
+	return results
+}
+
+// applyCommand dispatches one command entry.
+func (f *FSM) applyCommand(tx *store.Txn, l *raft.Log) error {
+	if len(l.Data) == 0 {
+		panic(fmt.Sprintf("fsm: entry %d: empty command", l.Index))
+	}
+	t := MessageType(l.Data[0])
+	ignorable := t&IgnoreUnknownFlag != 0
+	h, ok := f.handlers[t&^IgnoreUnknownFlag]
+	if !ok {
+		if ignorable {
+			f.logger.Warn("skipping unknown ignorable command", "index", l.Index, "type", t)
+			return nil
+		}
+		panic(fmt.Sprintf("fsm: entry %d: unknown command type %s", l.Index, t))
+	}
+	return h(tx, l.Index, l.Data[1:])
+}
+
+// isDomainError reports whether err is the state refusing a command, as opposed to a
+// storage failure.
+func isDomainError(err error) bool {
+	return errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict)
+}
+
+// mustDecode decodes a command payload; an entry that cannot be decoded panics.
+func (f *FSM) mustDecode(t MessageType, idx uint64, payload []byte, out any) {
+	if err := f.codec.decode(payload, out); err != nil {
+		panic(fmt.Sprintf("fsm: entry %d: %s: %v", idx, t, err))
+	}
+}
+
+func (f *FSM) notifyApplied() {
+	f.mu.Lock()
+	close(f.appliedCh)
+	f.appliedCh = make(chan struct{})
+	f.mu.Unlock()
+}
+
+// WaitApplied returns nil once the applied index is at least idx, or ctx's error.
+// It waits for the FSM's notifications; it does not poll.
+func (f *FSM) WaitApplied(ctx context.Context, idx uint64) error {
+	for {
+		f.mu.Lock()
+		ch := f.appliedCh
+		f.mu.Unlock()
+		if f.store.AppliedIndex() >= idx {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Snapshot returns a point-in-time view of the state. Raft calls it on the apply
+// goroutine; it only opens a read transaction, and Persist does the copying.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	sn, err := f.store.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	return &fsmSnapshot{sn: sn}, nil
+}
+
+// Restore replaces the state with a snapshot written by Persist (see store.Restore: a
+// bad snapshot changes nothing and returns an error wrapping store.ErrCorrupt).
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer func() { _ = rc.Close() }()
+	err := f.store.Restore(rc)
+	f.notifyApplied()
+	if err != nil {
+		return err
+	}
+	f.logger.Info("state restored from snapshot", "applied_index", f.store.AppliedIndex())
+	return nil
+}
+
+// fsmSnapshot streams a store snapshot into a Raft snapshot sink.
+type fsmSnapshot struct {
+	sn *store.Snapshot
+}
+
+// Persist writes the state file of the view to sink, cancelling the sink on error.
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := s.sn.WriteTo(sink); err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+// Release closes the view.
+func (s *fsmSnapshot) Release() { _ = s.sn.Close() }

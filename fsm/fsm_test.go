@@ -1,0 +1,343 @@
+package fsm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/rosterhq/roster/store"
+)
+
+// mixedBatch returns entries first..first+8 of every kind, including one refused command.
+func mixedBatch(t testing.TB, first uint64) []*raft.Log {
+	t.Helper()
+	a, b := testInstance("10.0.0.1", 80), testInstance("10.0.0.2", 80)
+	idx := first - 1
+	next := func() uint64 { idx++; return idx }
+	return []*raft.Log{
+		cmdLog(t, next(), UpsertNamespaceType, UpsertNamespaceRequest{Namespace: store.Namespace{ID: "dev", Description: "d"}}),
+		cmdLog(t, next(), RegisterInstanceType, RegisterInstanceRequest{Instance: a}),
+		configLog(next()),
+		cmdLog(t, next(), RegisterInstanceType, RegisterInstanceRequest{Instance: b}),
+		// Refused in the middle: the default cluster is probed.
+		cmdLog(t, next(), SetHealthManualType, SetHealthManualRequest{Ref: a.Ref(), Healthy: false}),
+		cmdLog(t, next(), UpdateInstanceType, UpdateInstanceRequest{Ref: b.Ref(), Patch: store.InstancePatch{Weight: new(4.0)}}),
+		cmdLog(t, next(), SetHealthType, SetHealthRequest{Updates: []store.HealthUpdate{{Ref: a.Ref(), Epoch: first + 1, Healthy: false}}}),
+		cmdLog(t, next(), UpsertMemberType, UpsertMemberRequest{Member: store.Member{ID: "n1", RaftAddr: "127.0.0.1:7848"}}),
+		cmdLog(t, next(), DeregisterInstanceType, DeregisterInstanceRequest{Ref: b.Ref()}),
+	}
+}
+
+func TestApplyBatch_MixedCommands(t *testing.T) {
+	f := mustNewFSM(t)
+	logs := mixedBatch(t, 1)
+	rs := results(t, logs, f.ApplyBatch(logs))
+	for i, r := range rs {
+		if i == 4 {
+			if !errors.Is(r.Err, store.ErrConflict) {
+				t.Fatalf("entry 5: %v, want ErrConflict", r.Err)
+			}
+			continue
+		}
+		if r.Err != nil {
+			t.Fatalf("entry %d: %v", i+1, r.Err)
+		}
+	}
+	if f.AppliedIndex() != 9 {
+		t.Fatalf("AppliedIndex = %d, want 9", f.AppliedIndex())
+	}
+	s := f.Store()
+	_, ins, err := s.Instances(nil, testKey)
+	if err != nil || len(ins) != 1 {
+		t.Fatalf("instances %+v %v", ins, err)
+	}
+	if a := ins[0]; a.IP != "10.0.0.1" || a.Healthy || a.CreateIndex != 2 || a.ModifyIndex != 7 {
+		t.Fatalf("instance a = %+v", a)
+	}
+	if _, ns, err := s.Namespace(nil, "dev"); err != nil || ns.Description != "d" {
+		t.Fatalf("namespace %+v %v", ns, err)
+	}
+	if m, ok := s.Member("n1"); !ok || m.RaftAddr != "127.0.0.1:7848" {
+		t.Fatalf("member %+v %v", m, ok)
+	}
+	if svcIdx, _, _ := s.Service(nil, testKey); svcIdx != 9 {
+		t.Fatalf("service index = %d, want 9", svcIdx)
+	}
+}
+
+func TestApplyBatch_DomainErrorsAreStoreErrors(t *testing.T) {
+	f := mustNewFSM(t)
+	bad := testInstance("10.0.0.1", 0)
+	logs := []*raft.Log{
+		cmdLog(t, 1, RegisterInstanceType, RegisterInstanceRequest{Instance: bad}),
+		cmdLog(t, 2, DeregisterInstanceType, DeregisterInstanceRequest{Ref: testInstance("10.0.0.1", 80).Ref()}),
+		cmdLog(t, 3, DeleteNamespaceType, DeleteNamespaceRequest{ID: store.DefaultNamespace}),
+		cmdLog(t, 4, RemoveMemberType, RemoveMemberRequest{ID: "ghost"}),
+	}
+	rs := results(t, logs, f.ApplyBatch(logs))
+	var ve *store.ValidationError
+	if !errors.As(rs[0].Err, &ve) || ve.Field != "port" {
+		t.Fatalf("invalid register: %v", rs[0].Err)
+	}
+	if !errors.Is(rs[1].Err, store.ErrNotFound) || !errors.Is(rs[2].Err, store.ErrConflict) || rs[3].Err != nil {
+		t.Fatalf("results %v / %v / %v", rs[1].Err, rs[2].Err, rs[3].Err)
+	}
+	if f.AppliedIndex() != 4 {
+		t.Fatalf("AppliedIndex = %d, want 4: refused commands still count as applied", f.AppliedIndex())
+	}
+}
+
+func TestApplyBatch_ReplayChangesNothing(t *testing.T) {
+	f := mustNewFSM(t)
+	logs := mixedBatch(t, 1)
+	f.ApplyBatch(logs)
+	before := mustDump(t, f.Store())
+	idxBefore, _, _ := f.Store().Service(nil, testKey)
+
+	rs := results(t, logs, f.ApplyBatch(logs))
+	for i, r := range rs {
+		if r.Err != nil {
+			t.Fatalf("replayed entry %d: %v (skipped entries report no error)", i, r.Err)
+		}
+	}
+	if after := mustDump(t, f.Store()); !reflect.DeepEqual(before, after) {
+		t.Fatalf("replay changed the state:\nbefore %+v\nafter  %+v", before, after)
+	}
+	if idx, _, _ := f.Store().Service(nil, testKey); idx != idxBefore {
+		t.Fatalf("service index %d after replay, want %d", idx, idxBefore)
+	}
+	// A batch that overlaps the applied index applies only the new entries.
+	more := append(logs[len(logs)-2:], cmdLog(t, 10, DeregisterInstanceType, DeregisterInstanceRequest{Ref: testInstance("10.0.0.1", 80).Ref()}))
+	applyOK(t, f, more...)
+	if _, ins, _ := f.Store().Instances(nil, testKey); len(ins) != 0 {
+		t.Fatalf("instances after overlapping batch: %+v", ins)
+	}
+}
+
+func TestApplyBatch_RestartThenReplayIsNoOp(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s, err := store.Open(path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := New(s, nil)
+	logs := mixedBatch(t, 1)
+	f.ApplyBatch(logs[:4])
+	f.ApplyBatch(logs[4:])
+	before := mustDump(t, s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s2 := mustOpenStore(t, path)
+	f2 := New(s2, nil)
+	if f2.AppliedIndex() != 9 {
+		t.Fatalf("AppliedIndex after restart = %d, want 9", f2.AppliedIndex())
+	}
+	// Raft replays from its last snapshot: every entry again, in other batch boundaries.
+	for _, l := range logs {
+		f2.Apply(l)
+	}
+	if after := mustDump(t, s2); !reflect.DeepEqual(before, after) {
+		t.Fatalf("replay after restart changed the state:\nbefore %+v\nafter  %+v", before, after)
+	}
+	applyOK(t, f2, cmdLog(t, 10, RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance("10.0.0.3", 80)}))
+	if f2.AppliedIndex() != 10 {
+		t.Fatalf("AppliedIndex = %d, want 10", f2.AppliedIndex())
+	}
+}
+
+func TestApplyBatch_ConfigurationAndIgnorableEntriesAdvanceAppliedIndex(t *testing.T) {
+	f := mustNewFSM(t)
+	before := mustDump(t, f.Store())
+	future := append([]byte{byte(IgnoreUnknownFlag | 0x33)}, 0x01, 0x02)
+	logs := []*raft.Log{
+		configLog(1),
+		{Index: 2, Term: 1, Type: raft.LogCommand, Data: future},
+		{Index: 3, Term: 1, Type: raft.LogCommand, Data: []byte{byte(IgnoreUnknownFlag | RegisterInstanceType)}},
+	}
+	rs := results(t, logs[:2], f.ApplyBatch(logs[:2]))
+	if rs[0].Err != nil || rs[1].Err != nil {
+		t.Fatalf("results %v %v", rs[0].Err, rs[1].Err)
+	}
+	if f.AppliedIndex() != 2 {
+		t.Fatalf("AppliedIndex = %d, want 2", f.AppliedIndex())
+	}
+	before.AppliedIndex = 2
+	if after := mustDump(t, f.Store()); !reflect.DeepEqual(before, after) {
+		t.Fatalf("skipped entries changed the state: %+v", after)
+	}
+	// The flag does not make a known command skippable: it is applied (here, undecodable → panic).
+	mustPanic(t, "known command with the ignore flag and a bad payload", func() { f.Apply(logs[2]) })
+	data, _ := Encode(IgnoreUnknownFlag|RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance("10.0.0.1", 80)})
+	applyOK(t, f, &raft.Log{Index: 4, Type: raft.LogCommand, Data: data})
+	if _, ins, _ := f.Store().Instances(nil, testKey); len(ins) != 1 {
+		t.Fatalf("flagged known command not applied: %+v", ins)
+	}
+}
+
+func TestApplyBatch_UnknownOrUndecodablePanicsAndRollsBack(t *testing.T) {
+	good := func(idx uint64) *raft.Log {
+		return cmdLog(t, idx, RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance("10.0.0.1", 80)})
+	}
+	for name, bad := range map[string]*raft.Log{
+		"unknown type": {Index: 2, Type: raft.LogCommand, Data: []byte{0x33, 0x80}},
+		"undecodable":  {Index: 2, Type: raft.LogCommand, Data: []byte{byte(RegisterInstanceType), 0xc1}},
+		"wrong shape":  {Index: 2, Type: raft.LogCommand, Data: []byte{byte(DeleteNamespaceType), 0x93, 1, 2, 3}},
+		"empty":        {Index: 2, Type: raft.LogCommand},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := mustNewFSM(t)
+			before := mustDump(t, f.Store())
+			mustPanic(t, name, func() { f.ApplyBatch([]*raft.Log{good(1), bad}) })
+			if after := mustDump(t, f.Store()); !reflect.DeepEqual(before, after) {
+				t.Fatalf("a panicking batch left changes: %+v", after)
+			}
+			if f.AppliedIndex() != 0 {
+				t.Fatalf("AppliedIndex = %d after a panicking batch", f.AppliedIndex())
+			}
+		})
+	}
+}
+
+func TestApply_IsApplyBatchOfOne(t *testing.T) {
+	f := mustNewFSM(t)
+	l := cmdLog(t, 5, DeleteServiceType, DeleteServiceRequest{Key: testKey})
+	res, ok := f.Apply(l).(*Result)
+	if !ok || res.Index != 5 || !errors.Is(res.Err, store.ErrNotFound) {
+		t.Fatalf("Apply = %#v", res)
+	}
+	if f.AppliedIndex() != 5 {
+		t.Fatalf("AppliedIndex = %d", f.AppliedIndex())
+	}
+	if out := f.ApplyBatch(nil); len(out) != 0 {
+		t.Fatalf("empty batch gave %d results", len(out))
+	}
+}
+
+// memSink is a raft.SnapshotSink in memory.
+type memSink struct {
+	bytes.Buffer
+	failAfter         int
+	closed, cancelled bool
+}
+
+func (s *memSink) Write(p []byte) (int, error) {
+	if s.failAfter > 0 && s.Len()+len(p) > s.failAfter {
+		return 0, errors.New("disk full")
+	}
+	return s.Buffer.Write(p)
+}
+func (s *memSink) ID() string    { return "mem" }
+func (s *memSink) Close() error  { s.closed = true; return nil }
+func (s *memSink) Cancel() error { s.cancelled = true; return nil }
+
+func TestFSM_SnapshotRestoreRoundTrip(t *testing.T) {
+	src := mustNewFSM(t)
+	src.ApplyBatch(mixedBatch(t, 1))
+	snap, err := src.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Entries applied after the snapshot are not in it.
+	applyOK(t, src, cmdLog(t, 10, RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance("10.0.0.9", 80)}))
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+	if !sink.closed || sink.cancelled {
+		t.Fatalf("sink closed=%v cancelled=%v", sink.closed, sink.cancelled)
+	}
+
+	want := mustDump(t, src.Store())
+	dst := mustNewFSM(t)
+	if err := dst.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	if dst.AppliedIndex() != 9 {
+		t.Fatalf("restored AppliedIndex = %d, want 9", dst.AppliedIndex())
+	}
+	// Replaying the entry after the snapshot brings the copy level with the source.
+	applyOK(t, dst, cmdLog(t, 10, RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance("10.0.0.9", 80)}))
+	if got := mustDump(t, dst.Store()); !reflect.DeepEqual(got, want) {
+		t.Fatalf("restored state differs:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestFSM_PersistCancelsSinkOnError(t *testing.T) {
+	f := mustNewFSM(t)
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Release()
+	sink := &memSink{failAfter: 100}
+	if err := snap.Persist(sink); err == nil {
+		t.Fatal("Persist succeeded on a failing sink")
+	}
+	if !sink.cancelled || sink.closed {
+		t.Fatalf("sink closed=%v cancelled=%v, want cancelled", sink.closed, sink.cancelled)
+	}
+}
+
+func TestFSM_RestoreOfGarbageChangesNothing(t *testing.T) {
+	f := mustNewFSM(t)
+	f.ApplyBatch(mixedBatch(t, 1))
+	before := mustDump(t, f.Store())
+	err := f.Restore(io.NopCloser(bytes.NewReader([]byte("definitely not a snapshot"))))
+	if !errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("Restore = %v, want ErrCorrupt", err)
+	}
+	if after := mustDump(t, f.Store()); !reflect.DeepEqual(before, after) {
+		t.Fatal("a failed restore changed the state")
+	}
+}
+
+func TestWaitApplied_WakesOnApply(t *testing.T) {
+	f := mustNewFSM(t)
+	done := make(chan error, 1)
+	go func() { done <- f.WaitApplied(context.Background(), 3) }()
+
+	applyOK(t, f, cmdLog(t, 1, UpsertMemberType, UpsertMemberRequest{Member: store.Member{ID: "n1", RaftAddr: "127.0.0.1:1"}}))
+	select {
+	case err := <-done:
+		t.Fatalf("WaitApplied(3) returned %v at applied index 1", err)
+	default:
+	}
+	f.ApplyBatch([]*raft.Log{configLog(2), configLog(3)})
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("WaitApplied did not return after the index was applied")
+	}
+	if err := f.WaitApplied(context.Background(), 2); err != nil {
+		t.Fatalf("already applied: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := f.WaitApplied(ctx, 100); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitApplied past the end = %v, want DeadlineExceeded", err)
+	}
+}
+
+func TestApplyBatch_StoreFailurePanics(t *testing.T) {
+	s := mustNewStore(t)
+	f := New(s, nil)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mustPanic(t, "applying to a closed store", func() {
+		f.ApplyBatch([]*raft.Log{cmdLog(t, 1, RemoveMemberType, RemoveMemberRequest{ID: "n1"})})
+	})
+}

@@ -1,0 +1,108 @@
+package store
+
+import (
+	"testing"
+)
+
+func kinds(evs []Event) []EventKind {
+	var out []EventKind
+	for _, e := range evs {
+		out = append(out, e.Kind)
+	}
+	return out
+}
+
+func recv(t *testing.T, ch <-chan []Event) []Event {
+	t.Helper()
+	select {
+	case evs, ok := <-ch:
+		if !ok {
+			t.Fatal("feed closed")
+		}
+		return evs
+	default:
+		t.Fatal("no events pending")
+		return nil
+	}
+}
+
+func TestSubscribe_DeliversEachCommitInOrder(t *testing.T) {
+	s := mustNewStore(t)
+	ch, cancel := s.Subscribe(16)
+	defer cancel()
+	in := testInstance("10.0.0.1", 80)
+
+	mustDo(t, s.RegisterInstance(1, in))
+	evs := recv(t, ch)
+	if k := kinds(evs); len(k) != 2 || k[0] != EventClusterUpsert || k[1] != EventInstanceUpsert {
+		t.Fatalf("register: %v, want implicit cluster then instance", k)
+	}
+	if evs[1].Instance.CreateIndex != 1 || evs[1].Ref != in.Ref() || evs[1].Service != testKey {
+		t.Fatalf("instance event %+v", evs[1])
+	}
+	mustDo(t, s.UpsertCluster(2, Cluster{Namespace: testKey.Namespace, Group: testKey.Group, Service: testKey.Service,
+		Name: DefaultCluster, HealthCheck: HealthCheck{Type: CheckHTTP}}))
+	if evs := recv(t, ch); len(evs) != 1 || evs[0].Kind != EventClusterUpsert || evs[0].Cluster.HealthCheck.Type != CheckHTTP {
+		t.Fatalf("cluster: %+v", evs)
+	}
+	_, _ = s.SetHealth(3, []HealthUpdate{{Ref: in.Ref(), Epoch: 1, Healthy: false}})
+	if evs := recv(t, ch); len(evs) != 1 || evs[0].Kind != EventInstanceUpsert || evs[0].Instance.Healthy {
+		t.Fatalf("health: %+v", evs)
+	}
+	mustDo(t, s.DeregisterInstance(4, in.Ref()))
+	if evs := recv(t, ch); len(evs) != 1 || evs[0].Kind != EventInstanceDelete || evs[0].Ref != in.Ref() {
+		t.Fatalf("deregister: %+v", evs)
+	}
+	mustDo(t, s.DeleteService(5, testKey))
+	if evs := recv(t, ch); len(evs) != 1 || evs[0].Kind != EventServiceDelete || evs[0].Service != testKey {
+		t.Fatalf("delete service: %+v", evs)
+	}
+	// No-ops and member changes carry no events.
+	mustDo(t, s.UpsertMember(6, Member{ID: "n1", RaftAddr: "127.0.0.1:1"}))
+	select {
+	case evs := <-ch:
+		t.Fatalf("unexpected events %+v", evs)
+	default:
+	}
+}
+
+func TestSubscribe_OverflowReplacesPendingWithOneReset(t *testing.T) {
+	s := mustNewStore(t)
+	ch, cancel := s.Subscribe(2)
+	defer cancel()
+	for i := range 5 { // more commits than the buffer holds; none may block
+		mustDo(t, s.RegisterInstance(uint64(i+1), testInstance("10.0.0.1", 80+i)))
+	}
+	evs := recv(t, ch)
+	if len(evs) != 1 || evs[0].Kind != EventReset {
+		t.Fatalf("after overflow got %v, want one reset", kinds(evs))
+	}
+	select {
+	case evs := <-ch:
+		t.Fatalf("more pending after the reset: %v", kinds(evs))
+	default:
+	}
+	mustDo(t, s.RegisterInstance(10, testInstance("10.0.0.2", 80)))
+	if evs := recv(t, ch); evs[len(evs)-1].Kind != EventInstanceUpsert {
+		t.Fatalf("after the reset got %v", kinds(evs))
+	}
+}
+
+func TestSubscribe_CancelAndCloseCloseTheChannel(t *testing.T) {
+	s := mustNewStore(t)
+	ch1, cancel1 := s.Subscribe(1)
+	ch2, _ := s.Subscribe(1)
+	cancel1()
+	cancel1()
+	if _, ok := <-ch1; ok {
+		t.Fatal("cancelled channel not closed")
+	}
+	mustDo(t, s.Close())
+	if _, ok := <-ch2; ok {
+		t.Fatal("channel not closed by Close")
+	}
+	ch3, _ := s.Subscribe(1)
+	if _, ok := <-ch3; ok {
+		t.Fatal("subscription after Close not closed")
+	}
+}

@@ -1,0 +1,245 @@
+package store
+
+import (
+	"bytes"
+)
+
+// RegisterInstance creates or replaces an instance, creating its namespace, service and
+// cluster if needed (a new cluster gets DefaultHealthCheck()). A new instance takes
+// in.Healthy and CreateIndex idx. A replaced instance keeps its CreateIndex (its
+// registration epoch) and its stored health, which only SetHealth and SetHealthManual
+// change. The indexes given in in are ignored.
+func (tx *Txn) RegisterInstance(idx uint64, in Instance) error {
+	in.Metadata = normalizeMap(in.Metadata)
+	if err := tx.s.limits.ValidateInstance(in); err != nil {
+		return err
+	}
+	key := instanceKey(in.Ref())
+	var old Instance
+	exists, err := tx.get(tx.instances, key, &old)
+	if err != nil {
+		return err
+	}
+	in.CreateIndex, in.ModifyIndex = idx, idx
+	if exists {
+		in.CreateIndex, in.ModifyIndex, in.Healthy = old.CreateIndex, old.ModifyIndex, old.Healthy
+		if same, err := tx.sameAsStored(tx.instances, key, in); err != nil || same {
+			return err
+		}
+		in.ModifyIndex = idx
+	}
+	return tx.writeInstance(idx, key, in)
+}
+
+// writeInstance stores in (whose checks passed) with ModifyIndex idx, creating its
+// cluster if needed and updating its service.
+func (tx *Txn) writeInstance(idx uint64, key []byte, in Instance) error {
+	skey := in.ServiceKey()
+	svc, svcExists, err := tx.loadService(idx, skey)
+	if err != nil {
+		return err
+	}
+	if err := tx.writeService(idx, svc, svcExists); err != nil {
+		return err
+	}
+	if err := tx.ensureCluster(idx, skey, in.Cluster); err != nil {
+		return err
+	}
+	in.ModifyIndex = idx
+	if err := tx.putValue(tx.instances, key, in); err != nil {
+		return err
+	}
+	tx.emit(Event{Kind: EventInstanceUpsert, Instance: in, Ref: in.Ref(), Service: skey})
+	return nil
+}
+
+// loadInstance validates ref and returns the stored instance; ErrInvalid for a malformed
+// ref, ErrNotFound if there is no such instance.
+func (tx *Txn) loadInstance(ref InstanceRef) (Instance, []byte, error) {
+	if err := ValidateInstanceRef(ref); err != nil {
+		return Instance{}, nil, err
+	}
+	key := instanceKey(ref)
+	var in Instance
+	ok, err := tx.get(tx.instances, key, &in)
+	if err != nil {
+		return Instance{}, nil, err
+	}
+	if !ok {
+		return Instance{}, nil, notFound("instance %s of service %s", JoinAddr(ref.IP, ref.Port), ref.ServiceKey())
+	}
+	return in, key, nil
+}
+
+// ApplyTo returns in with the patch's non-nil fields applied; it does not validate.
+func (p InstancePatch) ApplyTo(in Instance) Instance {
+	if p.Cluster != nil {
+		in.Cluster = *p.Cluster
+	}
+	if p.Weight != nil {
+		in.Weight = *p.Weight
+	}
+	if p.Enabled != nil {
+		in.Enabled = *p.Enabled
+	}
+	if p.Metadata != nil {
+		in.Metadata = *p.Metadata
+	}
+	return in
+}
+
+// UpdateInstance changes the patch's fields of an existing instance (ErrNotFound if
+// there is none) and validates the result. Moving the instance to a cluster that does
+// not exist creates that cluster with the default health check.
+func (tx *Txn) UpdateInstance(idx uint64, ref InstanceRef, p InstancePatch) error {
+	old, key, err := tx.loadInstance(ref)
+	if err != nil {
+		return err
+	}
+	in := p.ApplyTo(old)
+	in.Metadata = normalizeMap(in.Metadata)
+	if err := tx.s.limits.ValidateInstance(in); err != nil {
+		return err
+	}
+	if same, err := tx.sameAsStored(tx.instances, key, in); err != nil || same {
+		return err
+	}
+	return tx.writeInstance(idx, key, in)
+}
+
+// DeregisterInstance removes an instance; ErrNotFound if there is none. Its service and
+// cluster stay.
+func (tx *Txn) DeregisterInstance(idx uint64, ref InstanceRef) error {
+	old, key, err := tx.loadInstance(ref)
+	if err != nil {
+		return err
+	}
+	skey := ref.ServiceKey()
+	svc, svcExists, err := tx.loadService(idx, skey)
+	if err != nil {
+		return err
+	}
+	if err := tx.writeService(idx, svc, svcExists); err != nil {
+		return err
+	}
+	if err := tx.del(tx.instances, key); err != nil {
+		return err
+	}
+	tx.emit(Event{Kind: EventInstanceDelete, Instance: old, Ref: old.Ref(), Service: skey})
+	return nil
+}
+
+// RegisterInstance runs Txn.RegisterInstance in its own transaction.
+func (s *Store) RegisterInstance(idx uint64, in Instance) error {
+	return s.Update(func(tx *Txn) error { return tx.RegisterInstance(idx, in) })
+}
+
+// UpdateInstance runs Txn.UpdateInstance in its own transaction.
+func (s *Store) UpdateInstance(idx uint64, ref InstanceRef, p InstancePatch) error {
+	return s.Update(func(tx *Txn) error { return tx.UpdateInstance(idx, ref, p) })
+}
+
+// DeregisterInstance runs Txn.DeregisterInstance in its own transaction.
+func (s *Store) DeregisterInstance(idx uint64, ref InstanceRef) error {
+	return s.Update(func(tx *Txn) error { return tx.DeregisterInstance(idx, ref) })
+}
+
+// instanceList reads the instances of a service sorted by (IP, port), IPs compared as strings.
+func (r *reader) instanceList(key ServiceKey) ([]Instance, error) {
+	var out []Instance
+	d := instanceDecoder{codec: r.s.codec}
+	prefix := servicePrefix(key)
+	c := r.instances.Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		if out == nil {
+			out = make([]Instance, 0, 16)
+		}
+		out = append(out, Instance{})
+		if err := d.decode(v, &out[len(out)-1]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Instances returns a service's instances sorted by (IP, port) — IPs compared as
+// strings — with the service's ModifyIndex. ErrNotFound if the service does not exist.
+func (s *Store) Instances(ws *WatchSet, key ServiceKey) (uint64, []Instance, error) {
+	var (
+		idx uint64
+		out []Instance
+	)
+	err := s.view(ws, func(r *reader) error {
+		var err error
+		if idx, _, err = r.service(key); err != nil {
+			return err
+		}
+		out, err = r.instanceList(key)
+		return err
+	})
+	if err != nil {
+		return idx, nil, err
+	}
+	return idx, out, nil
+}
+
+// Instance returns one instance with its service's ModifyIndex. ErrNotFound if the
+// service or the instance does not exist.
+func (s *Store) Instance(ws *WatchSet, ref InstanceRef) (uint64, Instance, error) {
+	var (
+		idx uint64
+		in  Instance
+	)
+	err := s.view(ws, func(r *reader) error {
+		var err error
+		if idx, _, err = r.service(ref.ServiceKey()); err != nil {
+			return err
+		}
+		ok := false
+		if !badKeyPart(ref.IP) && ref.Port > 0 && ref.Port <= 65535 {
+			if ok, err = r.get(r.instances, instanceKey(ref), &in); err != nil {
+				return err
+			}
+		}
+		if !ok {
+			return notFound("instance %s of service %s", JoinAddr(ref.IP, ref.Port), ref.ServiceKey())
+		}
+		return nil
+	})
+	if err != nil {
+		return idx, Instance{}, err
+	}
+	return idx, in, nil
+}
+
+// ServiceView is a service with its clusters and instances, read at one point in time.
+type ServiceView struct {
+	Service   Service
+	Clusters  []Cluster
+	Instances []Instance
+}
+
+// ServiceView reads a service, its clusters (by name) and its instances (by IP, port)
+// in one read transaction, with the service's ModifyIndex. ErrNotFound if the service
+// does not exist.
+func (s *Store) ServiceView(ws *WatchSet, key ServiceKey) (uint64, ServiceView, error) {
+	var (
+		idx uint64
+		v   ServiceView
+	)
+	err := s.view(ws, func(r *reader) error {
+		var err error
+		if idx, v.Service, err = r.service(key); err != nil {
+			return err
+		}
+		if v.Clusters, err = r.clusterList(key); err != nil {
+			return err
+		}
+		v.Instances, err = r.instanceList(key)
+		return err
+	})
+	if err != nil {
+		return idx, ServiceView{}, err
+	}
+	return idx, v, nil
+}

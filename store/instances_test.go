@@ -1,0 +1,200 @@
+package store
+
+import (
+	"errors"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestRegisterInstance_CreatesNamespaceServiceAndCluster(t *testing.T) {
+	s := mustNewStore(t)
+	in := testInstance("10.0.0.1", 8080)
+	in.Healthy = false
+	in.CreateIndex, in.ModifyIndex = 99, 99
+	mustDo(t, s.RegisterInstance(4, in))
+
+	if _, ns, err := s.Namespace(nil, testKey.Namespace); err != nil || ns.CreateIndex != 4 {
+		t.Fatalf("implicit namespace %+v %v", ns, err)
+	}
+	if svc := mustService(t, s, testKey); svc.CreateIndex != 4 || svc.ModifyIndex != 4 {
+		t.Fatalf("implicit service %+v", svc)
+	}
+	_, c, err := s.Cluster(nil, testKey, DefaultCluster)
+	mustDo(t, err)
+	if !reflect.DeepEqual(c.HealthCheck, DefaultHealthCheck()) || c.CreateIndex != 4 {
+		t.Fatalf("implicit cluster %+v", c)
+	}
+	got := mustInstance(t, s, in.Ref())
+	if got.CreateIndex != 4 || got.ModifyIndex != 4 || got.Healthy {
+		t.Fatalf("instance %+v: want indexes 4/4 and the given health (false)", got)
+	}
+}
+
+func TestRegisterInstance_ReplaceKeepsCreateIndexAndHealth(t *testing.T) {
+	s := mustNewStore(t)
+	in := testInstance("10.0.0.1", 8080)
+	mustDo(t, s.RegisterInstance(2, in))
+	n, err := s.SetHealth(3, []HealthUpdate{{Ref: in.Ref(), Epoch: 2, Healthy: false}})
+	if err != nil || n != 1 {
+		t.Fatalf("SetHealth = %d, %v", n, err)
+	}
+	in.Weight, in.Healthy = 5, true
+	mustDo(t, s.RegisterInstance(6, in))
+	got := mustInstance(t, s, in.Ref())
+	if got.CreateIndex != 2 || got.ModifyIndex != 6 || got.Weight != 5 || got.Healthy {
+		t.Fatalf("replaced %+v: want CreateIndex 2, ModifyIndex 6, weight 5, stored health false", got)
+	}
+}
+
+func TestRegisterInstance_NoOpChangesNoIndex(t *testing.T) {
+	s := mustNewStore(t)
+	in := testInstance("10.0.0.1", 8080)
+	mustDo(t, s.RegisterInstance(2, in))
+	before := mustDump(t, s)
+	ws := NewWatchSet()
+	_, _, _ = s.Instances(ws, testKey)
+	events, cancel := s.Subscribe(4)
+	defer cancel()
+
+	in.Healthy = false // health is not the registration's to change
+	in.ModifyIndex = 40
+	mustDo(t, s.RegisterInstance(3, in))
+	assertUnchanged(t, s, before)
+	if !notFired(ws) {
+		t.Fatal("watch fired on a no-op")
+	}
+	select {
+	case evs := <-events:
+		t.Fatalf("events for a no-op: %+v", evs)
+	default:
+	}
+}
+
+func TestRegisterInstance_ValidationNamesFieldAndWritesNothing(t *testing.T) {
+	s := mustNewStore(t)
+	before := mustDump(t, s)
+	cases := map[string]func(*Instance){
+		"namespace": func(in *Instance) { in.Namespace = "a b" },
+		"group":     func(in *Instance) { in.Group = "" },
+		"service":   func(in *Instance) { in.Service = "@x" },
+		"ip":        func(in *Instance) { in.IP = "300.1.1.1" },
+		"port":      func(in *Instance) { in.Port = 70000 },
+		"cluster":   func(in *Instance) { in.Cluster = "" },
+		"weight":    func(in *Instance) { in.Weight = -1 },
+		"metadata":  func(in *Instance) { in.Metadata = map[string]string{"k": strings.Repeat("v", 1100)} },
+	}
+	for field, mutate := range cases {
+		in := testInstance("10.0.0.1", 80)
+		mutate(&in)
+		assertField(t, s.RegisterInstance(1, in), field)
+	}
+	assertUnchanged(t, s, before)
+}
+
+func TestStore_LimitsBoundMetadata(t *testing.T) {
+	s, err := Open(t.TempDir()+"/state.db", Options{NoSync: true, Limits: Limits{MaxMetadataBytes: 16}})
+	mustDo(t, err)
+	defer func() { _ = s.Close() }()
+	if s.Limits().MaxMetadataBytes != 16 {
+		t.Fatalf("Limits = %+v", s.Limits())
+	}
+	in := testInstance("10.0.0.1", 80)
+	in.Metadata = map[string]string{"key": "a value past 16 bytes"}
+	assertField(t, s.RegisterInstance(1, in), "metadata")
+}
+
+func TestUpdateInstance_AppliesPatch(t *testing.T) {
+	s := mustNewStore(t)
+	in := testInstance("10.0.0.1", 80)
+	mustDo(t, s.RegisterInstance(2, in))
+	w, md := 3.0, map[string]string{"zone": "b"}
+	mustDo(t, s.UpdateInstance(5, in.Ref(), InstancePatch{Weight: &w, Enabled: new(false), Metadata: &md, Cluster: new("canary")}))
+	got := mustInstance(t, s, in.Ref())
+	if got.Weight != 3 || got.Enabled || got.Metadata["zone"] != "b" || got.Metadata["version"] != "" ||
+		got.Cluster != "canary" || got.CreateIndex != 2 || got.ModifyIndex != 5 || !got.Healthy {
+		t.Fatalf("patched %+v", got)
+	}
+	if _, c, err := s.Cluster(nil, testKey, "canary"); err != nil || c.CreateIndex != 5 {
+		t.Fatalf("implicit cluster %+v %v", c, err)
+	}
+
+	before := mustDump(t, s)
+	assertField(t, s.UpdateInstance(6, in.Ref(), InstancePatch{Weight: new(10001.0)}), "weight")
+	assertField(t, s.UpdateInstance(6, in.Ref(), InstancePatch{Cluster: new("")}), "cluster")
+	mustDo(t, s.UpdateInstance(6, in.Ref(), InstancePatch{Weight: &w}))
+	assertUnchanged(t, s, before)
+
+	if err := s.UpdateInstance(7, testInstance("10.0.0.9", 80).Ref(), InstancePatch{Weight: &w}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing instance: %v", err)
+	}
+	assertField(t, s.UpdateInstance(7, InstanceRef{Namespace: "dev", Group: "g1", Service: "orders", IP: "10.0.0.1"}, InstancePatch{}), "port")
+}
+
+func TestDeregisterInstance_RemovesOnlyTheInstance(t *testing.T) {
+	s := mustNewStore(t)
+	a, b := testInstance("10.0.0.1", 80), testInstance("10.0.0.2", 80)
+	mustDo(t, s.RegisterInstance(2, a))
+	mustDo(t, s.RegisterInstance(3, b))
+	mustDo(t, s.DeregisterInstance(4, a.Ref()))
+	if _, _, err := s.Instance(nil, a.Ref()); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deregistered instance: %v", err)
+	}
+	idx, ins, err := s.Instances(nil, testKey)
+	mustDo(t, err)
+	if idx != 4 || len(ins) != 1 || ins[0].IP != "10.0.0.2" {
+		t.Fatalf("Instances = %d %+v", idx, ins)
+	}
+	if err := s.DeregisterInstance(5, a.Ref()); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second deregister: %v", err)
+	}
+	mustDo(t, s.DeregisterInstance(6, b.Ref()))
+	if _, _, err := s.Cluster(nil, testKey, DefaultCluster); err != nil {
+		t.Fatalf("cluster gone with the last instance: %v", err)
+	}
+	if svc := mustService(t, s, testKey); svc.ModifyIndex != 6 {
+		t.Fatalf("service ModifyIndex = %d, want 6", svc.ModifyIndex)
+	}
+}
+
+func TestInstances_SortedByIPThenPort(t *testing.T) {
+	s := mustNewStore(t)
+	addrs := [][2]any{{"10.0.0.10", 80}, {"10.0.0.1", 9000}, {"10.0.0.1", 80}, {"10.0.0.1", 443}, {"::1", 80}, {"host.example", 1}}
+	rand.Shuffle(len(addrs), func(i, j int) { addrs[i], addrs[j] = addrs[j], addrs[i] })
+	for i, a := range addrs {
+		mustDo(t, s.RegisterInstance(uint64(i+1), testInstance(a[0].(string), a[1].(int))))
+	}
+	_, ins, err := s.Instances(nil, testKey)
+	mustDo(t, err)
+	var got []string
+	for _, in := range ins {
+		got = append(got, in.Addr())
+	}
+	want := "10.0.0.1:80,10.0.0.1:443,10.0.0.1:9000,10.0.0.10:80,::1:80,host.example:1"
+	want = strings.Replace(want, "::1:80", "[::1]:80", 1)
+	if strings.Join(got, ",") != want {
+		t.Fatalf("order %v, want %s", got, want)
+	}
+}
+
+func TestInstance_NotFoundAndServiceView(t *testing.T) {
+	s := mustNewStore(t)
+	ref := testInstance("10.0.0.1", 80).Ref()
+	if _, _, err := s.Instance(nil, ref); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing service: %v", err)
+	}
+	if _, _, err := s.ServiceView(nil, testKey); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("ServiceView of missing service: %v", err)
+	}
+	mustDo(t, s.RegisterInstance(1, testInstance("10.0.0.2", 80)))
+	if _, _, err := s.Instance(nil, ref); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing instance: %v", err)
+	}
+	mustDo(t, s.RegisterInstance(2, testInstance("10.0.0.1", 80)))
+	idx, v, err := s.ServiceView(nil, testKey)
+	mustDo(t, err)
+	if idx != 2 || v.Service.Name != testKey.Service || len(v.Clusters) != 1 || len(v.Instances) != 2 {
+		t.Fatalf("ServiceView = %d %+v", idx, v)
+	}
+}

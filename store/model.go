@@ -1,0 +1,274 @@
+package store
+
+import (
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults of the five-layer model, the same as Nacos's.
+const (
+	DefaultNamespace = "public"
+	DefaultGroup     = "DEFAULT_GROUP"
+	DefaultCluster   = "DEFAULT"
+	// GroupSeparator joins a group and a service into a grouped name (group@@service).
+	GroupSeparator = "@@"
+)
+
+// Namespace is the outermost layer. "public" always exists.
+type Namespace struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	CreateIndex uint64 `json:"createIndex"`
+	ModifyIndex uint64 `json:"modifyIndex"`
+}
+
+// ServiceKey names a service.
+type ServiceKey struct {
+	Namespace string `json:"namespace"`
+	Group     string `json:"group"`
+	Service   string `json:"service"`
+}
+
+// String is namespace/group@@service, for logs and errors.
+func (k ServiceKey) String() string {
+	return k.Namespace + "/" + k.Group + GroupSeparator + k.Service
+}
+
+// GroupedName is group@@service, the form Nacos clients use.
+func (k ServiceKey) GroupedName() string { return k.Group + GroupSeparator + k.Service }
+
+// Service is a named set of instances inside a group.
+type Service struct {
+	Namespace        string            `json:"namespace"`
+	Group            string            `json:"group"`
+	Name             string            `json:"name"`
+	ProtectThreshold float64           `json:"protectThreshold"`
+	Metadata         map[string]string `json:"metadata"`
+	CreateIndex      uint64            `json:"createIndex"`
+	// ModifyIndex is the index of the last change to the service, its clusters or its instances.
+	ModifyIndex uint64 `json:"modifyIndex"`
+}
+
+// Key returns the service's key.
+func (s Service) Key() ServiceKey {
+	return ServiceKey{Namespace: s.Namespace, Group: s.Group, Service: s.Name}
+}
+
+// CheckType is how the leader probes a cluster's instances.
+type CheckType string
+
+// Check types.
+const (
+	CheckTCP  CheckType = "TCP"
+	CheckHTTP CheckType = "HTTP"
+	CheckNone CheckType = "NONE"
+)
+
+// Health-check defaults and bounds.
+const (
+	DefaultCheckInterval = 5 * time.Second
+	DefaultCheckTimeout  = 2 * time.Second
+	DefaultRise          = 2
+	DefaultFall          = 3
+	MinCheckInterval     = time.Second
+	MaxCheckInterval     = time.Hour
+	MaxRiseFall          = 10
+)
+
+// HealthCheck is a cluster's probe specification. Port 0 means the instance's own port.
+// ExpectedStatus empty means any status in 200..399 is healthy.
+type HealthCheck struct {
+	Type           CheckType         `json:"type"`
+	Port           int               `json:"port"`
+	Path           string            `json:"path,omitempty"`
+	Headers        map[string]string `json:"headers,omitempty"`
+	ExpectedStatus []int             `json:"expectedStatus,omitempty"`
+	Interval       Duration          `json:"interval"`
+	Timeout        Duration          `json:"timeout"`
+	Rise           int               `json:"rise"`
+	Fall           int               `json:"fall"`
+}
+
+// DefaultHealthCheck is the spec of a cluster created implicitly: TCP on the instance's own port.
+func DefaultHealthCheck() HealthCheck {
+	return HealthCheck{
+		Type:     CheckTCP,
+		Interval: Duration(DefaultCheckInterval),
+		Timeout:  Duration(DefaultCheckTimeout),
+		Rise:     DefaultRise,
+		Fall:     DefaultFall,
+	}
+}
+
+// WithDefaults fills zero fields with the defaults.
+func (h HealthCheck) WithDefaults() HealthCheck {
+	if h.Type == "" {
+		h.Type = CheckTCP
+	}
+	if h.Interval == 0 {
+		h.Interval = Duration(DefaultCheckInterval)
+	}
+	if h.Timeout == 0 {
+		h.Timeout = Duration(DefaultCheckTimeout)
+		if h.Timeout >= h.Interval {
+			h.Timeout = h.Interval / 2
+		}
+	}
+	if h.Rise == 0 {
+		h.Rise = DefaultRise
+	}
+	if h.Fall == 0 {
+		h.Fall = DefaultFall
+	}
+	if h.Type == CheckHTTP && h.Path == "" {
+		h.Path = "/"
+	}
+	return h
+}
+
+// Healthy reports whether an HTTP status counts as healthy under this spec.
+func (h HealthCheck) Healthy(status int) bool {
+	if len(h.ExpectedStatus) == 0 {
+		return status >= 200 && status <= 399
+	}
+	for _, s := range h.ExpectedStatus {
+		if s == status {
+			return true
+		}
+	}
+	return false
+}
+
+// Cluster groups a service's instances and carries their health-check spec.
+type Cluster struct {
+	Namespace   string            `json:"namespace"`
+	Group       string            `json:"group"`
+	Service     string            `json:"service"`
+	Name        string            `json:"name"`
+	HealthCheck HealthCheck       `json:"healthCheck"`
+	Metadata    map[string]string `json:"metadata"`
+	CreateIndex uint64            `json:"createIndex"`
+	ModifyIndex uint64            `json:"modifyIndex"`
+}
+
+// Instance is one persistent backend. It is identified within its service by Addr().
+type Instance struct {
+	Namespace string            `json:"namespace"`
+	Group     string            `json:"group"`
+	Service   string            `json:"service"`
+	IP        string            `json:"ip"`
+	Port      int               `json:"port"`
+	Cluster   string            `json:"cluster"`
+	Weight    float64           `json:"weight"`
+	Enabled   bool              `json:"enabled"`
+	Healthy   bool              `json:"healthy"`
+	Metadata  map[string]string `json:"metadata"`
+	// CreateIndex is the registration epoch: it changes only when the instance is
+	// deregistered and registered again.
+	CreateIndex uint64 `json:"createIndex"`
+	ModifyIndex uint64 `json:"modifyIndex"`
+}
+
+// ServiceKey returns the key of the instance's service.
+func (in Instance) ServiceKey() ServiceKey {
+	return ServiceKey{Namespace: in.Namespace, Group: in.Group, Service: in.Service}
+}
+
+// Addr is the instance's identity inside its service: ip:port, IPv6 in brackets.
+func (in Instance) Addr() string { return JoinAddr(in.IP, in.Port) }
+
+// InstanceID is Nacos's simple id: ip#port#cluster#group@@service.
+func (in Instance) InstanceID() string {
+	return in.IP + "#" + strconv.Itoa(in.Port) + "#" + in.Cluster + "#" + in.Group + GroupSeparator + in.Service
+}
+
+// JoinAddr formats ip:port, bracketing IPv6 addresses.
+func JoinAddr(ip string, port int) string { return net.JoinHostPort(ip, strconv.Itoa(port)) }
+
+// SplitAddr parses ip:port (IPv6 in brackets) into its parts, without validating them.
+func SplitAddr(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return "", 0, err
+	}
+	return host, port, nil
+}
+
+// InstanceRef names one instance.
+type InstanceRef struct {
+	Namespace string `json:"namespace"`
+	Group     string `json:"group"`
+	Service   string `json:"service"`
+	IP        string `json:"ip"`
+	Port      int    `json:"port"`
+}
+
+// ServiceKey returns the key of the referenced instance's service.
+func (r InstanceRef) ServiceKey() ServiceKey {
+	return ServiceKey{Namespace: r.Namespace, Group: r.Group, Service: r.Service}
+}
+
+// Ref returns the instance's reference.
+func (in Instance) Ref() InstanceRef {
+	return InstanceRef{Namespace: in.Namespace, Group: in.Group, Service: in.Service, IP: in.IP, Port: in.Port}
+}
+
+// Member is a Raft server with the HTTP address it serves the API on.
+type Member struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raftAddr"`
+	HTTPAddr string `json:"httpAddr"`
+}
+
+// Duration is a time.Duration that reads and writes JSON as a Go duration string ("5s").
+type Duration time.Duration
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// String formats the duration as Go does.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalText writes the duration as a Go duration string.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText reads a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(strings.TrimSpace(string(b)))
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// isIP reports whether s is a literal IPv4 or IPv6 address (no zone).
+func isIP(s string) bool {
+	a, err := netip.ParseAddr(s)
+	return err == nil && a.Zone() == ""
+}
+
+// InstancePatch lists the instance fields an update changes; nil fields stay as they are.
+// A non-nil Metadata replaces the whole metadata map.
+type InstancePatch struct {
+	Cluster  *string            `json:"cluster,omitempty"`
+	Weight   *float64           `json:"weight,omitempty"`
+	Enabled  *bool              `json:"enabled,omitempty"`
+	Metadata *map[string]string `json:"metadata,omitempty"`
+}
+
+// HealthUpdate is one health transition observed by the prober. Epoch is the instance's
+// CreateIndex when the prober observed it.
+type HealthUpdate struct {
+	Ref     InstanceRef `json:"ref"`
+	Epoch   uint64      `json:"epoch"`
+	Healthy bool        `json:"healthy"`
+}

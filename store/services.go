@@ -1,0 +1,170 @@
+package store
+
+import (
+	"bytes"
+)
+
+// UpsertService creates or replaces a service's definition (protect threshold and
+// metadata), creating its namespace if needed. It never touches the service's clusters
+// or instances, and keeps the CreateIndex of an existing service; the indexes given in
+// svc are ignored.
+func (tx *Txn) UpsertService(idx uint64, svc Service) error {
+	svc.Metadata = normalizeMap(svc.Metadata)
+	if err := tx.s.limits.ValidateService(svc); err != nil {
+		return err
+	}
+	key := svc.Key()
+	old, exists, err := tx.loadService(idx, key)
+	if err != nil {
+		return err
+	}
+	svc.CreateIndex, svc.ModifyIndex = old.CreateIndex, old.ModifyIndex
+	if exists {
+		if same, err := tx.sameAsStored(tx.services, serviceKey(key), svc); err != nil || same {
+			return err
+		}
+	}
+	return tx.writeService(idx, svc, exists)
+}
+
+// loadService returns the stored service, or a new empty one (CreateIndex idx) with
+// exists false. It writes nothing.
+func (tx *Txn) loadService(idx uint64, key ServiceKey) (Service, bool, error) {
+	var svc Service
+	ok, err := tx.get(tx.services, serviceKey(key), &svc)
+	if err != nil {
+		return Service{}, false, err
+	}
+	if !ok {
+		return Service{Namespace: key.Namespace, Group: key.Group, Name: key.Service, CreateIndex: idx, ModifyIndex: idx}, false, nil
+	}
+	return svc, true, nil
+}
+
+// writeService stores svc with ModifyIndex idx (creating its namespace when the service
+// is new), bumps the namespace's services-list index and marks both watched items.
+// Every change to a service, its clusters or its instances goes through here.
+func (tx *Txn) writeService(idx uint64, svc Service, exists bool) error {
+	key := svc.Key()
+	if !exists {
+		if err := tx.ensureNamespace(idx, key.Namespace); err != nil {
+			return err
+		}
+	}
+	svc.ModifyIndex = idx
+	if err := tx.putValue(tx.services, serviceKey(key), svc); err != nil {
+		return err
+	}
+	tx.touch(watchService(key), watchServiceList(key.Namespace))
+	return tx.bumpIndex(servicesIndexKey(key.Namespace), idx)
+}
+
+// DeleteService removes a service and its clusters. It fails with ErrNotFound if the
+// service does not exist and with ErrConflict while it has instances.
+func (tx *Txn) DeleteService(idx uint64, key ServiceKey) error {
+	if err := ValidateServiceKey(key); err != nil {
+		return err
+	}
+	sk := serviceKey(key)
+	if tx.services.Get(sk) == nil {
+		return notFound("service %s", key)
+	}
+	prefix := servicePrefix(key)
+	if hasPrefix(tx.instances, prefix) {
+		return conflict("service %s still has instances", key)
+	}
+	for _, k := range keysWithPrefix(tx.clusters, prefix) {
+		if err := tx.del(tx.clusters, k); err != nil {
+			return err
+		}
+	}
+	if err := tx.del(tx.services, sk); err != nil {
+		return err
+	}
+	tx.touch(watchService(key), watchServiceList(key.Namespace))
+	tx.emit(Event{Kind: EventServiceDelete, Service: key})
+	return tx.bumpIndex(servicesIndexKey(key.Namespace), idx)
+}
+
+// UpsertService runs Txn.UpsertService in its own transaction.
+func (s *Store) UpsertService(idx uint64, svc Service) error {
+	return s.Update(func(tx *Txn) error { return tx.UpsertService(idx, svc) })
+}
+
+// DeleteService runs Txn.DeleteService in its own transaction.
+func (s *Store) DeleteService(idx uint64, key ServiceKey) error {
+	return s.Update(func(tx *Txn) error { return tx.DeleteService(idx, key) })
+}
+
+// Services lists a namespace's services sorted by (group, name), optionally only those
+// of one group (group ""= all), one page at a time: page counts from 1, size 0 returns
+// all. It also returns the number of matching services and the namespace's
+// services-list index, which rises with every change to any of its services, their
+// clusters or instances. ErrNotFound if the namespace does not exist; ErrInvalid for a
+// page below 1 or a negative size.
+func (s *Store) Services(ws *WatchSet, ns, group string, page, size int) (uint64, []Service, int, error) {
+	if page < 1 {
+		return 0, nil, 0, invalid("page", "must be at least 1")
+	}
+	if size < 0 {
+		return 0, nil, 0, invalid("size", "must not be negative")
+	}
+	var (
+		idx   uint64
+		out   []Service
+		total int
+	)
+	err := s.view(ws, func(r *reader) error {
+		if !r.namespaceExists(ns) {
+			i, err := r.notFoundIndex(ns)
+			idx = i
+			if err != nil {
+				return err
+			}
+			return notFound("namespace %q", ns)
+		}
+		r.addWatch(watchServiceList(ns))
+		i, err := r.index(servicesIndexKey(ns))
+		if err != nil {
+			return err
+		}
+		idx = r.result(i)
+		if group != "" && badKeyPart(group) {
+			return nil // no group has that name
+		}
+		first := (page - 1) * size
+		prefix := namespacePrefix(ns, group)
+		c := r.services.Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if total >= first && (size == 0 || total < first+size) {
+				var svc Service
+				if err := r.s.codec.decode(v, &svc); err != nil {
+					return err
+				}
+				out = append(out, svc)
+			}
+			total++
+		}
+		return nil
+	})
+	if err != nil {
+		return idx, nil, 0, err
+	}
+	return idx, out, total, nil
+}
+
+// Service returns one service and its ModifyIndex. If it does not exist the error wraps
+// ErrNotFound and the index is the namespace's services-list index (or the
+// namespace-list index when the namespace is missing too).
+func (s *Store) Service(ws *WatchSet, key ServiceKey) (uint64, Service, error) {
+	var (
+		idx uint64
+		svc Service
+	)
+	err := s.view(ws, func(r *reader) error {
+		var err error
+		idx, svc, err = r.service(key)
+		return err
+	})
+	return idx, svc, err
+}

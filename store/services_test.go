@@ -1,0 +1,153 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestUpsertService_CreatesNamespaceImplicitly(t *testing.T) {
+	s := mustNewStore(t)
+	mustDo(t, s.UpsertService(4, Service{Namespace: "dev", Group: "g", Name: "a", ProtectThreshold: 0.5}))
+	_, ns, err := s.Namespace(nil, "dev")
+	mustDo(t, err)
+	if ns.CreateIndex != 4 || ns.Name != "dev" {
+		t.Fatalf("implicit namespace %+v", ns)
+	}
+	svc := mustService(t, s, ServiceKey{Namespace: "dev", Group: "g", Service: "a"})
+	if svc.CreateIndex != 4 || svc.ModifyIndex != 4 || svc.ProtectThreshold != 0.5 {
+		t.Fatalf("service %+v", svc)
+	}
+}
+
+func TestUpsertService_ReplaceKeepsCreateIndexAndInstances(t *testing.T) {
+	s := mustNewStore(t)
+	mustDo(t, s.RegisterInstance(2, testInstance("10.0.0.1", 80)))
+	mustDo(t, s.UpsertService(5, Service{Namespace: testKey.Namespace, Group: testKey.Group, Name: testKey.Service,
+		Metadata: map[string]string{"team": "x"}, CreateIndex: 77}))
+	svc := mustService(t, s, testKey)
+	if svc.CreateIndex != 2 || svc.ModifyIndex != 5 || svc.Metadata["team"] != "x" {
+		t.Fatalf("service %+v", svc)
+	}
+	if _, ins, err := s.Instances(nil, testKey); err != nil || len(ins) != 1 {
+		t.Fatalf("instances after replace: %v %v", ins, err)
+	}
+}
+
+func TestUpsertService_ValidationNamesFieldAndWritesNothing(t *testing.T) {
+	s := mustNewStore(t)
+	before := mustDump(t, s)
+	base := Service{Namespace: "dev", Group: "g", Name: "a"}
+	cases := map[string]func(*Service){
+		"namespace":        func(v *Service) { v.Namespace = "" },
+		"group":            func(v *Service) { v.Group = "a/b" },
+		"service":          func(v *Service) { v.Name = "x@@y" },
+		"protectThreshold": func(v *Service) { v.ProtectThreshold = 1.5 },
+		"metadata":         func(v *Service) { v.Metadata = map[string]string{"k": strings.Repeat("v", 2000)} },
+	}
+	for field, mutate := range cases {
+		svc := base
+		mutate(&svc)
+		assertField(t, s.UpsertService(1, svc), field)
+	}
+	assertUnchanged(t, s, before)
+}
+
+func TestUpsertService_NoOpChangesNoIndex(t *testing.T) {
+	s := mustNewStore(t)
+	mustDo(t, s.UpsertService(3, Service{Namespace: "dev", Group: "g", Name: "a", Metadata: map[string]string{}}))
+	before := mustDump(t, s)
+	ws := NewWatchSet()
+	key := ServiceKey{Namespace: "dev", Group: "g", Service: "a"}
+	_, _, _ = s.Service(ws, key)
+	_, _, _, _ = s.Services(ws, "dev", "", 1, 0)
+	// nil and empty metadata are the same definition.
+	mustDo(t, s.UpsertService(9, Service{Namespace: "dev", Group: "g", Name: "a"}))
+	assertUnchanged(t, s, before)
+	if !notFired(ws) {
+		t.Fatal("watch fired on a no-op")
+	}
+}
+
+func TestDeleteService_Rules(t *testing.T) {
+	s := mustNewStore(t)
+	if err := s.DeleteService(1, testKey); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing: %v, want ErrNotFound", err)
+	}
+	assertField(t, s.DeleteService(1, ServiceKey{Namespace: "dev", Group: "g"}), "service")
+	in := testInstance("10.0.0.1", 80)
+	mustDo(t, s.RegisterInstance(2, in))
+	before := mustDump(t, s)
+	if err := s.DeleteService(3, testKey); !errors.Is(err, ErrConflict) {
+		t.Fatalf("with instances: %v, want ErrConflict", err)
+	}
+	assertUnchanged(t, s, before)
+
+	mustDo(t, s.DeregisterInstance(4, in.Ref()))
+	mustDo(t, s.DeleteService(5, testKey))
+	idx, _, err := s.Service(nil, testKey)
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("after delete: %v", err)
+	}
+	if idx != 5 {
+		t.Fatalf("not-found index = %d, want the services-list index 5", idx)
+	}
+	// Its clusters went with it: a new service of the same name starts empty.
+	mustDo(t, s.UpsertService(6, Service{Namespace: testKey.Namespace, Group: testKey.Group, Name: testKey.Service}))
+	if _, cs, err := s.Clusters(nil, testKey); err != nil || len(cs) != 0 {
+		t.Fatalf("clusters of re-created service: %+v %v", cs, err)
+	}
+}
+
+func TestServices_PagesGroupsAndIndex(t *testing.T) {
+	s := mustNewStore(t)
+	idx := uint64(0)
+	for _, g := range []string{"b", "a"} {
+		for i := range 3 {
+			idx++
+			mustDo(t, s.UpsertService(idx, Service{Namespace: "dev", Group: g, Name: fmt.Sprintf("s%d", i)}))
+		}
+	}
+	names := func(svcs []Service) string {
+		var out []string
+		for _, v := range svcs {
+			out = append(out, v.Group+"/"+v.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	listIdx, all, total, err := s.Services(nil, "dev", "", 1, 0)
+	mustDo(t, err)
+	if total != 6 || names(all) != "a/s0,a/s1,a/s2,b/s0,b/s1,b/s2" || listIdx != 6 {
+		t.Fatalf("all: idx %d total %d %s", listIdx, total, names(all))
+	}
+	_, page2, total, err := s.Services(nil, "dev", "", 2, 4)
+	mustDo(t, err)
+	if total != 6 || names(page2) != "b/s1,b/s2" {
+		t.Fatalf("page 2: total %d %s", total, names(page2))
+	}
+	_, gb, total, err := s.Services(nil, "dev", "b", 1, 2)
+	mustDo(t, err)
+	if total != 3 || names(gb) != "b/s0,b/s1" {
+		t.Fatalf("group b: total %d %s", total, names(gb))
+	}
+	_, beyond, total, err := s.Services(nil, "dev", "", 9, 4)
+	mustDo(t, err)
+	if total != 6 || len(beyond) != 0 {
+		t.Fatalf("beyond the last page: total %d %s", total, names(beyond))
+	}
+	if _, _, _, err := s.Services(nil, "nope", "", 1, 0); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing namespace: %v", err)
+	}
+	assertField(t, func() error { _, _, _, err := s.Services(nil, "dev", "", 0, 1); return err }(), "page")
+
+	// An instance change raises the list index: the listed services' ModifyIndex changed.
+	mustDo(t, s.RegisterInstance(20, Instance{Namespace: "dev", Group: "a", Service: "s0", IP: "10.0.0.1", Port: 1, Cluster: "DEFAULT"}))
+	if listIdx, _, _, _ = s.Services(nil, "dev", "", 1, 0); listIdx != 20 {
+		t.Fatalf("list index after instance change = %d, want 20", listIdx)
+	}
+	// Other namespaces' lists are not affected.
+	if pubIdx, _, _, _ := s.Services(nil, DefaultNamespace, "", 1, 0); pubIdx != 1 {
+		t.Fatalf("public list index = %d, want 1", pubIdx)
+	}
+}

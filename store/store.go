@@ -1,0 +1,277 @@
+// Package store owns Roster's state: the bbolt schema, write transactions that take the
+// Raft index, the per-item indexes used by blocking queries, watches, the change feed,
+// and point-in-time snapshots and restores of the state file.
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// openTimeout bounds the wait for the file lock of a state file another process holds.
+const openTimeout = 5 * time.Second
+
+// initialMmapSize is the address space mapped for the state file up front (the file
+// itself grows only as needed). bbolt must remap when the file outgrows the mapping,
+// and a remap waits for every open read transaction, snapshots included; mapping
+// generously keeps writes from waiting on a snapshot being persisted.
+const initialMmapSize = 1 << 30
+
+// Options configures a Store.
+type Options struct {
+	// Limits bounds what writes accept; the zero value means DefaultLimits().
+	Limits Limits
+	// NoSync skips fsync on commit. Only for tests and benchmarks: a crash loses data.
+	NoSync bool
+	// Logger receives the store's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Store is Roster's state in one bbolt file. It is safe for concurrent use: writes
+// (Update and the single-operation wrappers) are serialized, reads run concurrently with
+// them in their own read transactions, and Restore excludes both.
+type Store struct {
+	path   string
+	opts   Options
+	limits Limits
+	logger *slog.Logger
+	codec  valueCodec
+
+	// writeMu serializes writers, so commits, watch firing and events keep commit order.
+	// Lock order: writeMu before mu.
+	writeMu sync.Mutex
+	// mu guards db, floor and closed. Reads and writes hold it shared; Restore and
+	// Close hold it exclusively.
+	mu     sync.RWMutex
+	db     *bolt.DB
+	floor  uint64
+	closed bool
+
+	applied atomic.Uint64
+	watches *watchRegistry
+	feed    *feed
+	// retired tracks databases replaced by Restore that close once their
+	// outstanding snapshots are released.
+	retired sync.WaitGroup
+}
+
+// Open opens the state file at path, creating it and its schema when it does not exist.
+// The namespace "public" always exists. A file with another schema, or a file that is
+// not a state file, is refused with ErrCorrupt.
+func Open(path string, opts Options) (*Store, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	limits := opts.Limits
+	if limits == (Limits{}) {
+		limits = DefaultLimits()
+	}
+	s := &Store{
+		path:    path,
+		opts:    opts,
+		limits:  limits,
+		logger:  opts.Logger,
+		codec:   newValueCodec(),
+		watches: newWatchRegistry(),
+		feed:    newFeed(),
+	}
+	db, floor, applied, err := s.openDB(path)
+	if err != nil {
+		return nil, err
+	}
+	s.db, s.floor = db, floor
+	s.applied.Store(applied)
+	s.logger.Debug("state opened", "path", path, "applied_index", applied, "index_floor", floor)
+	return s, nil
+}
+
+// openDB opens (creating if needed) a read-write bbolt file and checks or writes the
+// schema. It returns the stored index floor and applied index.
+func (s *Store) openDB(path string) (*bolt.DB, uint64, uint64, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, 0, 0, fmt.Errorf("create state directory: %w", err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:         openTimeout,
+		NoSync:          s.opts.NoSync,
+		FreelistType:    bolt.FreelistMapType,
+		InitialMmapSize: initialMmapSize,
+	})
+	if err != nil {
+		if errors.Is(err, berrors.ErrTimeout) {
+			return nil, 0, 0, fmt.Errorf("open %s: file is locked by another process: %w", path, err)
+		}
+		return nil, 0, 0, fmt.Errorf("open %s: %v: %w", path, err, ErrCorrupt)
+	}
+	var floor, applied uint64
+	err = db.Update(func(btx *bolt.Tx) error {
+		if btx.Bucket(bucketMeta) == nil {
+			if err := initSchema(btx, s.codec); err != nil {
+				return err
+			}
+		}
+		if err := checkSchema(btx); err != nil {
+			return err
+		}
+		meta := btx.Bucket(bucketMeta)
+		var err error
+		if floor, err = readU64(meta.Get(metaFloor)); err != nil {
+			return err
+		}
+		applied, err = readU64(meta.Get(metaApplied))
+		return err
+	})
+	if err != nil {
+		_ = db.Close()
+		return nil, 0, 0, fmt.Errorf("open %s: %w", path, err)
+	}
+	return db, floor, applied, nil
+}
+
+// initSchema creates the buckets, the schema version and the "public" namespace in an
+// empty file. It refuses a file that already holds other buckets.
+func initSchema(btx *bolt.Tx, c valueCodec) error {
+	var foreign []byte
+	_ = btx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+		foreign = name
+		return errors.New("stop")
+	})
+	if foreign != nil {
+		return fmt.Errorf("not a roster state file (has bucket %q): %w", foreign, ErrCorrupt)
+	}
+	for _, name := range allBuckets() {
+		if _, err := btx.CreateBucket(name); err != nil {
+			return err
+		}
+	}
+	if err := btx.Bucket(bucketMeta).Put(metaSchema, u64(schemaVersion)); err != nil {
+		return err
+	}
+	// Every replica creates the same record, so it carries index 0, not a time-dependent value.
+	b, err := c.encode(Namespace{ID: DefaultNamespace, Name: DefaultNamespace})
+	if err != nil {
+		return err
+	}
+	return btx.Bucket(bucketNamespaces).Put([]byte(DefaultNamespace), b)
+}
+
+// checkSchema verifies the schema version and that every bucket exists.
+func checkSchema(btx *bolt.Tx) error {
+	meta := btx.Bucket(bucketMeta)
+	if meta == nil {
+		return fmt.Errorf("no meta bucket: %w", ErrCorrupt)
+	}
+	v := meta.Get(metaSchema)
+	if len(v) != 8 {
+		return fmt.Errorf("no schema version: %w", ErrCorrupt)
+	}
+	if got, _ := readU64(v); got != schemaVersion {
+		return fmt.Errorf("schema version %d, want %d: %w", got, schemaVersion, ErrCorrupt)
+	}
+	for _, name := range allBuckets() {
+		if btx.Bucket(name) == nil {
+			return fmt.Errorf("missing bucket %q: %w", name, ErrCorrupt)
+		}
+	}
+	return nil
+}
+
+// Close closes the state file. Blocked watchers wake up, subscribers' channels close,
+// and later calls return ErrClosed. It waits for outstanding snapshots to be closed.
+func (s *Store) Close() error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	db := s.db
+	s.mu.Unlock()
+
+	s.watches.fireAll()
+	s.feed.close()
+	err := db.Close()
+	s.retired.Wait()
+	return err
+}
+
+// Limits returns the validation bounds the store applies to every write.
+func (s *Store) Limits() Limits { return s.limits }
+
+// Path returns the state file's path.
+func (s *Store) Path() string { return s.path }
+
+// AppliedIndex returns the applied index stored by the last committed write
+// transaction (or found in the file at Open or Restore).
+func (s *Store) AppliedIndex() uint64 { return s.applied.Load() }
+
+// IndexFloor returns the lowest index any read returns. It rises on every Restore so
+// that indexes never go backwards, and it survives restarts.
+func (s *Store) IndexFloor() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.floor
+}
+
+// Update runs fn in one write transaction. If fn returns an error, or an operation hit
+// a storage failure, nothing of the transaction is kept. After a successful commit the
+// watches of everything changed fire and the change feed receives the commit's events;
+// nothing fires on rollback. A transaction whose operations were all no-ops is not
+// committed at all.
+func (s *Store) Update(fn func(tx *Txn) error) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return ErrClosed
+	}
+	btx, err := s.db.Begin(true)
+	if err != nil {
+		s.mu.RUnlock()
+		return fmt.Errorf("begin write transaction: %w", err)
+	}
+	tx, done := newTxn(s, btx), false
+	defer func() {
+		if !done {
+			_ = btx.Rollback()
+		}
+		s.mu.RUnlock()
+	}()
+	if err := tx.init(); err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if tx.broken != nil {
+		return tx.broken
+	}
+	if !tx.dirty {
+		return nil
+	}
+	done = true
+	if err := btx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	s.applied.Store(tx.applied)
+	if len(tx.touched) > 0 {
+		tx.touched[watchAll] = struct{}{}
+		s.watches.fire(tx.touched)
+	}
+	if len(tx.events) > 0 {
+		s.feed.publish(tx.events)
+	}
+	return nil
+}

@@ -1,0 +1,375 @@
+package store
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Name length bounds (Nacos's parameter checker uses the same).
+const (
+	MaxServiceNameLen   = 512
+	MaxGroupNameLen     = 128
+	MaxClusterNameLen   = 64
+	MaxNamespaceLen     = 64
+	MaxHostnameLen      = 253
+	MaxWeight           = 10000
+	DefaultMetadataSize = 1024
+	MaxDescriptionLen   = 256
+	MaxHeaderCount      = 32
+	MaxPathLen          = 1024
+)
+
+var (
+	groupRe     = regexp.MustCompile(`^[a-zA-Z0-9\-_:.]+$`)
+	clusterRe   = regexp.MustCompile(`^[0-9a-zA-Z\-_]+$`)
+	namespaceRe = regexp.MustCompile(`^[\w\-]+$`)
+	hostLabelRe = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9\-_]{0,61}[a-zA-Z0-9])?$`)
+)
+
+// Limits holds the configurable validation bounds.
+type Limits struct {
+	// MaxMetadataBytes bounds a metadata map's JSON encoding.
+	MaxMetadataBytes int
+}
+
+// DefaultLimits returns the default bounds (metadata at most 1 KiB).
+func DefaultLimits() Limits { return Limits{MaxMetadataBytes: DefaultMetadataSize} }
+
+func (l Limits) metadataMax() int {
+	if l.MaxMetadataBytes <= 0 {
+		return DefaultMetadataSize
+	}
+	return l.MaxMetadataBytes
+}
+
+// ValidateNamespace checks a namespace id.
+func ValidateNamespace(ns string) error {
+	switch {
+	case ns == "":
+		return invalid("namespace", "must not be empty")
+	case len(ns) > MaxNamespaceLen:
+		return invalid("namespace", "must be at most %d characters", MaxNamespaceLen)
+	case !namespaceRe.MatchString(ns):
+		return invalid("namespace", "may contain only letters, digits, '_' and '-'")
+	}
+	return nil
+}
+
+// ValidateGroup checks a group name.
+func ValidateGroup(g string) error {
+	switch {
+	case g == "":
+		return invalid("group", "must not be empty")
+	case len(g) > MaxGroupNameLen:
+		return invalid("group", "must be at most %d characters", MaxGroupNameLen)
+	case !groupRe.MatchString(g):
+		return invalid("group", "may contain only letters, digits, '-', '_', ':' and '.'")
+	}
+	return nil
+}
+
+// ValidateServiceName checks a service name: no leading '@', no "@@", no whitespace,
+// no CJK ideographs (Nacos's rule), and no '/' or control characters (they cannot
+// travel in a URL path segment).
+func ValidateServiceName(s string) error {
+	switch {
+	case s == "":
+		return invalid("service", "must not be empty")
+	case len(s) > MaxServiceNameLen:
+		return invalid("service", "must be at most %d characters", MaxServiceNameLen)
+	case !utf8.ValidString(s):
+		return invalid("service", "must be valid UTF-8")
+	case strings.HasPrefix(s, "@"):
+		return invalid("service", "must not start with '@'")
+	case strings.Contains(s, GroupSeparator):
+		return invalid("service", "must not contain %q (it separates group and service)", GroupSeparator)
+	case strings.Contains(s, "/"):
+		return invalid("service", "must not contain '/'")
+	}
+	for _, r := range s {
+		if unicode.IsSpace(r) || unicode.IsControl(r) {
+			return invalid("service", "must not contain whitespace or control characters")
+		}
+		if r >= 0x4E00 && r <= 0x9FA5 {
+			return invalid("service", "must not contain CJK ideographs")
+		}
+	}
+	return nil
+}
+
+// ValidateClusterName checks a cluster name.
+func ValidateClusterName(c string) error {
+	switch {
+	case c == "":
+		return invalid("cluster", "must not be empty")
+	case len(c) > MaxClusterNameLen:
+		return invalid("cluster", "must be at most %d characters", MaxClusterNameLen)
+	case !clusterRe.MatchString(c):
+		return invalid("cluster", "may contain only letters, digits, '-' and '_'")
+	}
+	return nil
+}
+
+// ValidateServiceKey checks all three names of a service key.
+func ValidateServiceKey(k ServiceKey) error {
+	if err := ValidateNamespace(k.Namespace); err != nil {
+		return err
+	}
+	if err := ValidateGroup(k.Group); err != nil {
+		return err
+	}
+	return ValidateServiceName(k.Service)
+}
+
+// ValidateIP checks an instance address: a literal IPv4 or IPv6 address, or a DNS name
+// of at most 253 characters.
+func ValidateIP(ip string) error {
+	if ip == "" {
+		return invalid("ip", "must not be empty")
+	}
+	if isIP(ip) {
+		return nil
+	}
+	if len(ip) > MaxHostnameLen {
+		return invalid("ip", "a host name must be at most %d characters", MaxHostnameLen)
+	}
+	name := strings.TrimSuffix(ip, ".")
+	labels := strings.Split(name, ".")
+	allDigits := true
+	for _, l := range labels {
+		if !hostLabelRe.MatchString(l) {
+			return invalid("ip", "%q is neither an IP address nor a valid DNS name", ip)
+		}
+		if strings.Trim(l, "0123456789") != "" {
+			allDigits = false
+		}
+	}
+	if allDigits {
+		return invalid("ip", "%q is not a valid IP address", ip)
+	}
+	return nil
+}
+
+// ValidatePort checks a port number (1..65535).
+func ValidatePort(port int) error {
+	if port < 1 || port > 65535 {
+		return invalid("port", "must be between 1 and 65535, got %d", port)
+	}
+	return nil
+}
+
+// ValidateWeight checks an instance weight (0..10000).
+func ValidateWeight(w float64) error {
+	if w != w || w < 0 || w > MaxWeight {
+		return invalid("weight", "must be between 0 and %d", MaxWeight)
+	}
+	return nil
+}
+
+// ValidateMetadata checks a metadata map against the size bound; field names the
+// parameter in errors.
+func (l Limits) ValidateMetadata(field string, md map[string]string) error {
+	if len(md) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(md)
+	if err != nil {
+		return invalid(field, "cannot be encoded: %v", err)
+	}
+	if len(b) > l.metadataMax() {
+		return invalid(field, "must be at most %d bytes encoded as JSON, got %d", l.metadataMax(), len(b))
+	}
+	for k := range md {
+		if k == "" {
+			return invalid(field, "keys must not be empty")
+		}
+	}
+	return nil
+}
+
+// ValidateProtectThreshold checks a protect threshold (0..1).
+func ValidateProtectThreshold(t float64) error {
+	if t != t || t < 0 || t > 1 {
+		return invalid("protectThreshold", "must be between 0 and 1")
+	}
+	return nil
+}
+
+// ValidateInstance checks every field of an instance to be registered.
+func (l Limits) ValidateInstance(in Instance) error {
+	if err := ValidateServiceKey(in.ServiceKey()); err != nil {
+		return err
+	}
+	if err := ValidateIP(in.IP); err != nil {
+		return err
+	}
+	if err := ValidatePort(in.Port); err != nil {
+		return err
+	}
+	if err := ValidateClusterName(in.Cluster); err != nil {
+		return err
+	}
+	if err := ValidateWeight(in.Weight); err != nil {
+		return err
+	}
+	return l.ValidateMetadata("metadata", in.Metadata)
+}
+
+// ValidateService checks a service definition.
+func (l Limits) ValidateService(s Service) error {
+	if err := ValidateServiceKey(s.Key()); err != nil {
+		return err
+	}
+	if err := ValidateProtectThreshold(s.ProtectThreshold); err != nil {
+		return err
+	}
+	return l.ValidateMetadata("metadata", s.Metadata)
+}
+
+// ValidateCluster checks a cluster definition, including its health-check spec.
+func (l Limits) ValidateCluster(c Cluster) error {
+	if err := ValidateServiceKey(ServiceKey{Namespace: c.Namespace, Group: c.Group, Service: c.Service}); err != nil {
+		return err
+	}
+	if err := ValidateClusterName(c.Name); err != nil {
+		return err
+	}
+	if err := ValidateHealthCheck(c.HealthCheck); err != nil {
+		return err
+	}
+	return l.ValidateMetadata("metadata", c.Metadata)
+}
+
+// ValidateHealthCheck checks a health-check spec after defaults were applied:
+// interval ≥ 1 s, timeout < interval, 1 ≤ rise,fall ≤ 10, statuses 100..599.
+func ValidateHealthCheck(h HealthCheck) error {
+	switch h.Type {
+	case CheckTCP, CheckHTTP, CheckNone:
+	default:
+		return invalid("healthCheck.type", "must be TCP, HTTP or NONE, got %q", h.Type)
+	}
+	if h.Port < 0 || h.Port > 65535 {
+		return invalid("healthCheck.port", "must be between 0 (the instance's port) and 65535")
+	}
+	if h.Interval.D() < MinCheckInterval || h.Interval.D() > MaxCheckInterval {
+		return invalid("healthCheck.interval", "must be between %s and %s", MinCheckInterval, MaxCheckInterval)
+	}
+	if h.Timeout.D() <= 0 || h.Timeout >= h.Interval {
+		return invalid("healthCheck.timeout", "must be positive and less than the interval (%s)", h.Interval.D())
+	}
+	if h.Timeout.D() < 10*time.Millisecond {
+		return invalid("healthCheck.timeout", "must be at least 10ms")
+	}
+	if h.Rise < 1 || h.Rise > MaxRiseFall {
+		return invalid("healthCheck.rise", "must be between 1 and %d", MaxRiseFall)
+	}
+	if h.Fall < 1 || h.Fall > MaxRiseFall {
+		return invalid("healthCheck.fall", "must be between 1 and %d", MaxRiseFall)
+	}
+	if len(h.Path) > MaxPathLen {
+		return invalid("healthCheck.path", "must be at most %d characters", MaxPathLen)
+	}
+	if h.Type == CheckHTTP && !strings.HasPrefix(h.Path, "/") {
+		return invalid("healthCheck.path", "must start with '/'")
+	}
+	if len(h.Headers) > MaxHeaderCount {
+		return invalid("healthCheck.headers", "at most %d headers", MaxHeaderCount)
+	}
+	for k, v := range h.Headers {
+		if k == "" || strings.ContainsAny(k, " \t\r\n:") || strings.ContainsAny(v, "\r\n") {
+			return invalid("healthCheck.headers", "header %q is not a valid HTTP header", k)
+		}
+	}
+	for _, s := range h.ExpectedStatus {
+		if s < 100 || s > 599 {
+			return invalid("healthCheck.expectedStatus", "status %d is not between 100 and 599", s)
+		}
+	}
+	return nil
+}
+
+// Bounds of namespace records and member records.
+const (
+	MaxNamespaceNameLen = 128
+	MaxMemberIDLen      = 128
+	MaxMemberAddrLen    = 300
+)
+
+// ValidateNamespaceRecord checks a namespace to be stored: its id, a display name of at
+// most 128 characters and a description of at most 256, neither with control characters.
+func ValidateNamespaceRecord(ns Namespace) error {
+	if err := ValidateNamespace(ns.ID); err != nil {
+		return err
+	}
+	if len(ns.Name) > MaxNamespaceNameLen {
+		return invalid("name", "must be at most %d characters", MaxNamespaceNameLen)
+	}
+	if !printable(ns.Name) {
+		return invalid("name", "must be valid UTF-8 without control characters")
+	}
+	if len(ns.Description) > MaxDescriptionLen {
+		return invalid("description", "must be at most %d characters", MaxDescriptionLen)
+	}
+	if !printable(ns.Description) {
+		return invalid("description", "must be valid UTF-8 without control characters")
+	}
+	return nil
+}
+
+// ValidateInstanceRef checks the names, ip and port of an instance reference.
+func ValidateInstanceRef(r InstanceRef) error {
+	if err := ValidateServiceKey(r.ServiceKey()); err != nil {
+		return err
+	}
+	if err := ValidateIP(r.IP); err != nil {
+		return err
+	}
+	return ValidatePort(r.Port)
+}
+
+// ValidateMember checks a member record: a non-empty id without whitespace or control
+// characters, a Raft address in host:port form and, when set, an HTTP address in
+// host:port form.
+func ValidateMember(m Member) error {
+	switch {
+	case m.ID == "":
+		return invalid("id", "must not be empty")
+	case len(m.ID) > MaxMemberIDLen:
+		return invalid("id", "must be at most %d characters", MaxMemberIDLen)
+	case !utf8.ValidString(m.ID) || strings.IndexFunc(m.ID, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
+		return invalid("id", "must be valid UTF-8 without whitespace or control characters")
+	}
+	if err := validateHostPort("raftAddr", m.RaftAddr, true); err != nil {
+		return err
+	}
+	return validateHostPort("httpAddr", m.HTTPAddr, false)
+}
+
+func validateHostPort(field, addr string, required bool) error {
+	if addr == "" {
+		if required {
+			return invalid(field, "must not be empty")
+		}
+		return nil
+	}
+	if len(addr) > MaxMemberAddrLen {
+		return invalid(field, "must be at most %d characters", MaxMemberAddrLen)
+	}
+	_, port, err := SplitAddr(addr)
+	if err != nil || port < 0 || port > 65535 || !printable(addr) {
+		return invalid(field, "%q is not a host:port address", addr)
+	}
+	return nil
+}
+
+// printable reports whether s is valid UTF-8 without control characters.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	return strings.IndexFunc(s, unicode.IsControl) < 0
+}
