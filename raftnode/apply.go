@@ -1,0 +1,183 @@
+package raftnode
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/fsm"
+)
+
+// Apply commits one command through Raft and waits until the leader's state machine
+// applied it. It runs on the leader only (ErrNotLeader elsewhere). It returns the
+// entry's index; a domain error of the state machine (fsm.Result.Err) is returned as
+// the error, so store sentinels stay matchable with errors.Is. ErrLeadershipLost and
+// ErrTimeout after enqueueing mean the outcome is unknown.
+func (n *Node) Apply(ctx context.Context, t fsm.MessageType, msg any) (uint64, error) {
+	if n.isClosed() {
+		return 0, ErrShutdown
+	}
+	if n.raft.State() != raft.Leader {
+		return 0, n.notLeaderErr(nil)
+	}
+	buf, err := fsm.Encode(t, msg)
+	if err != nil {
+		return 0, fmt.Errorf("raftnode: encode command %d: %w", t, err)
+	}
+	timeout, err := n.enqueueTimeout(ctx)
+	if err != nil {
+		return 0, err
+	}
+	f := n.raft.Apply(buf, timeout)
+	if err := n.await(ctx, f); err != nil {
+		return 0, err
+	}
+	switch res := f.Response().(type) {
+	case *fsm.Result:
+		return res.Index, res.Err
+	case error:
+		return f.Index(), res
+	default:
+		return f.Index(), fmt.Errorf("raftnode: unexpected state machine response %T", res)
+	}
+}
+
+// enqueueTimeout is the Raft enqueue timeout: ApplyTimeout, shortened to ctx's deadline.
+func (n *Node) enqueueTimeout(ctx context.Context) (time.Duration, error) {
+	if ctx.Err() != nil {
+		return 0, n.ctxErr(ctx)
+	}
+	timeout := n.cfg.ApplyTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl)
+		if left <= 0 {
+			return 0, fmt.Errorf("%w: %w", ErrTimeout, context.DeadlineExceeded)
+		}
+		timeout = min(timeout, left)
+	}
+	return timeout, nil
+}
+
+// await waits for a Raft future, for ctx and for Shutdown, and maps Raft's errors.
+// Raft never answers some futures once it has shut down, so the wait runs in a
+// goroutine that the caller does not wait for.
+func (n *Node) await(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return n.mapRaftErr(err)
+	case <-ctx.Done():
+	case <-n.ctx.Done():
+	}
+	select {
+	case err := <-done: // answered at the same moment: the answer wins
+		return n.mapRaftErr(err)
+	default:
+	}
+	if n.ctx.Err() != nil {
+		return ErrShutdown
+	}
+	return n.ctxErr(ctx)
+}
+
+// LeaderRead succeeds when this node is the leader and has applied every entry of
+// earlier terms, so its local state includes every acknowledged write — unless a
+// newer leader was elected that this node has not heard of yet (no quorum round
+// trip). On a leader that is still catching up it waits, bounded by ctx.
+func (n *Node) LeaderRead(ctx context.Context) error {
+	_, err := n.waitLeaderReady(ctx)
+	return err
+}
+
+// ConsistentRead makes the local state safe for a linearizable read: the node is a
+// ready leader, a quorum confirms it is still the leader after the read began, and
+// the state machine has applied everything committed when the read began.
+// It fails with ErrNotLeader on a follower and with ErrNotLeader, ErrLeadershipLost or
+// ErrTimeout on a leader that cannot reach a quorum.
+func (n *Node) ConsistentRead(ctx context.Context) error {
+	term, err := n.waitLeaderReady(ctx)
+	if err != nil {
+		return err
+	}
+	commit := n.raft.CommitIndex()
+	if err := n.await(ctx, n.raft.VerifyLeader()); err != nil {
+		return err
+	}
+	if n.raft.CurrentTerm() != term {
+		return fmt.Errorf("%w: term changed during the read", ErrLeadershipLost)
+	}
+	if err := n.sm.WaitApplied(ctx, n.stateIndex(commit)); err != nil {
+		if ctx.Err() != nil {
+			return n.ctxErr(ctx)
+		}
+		return fmt.Errorf("raftnode: wait for apply: %w", err)
+	}
+	return nil
+}
+
+// Ready reports whether this node can serve reads from its local state: a leader is
+// known and the state machine has applied everything this node knows to be committed
+// (on the leader, also every entry of earlier terms). AppliedIndex in the report is
+// the index up to which every entry is reflected in the state.
+func (n *Node) Ready() (bool, api.Ready) {
+	var rep api.Ready
+	if n.isClosed() {
+		rep.Reason = "shut down"
+		return false, rep
+	}
+	_, id := n.raft.LeaderWithID()
+	rep.Leader = string(id)
+	commit := n.raft.CommitIndex()
+	applied := n.sm.AppliedIndex()
+	rep.CommitIndex = commit
+	rep.AppliedIndex = applied
+	switch {
+	case id == "":
+		rep.Reason = "no known leader"
+	case string(id) == n.cfg.NodeID && !n.leaderReady():
+		rep.Reason = "new leader is applying the entries of earlier terms"
+	case applied < n.stateIndex(commit):
+		rep.Reason = "applying committed entries"
+	default:
+		rep.Ready = true
+		rep.AppliedIndex = max(applied, commit)
+	}
+	return rep.Ready, rep
+}
+
+// stateIndex returns the index the state machine must have applied for its state to
+// reflect every entry up to commit. Raft never hands no-op and barrier entries to the
+// state machine, so a commit index that points at one would never be reached; entries
+// below the log's first index were compacted into a snapshot the state already contains.
+// The scan stops at the first entry the state machine sees; runs of state-less entries
+// are short (one no-op per term, one barrier per leadership), and a run longer than
+// maxStatelessScan is treated as if its last entry carried state.
+func (n *Node) stateIndex(commit uint64) uint64 {
+	applied := n.sm.AppliedIndex()
+	if commit <= applied {
+		return commit
+	}
+	first, err := n.logs.FirstIndex()
+	if err != nil {
+		return commit
+	}
+	var l raft.Log
+	for idx := commit; idx > applied && idx >= first; idx-- {
+		if commit-idx >= maxStatelessScan {
+			return commit
+		}
+		if err := n.logs.GetLog(idx, &l); err != nil {
+			return idx
+		}
+		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {
+			return idx
+		}
+	}
+	return applied
+}
+
+const maxStatelessScan = 1024

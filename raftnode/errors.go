@@ -1,0 +1,91 @@
+package raftnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hashicorp/raft"
+)
+
+// Sentinel errors. Every error a Node returns for one of these conditions wraps the
+// sentinel, so callers map them with errors.Is.
+var (
+	// ErrNotLeader means the operation must run on the leader and this node is not
+	// it. Nothing was written; the caller may retry on the leader.
+	ErrNotLeader = errors.New("not the leader")
+	// ErrNoLeader means no leader is known to this node. Errors that wrap it also
+	// wrap ErrNotLeader.
+	ErrNoLeader = errors.New("no known leader")
+	// ErrLeadershipLost means the node lost leadership while the operation was in
+	// flight: the write may or may not have been committed.
+	ErrLeadershipLost = errors.New("leadership lost")
+	// ErrTimeout means the operation did not finish before its deadline. A write that
+	// timed out after it was enqueued may still be committed.
+	ErrTimeout = errors.New("timed out")
+	// ErrShutdown means the node is shut down or shutting down.
+	ErrShutdown = errors.New("raft node is shut down")
+	// ErrInvalidConfig marks a Config that Validate rejected; the error is a *ConfigError.
+	ErrInvalidConfig = errors.New("invalid raft configuration")
+	// ErrNodeRunning means Recover found the node's Raft storage locked by a running
+	// process; nothing was changed.
+	ErrNodeRunning = errors.New("node appears to be running")
+)
+
+// ConfigError names the Config field (or the peer entry) that is wrong.
+// It matches ErrInvalidConfig with errors.Is.
+type ConfigError struct {
+	Field   string
+	Message string
+}
+
+func (e *ConfigError) Error() string { return fmt.Sprintf("raftnode: %s: %s", e.Field, e.Message) }
+
+// Is makes errors.Is(err, ErrInvalidConfig) true.
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+
+func configErr(field, format string, args ...any) error {
+	return &ConfigError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// mapRaftErr translates hashicorp/raft errors into this package's sentinels, keeping
+// the original error in the chain.
+func (n *Node) mapRaftErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return n.notLeaderErr(err)
+	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrAbortedByRestore):
+		return fmt.Errorf("%w: raft: %w", ErrLeadershipLost, err)
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return fmt.Errorf("%w: raft: %w", ErrTimeout, err)
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return fmt.Errorf("%w: raft: %w", ErrShutdown, err)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return fmt.Errorf("%w: %w", ErrTimeout, err)
+	}
+	return err
+}
+
+// notLeaderErr returns ErrNotLeader, also wrapping ErrNoLeader when no leader is known.
+func (n *Node) notLeaderErr(cause error) error {
+	if _, id := n.raft.LeaderWithID(); id == "" {
+		if cause != nil {
+			return fmt.Errorf("%w: %w: raft: %w", ErrNotLeader, ErrNoLeader, cause)
+		}
+		return fmt.Errorf("%w: %w", ErrNotLeader, ErrNoLeader)
+	}
+	if cause != nil {
+		return fmt.Errorf("%w: raft: %w", ErrNotLeader, cause)
+	}
+	return ErrNotLeader
+}
+
+// ctxErr wraps a context's error in ErrTimeout (or ErrShutdown when the node stopped).
+func (n *Node) ctxErr(ctx context.Context) error {
+	if n.isClosed() {
+		return ErrShutdown
+	}
+	return fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
+}

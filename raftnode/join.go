@@ -1,0 +1,166 @@
+package raftnode
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/rosterhq/roster/api"
+)
+
+// JoinPath is the HTTP route a node posts an api.JoinRequest to; any member accepts it
+// and forwards it to the leader.
+const JoinPath = "/v1/cluster/join"
+
+const (
+	joinRequestTimeout = 5 * time.Second
+	joinRetryMin       = 100 * time.Millisecond
+	joinRetryMax       = 5 * time.Second
+	// registrarInterval is how often a follower compares its member record with its
+	// own addresses.
+	registrarInterval = 250 * time.Millisecond
+)
+
+// joinAtStart asks the member at target to add this node, retrying with backoff until
+// the request is accepted or the node shuts down.
+func (n *Node) joinAtStart(target string) {
+	defer n.wg.Done()
+	req := api.JoinRequest{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAdvertise, HTTPAddr: n.cfg.HTTPAdvertise}
+	wait := joinRetryMin
+	for attempt := 1; ; attempt++ {
+		err := n.postJoin(n.ctx, target, req)
+		if err == nil {
+			n.log.Info("joined cluster", "via", target, "attempts", attempt)
+			return
+		}
+		if n.ctx.Err() != nil {
+			return
+		}
+		n.log.Warn("join request failed; retrying", "via", target, "attempt", attempt, "error", err, "retry_in", wait)
+		if !sleepCtx(n.ctx, wait) {
+			return
+		}
+		wait = min(wait*2, joinRetryMax)
+	}
+}
+
+// runRegistrar keeps this node's member record current: while a leader other than
+// this node is known and the record is missing or holds other addresses, it posts a
+// join request with this node's addresses to the leader's HTTP address.
+func (n *Node) runRegistrar() {
+	defer n.wg.Done()
+	wait := joinRetryMin
+	next := registrarInterval
+	for {
+		if !sleepCtx(n.ctx, next) {
+			return
+		}
+		next = registrarInterval
+		target, req, ok := n.announcement()
+		if !ok {
+			continue
+		}
+		if err := n.postJoin(n.ctx, target, req); err != nil {
+			if n.ctx.Err() != nil {
+				return
+			}
+			n.log.Warn("announcing member addresses to the leader failed; retrying", "leader", target, "error", err, "retry_in", wait)
+			next = wait
+			wait = min(wait*2, joinRetryMax)
+			continue
+		}
+		n.log.Info("announced member addresses to the leader", "leader", target)
+		wait = joinRetryMin
+	}
+}
+
+// announcement returns the leader's HTTP address and the request to send when this
+// follower's member record needs an update.
+func (n *Node) announcement() (string, api.JoinRequest, bool) {
+	var req api.JoinRequest
+	if n.raft.State() != raft.Follower {
+		return "", req, false
+	}
+	_, leaderID := n.raft.LeaderWithID()
+	if leaderID == "" || string(leaderID) == n.cfg.NodeID {
+		return "", req, false
+	}
+	if rec, ok := n.members.Member(n.cfg.NodeID); ok && rec == n.self() {
+		return "", req, false
+	}
+	leader, ok := n.members.Member(string(leaderID))
+	if !ok || leader.HTTPAddr == "" {
+		return "", req, false
+	}
+	// Only a server of the configuration announces itself, keeping its suffrage: a
+	// removed server must not add itself back.
+	var self *raft.Server
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return "", req, false
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == n.cfg.NodeID {
+			self = &s
+			break
+		}
+	}
+	if self == nil {
+		return "", req, false
+	}
+	req = api.JoinRequest{
+		ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAdvertise, HTTPAddr: n.cfg.HTTPAdvertise,
+		NonVoter: self.Suffrage != raft.Voter,
+	}
+	return leader.HTTPAddr, req, true
+}
+
+// postJoin sends req to target's join route; any 2xx answer is success.
+func (n *Node) postJoin(ctx context.Context, target string, req api.JoinRequest) error {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, joinURL(target), bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := n.httpc.Do(hreq)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s: %s: %s", joinURL(target), resp.Status, strings.TrimSpace(string(msg)))
+	}
+	return nil
+}
+
+// joinURL turns host:port (or a base URL) into the join route's URL.
+func joinURL(target string) string {
+	if !strings.HasPrefix(target, "http://") && !strings.HasPrefix(target, "https://") {
+		target = "http://" + target
+	}
+	return strings.TrimSuffix(target, "/") + JoinPath
+}
+
+// sleepCtx waits d; false if ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

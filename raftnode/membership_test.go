@@ -1,0 +1,210 @@
+package raftnode
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/store"
+)
+
+// membersByID indexes a Members result.
+func membersByID(ms []api.Member) map[string]api.Member {
+	out := make(map[string]api.Member, len(ms))
+	for _, m := range ms {
+		out[m.ID] = m
+	}
+	return out
+}
+
+// Followers of a statically bootstrapped cluster announce their HTTP addresses to the
+// leader, so every node's member table and Members() show all three.
+func TestCluster_FollowersRegisterTheirAddresses(t *testing.T) {
+	c := mustNewCluster(t, 3)
+	leader := c.waitForLeader(10 * time.Second)
+	for _, tn := range c.nodes {
+		waitFor(t, 10*time.Second, tn.id+" learns every member's HTTP address", func() bool {
+			for _, other := range c.nodes {
+				rec, ok := tn.st.Member(other.id)
+				if !ok || rec.HTTPAddr != other.httpAddr || rec.RaftAddr != other.raftAddr {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	for _, tn := range c.followers(leader) {
+		m, ok := tn.N().Leader()
+		if !ok || m.HTTPAddr != leader.httpAddr {
+			t.Fatalf("%s: Leader() = %+v, %v; want HTTP address %s", tn.id, m, ok, leader.httpAddr)
+		}
+	}
+	ms, err := c.followers(leader)[0].N().Members(ctxTimeout(t, 5*time.Second))
+	if err != nil {
+		t.Fatalf("members: %v", err)
+	}
+	if len(ms) != 3 {
+		t.Fatalf("members = %+v, want 3", ms)
+	}
+	for _, m := range ms {
+		tn := c.nodes[map[string]int{"n1": 0, "n2": 1, "n3": 2}[m.ID]]
+		if m.RaftAddr != tn.raftAddr || m.HTTPAddr != tn.httpAddr || !m.Voter || m.Leader != (tn == leader) {
+			t.Fatalf("member %+v; want raft %s http %s voter leader=%v", m, tn.raftAddr, tn.httpAddr, tn == leader)
+		}
+		if m.Leader && m.LastContactMillis != 0 {
+			t.Fatalf("leader entry LastContactMillis = %d, want 0", m.LastContactMillis)
+		}
+	}
+}
+
+// A fresh node started with Join asks the cluster to add it; it becomes a voter with
+// its addresses recorded, and receives the replicated state.
+func TestNode_JoinAddsVoter(t *testing.T) {
+	c := newTestCluster(t, 2, false)
+	first, second := c.nodes[0], c.nodes[1]
+	c.peers = []Peer{{ID: first.id, Addr: first.raftAddr}}
+	c.start(first, "")
+	c.waitForLeader(10 * time.Second)
+	mustApplyNamespace(t, first.N(), "before-join")
+
+	c.start(second, first.httpAddr)
+	waitFor(t, 10*time.Second, "the joined node in the configuration with its addresses", func() bool {
+		ms, err := first.N().Members(ctxTimeout(t, time.Second))
+		if err != nil {
+			return false
+		}
+		m, ok := membersByID(ms)[second.id]
+		return ok && m.Voter && m.RaftAddr == second.raftAddr && m.HTTPAddr == second.httpAddr
+	})
+	waitFor(t, 10*time.Second, "the joined node to receive the state", func() bool {
+		return hasNamespace(second, "before-join")
+	})
+	idx := mustApplyNamespace(t, first.N(), "after-join")
+	waitFor(t, 5*time.Second, "the joined node to apply a new write", func() bool {
+		return second.sm.AppliedIndex() >= idx && hasNamespace(second, "after-join")
+	})
+}
+
+// Join on the leader is idempotent for the same id and address, re-adds a server that
+// moved, and rejects invalid requests; on a follower it is ErrNotLeader.
+func TestNode_JoinRules(t *testing.T) {
+	c := mustNewCluster(t, 3)
+	leader := c.waitForLeader(10 * time.Second)
+	ctx := ctxTimeout(t, 20*time.Second)
+	f := c.followers(leader)[0]
+
+	before := leader.N().Raft().GetConfiguration()
+	if err := before.Error(); err != nil {
+		t.Fatalf("configuration: %v", err)
+	}
+	same := api.JoinRequest{ID: f.id, RaftAddr: f.raftAddr, HTTPAddr: f.httpAddr}
+	if err := leader.N().Join(ctx, same); err != nil {
+		t.Fatalf("re-join with the same addresses: %v", err)
+	}
+	after := leader.N().Raft().GetConfiguration()
+	if err := after.Error(); err != nil {
+		t.Fatalf("configuration: %v", err)
+	}
+	if after.Index() != before.Index() {
+		t.Fatalf("re-join with the same address changed the configuration (index %d -> %d)", before.Index(), after.Index())
+	}
+
+	if err := c.followers(leader)[1].N().Join(ctx, same); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("join on a follower: %v, want ErrNotLeader", err)
+	}
+	if err := leader.N().Join(ctx, api.JoinRequest{ID: "", RaftAddr: "127.0.0.1:1"}); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("join without id: %v, want store.ErrInvalid", err)
+	}
+	if err := leader.N().Join(ctx, api.JoinRequest{ID: "x", RaftAddr: "nope"}); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("join with a bad address: %v, want store.ErrInvalid", err)
+	}
+
+	// A non-voter joins, then the same server moves to a new address.
+	extra := freeAddrs(t, 2)
+	if err := leader.N().Join(ctx, api.JoinRequest{ID: "n9", RaftAddr: extra[0], HTTPAddr: "127.0.0.1:9", NonVoter: true}); err != nil {
+		t.Fatalf("join non-voter: %v", err)
+	}
+	if err := leader.N().Join(ctx, api.JoinRequest{ID: "n9", RaftAddr: extra[1], HTTPAddr: "127.0.0.1:9", NonVoter: true}); err != nil {
+		t.Fatalf("re-join at a new address: %v", err)
+	}
+	ms, err := leader.N().Members(ctx)
+	if err != nil {
+		t.Fatalf("members: %v", err)
+	}
+	m, ok := membersByID(ms)["n9"]
+	if !ok || m.Voter || m.RaftAddr != extra[1] || m.HTTPAddr != "127.0.0.1:9" {
+		t.Fatalf("n9 = %+v, %v; want non-voter at %s", m, ok, extra[1])
+	}
+	if len(ms) != 4 {
+		t.Fatalf("%d members, want 4: %+v", len(ms), ms)
+	}
+	if err := leader.N().RemoveServer(ctx, "n9"); err != nil {
+		t.Fatalf("remove n9: %v", err)
+	}
+}
+
+// RemoveServer drops a follower from the configuration and the member table, and the
+// removed server does not add itself back.
+func TestNode_RemoveServer(t *testing.T) {
+	c := mustNewCluster(t, 3)
+	leader := c.waitForLeader(10 * time.Second)
+	victim := c.followers(leader)[0]
+	waitFor(t, 10*time.Second, "the victim's member record", func() bool {
+		_, ok := leader.st.Member(victim.id)
+		return ok
+	})
+	ctx := ctxTimeout(t, 10*time.Second)
+	if err := victim.N().RemoveServer(ctx, victim.id); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("remove on a follower: %v, want ErrNotLeader", err)
+	}
+	if err := leader.N().RemoveServer(ctx, "nobody"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("remove unknown: %v, want store.ErrNotFound", err)
+	}
+	if err := leader.N().RemoveServer(ctx, victim.id); err != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	gone := func() bool {
+		ms, err := leader.N().Members(ctx)
+		if err != nil {
+			return false
+		}
+		_, inConfig := membersByID(ms)[victim.id]
+		_, recorded := leader.st.Member(victim.id)
+		return len(ms) == 2 && !inConfig && !recorded
+	}
+	if !gone() {
+		t.Fatalf("victim still listed after RemoveServer")
+	}
+	// The cluster keeps committing, and the removed server stays out across several
+	// of its registration rounds.
+	deadline := time.Now().Add(5 * registrarInterval)
+	for time.Now().Before(deadline) {
+		mustApplyNamespace(t, leader.N(), "still-writable")
+		if !gone() {
+			t.Fatalf("removed server is back in the cluster")
+		}
+	}
+}
+
+// TransferLeadership moves leadership to the named voter; unknown ids are
+// store.ErrNotFound and followers refuse with ErrNotLeader.
+func TestNode_TransferLeadership(t *testing.T) {
+	c := mustNewCluster(t, 3)
+	leader := c.waitForLeader(10 * time.Second)
+	ctx := ctxTimeout(t, 10*time.Second)
+	if err := leader.N().TransferLeadership(ctx, "nobody"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("transfer to unknown: %v, want store.ErrNotFound", err)
+	}
+	target := c.followers(leader)[1]
+	if err := target.N().TransferLeadership(ctx, leader.id); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("transfer on a follower: %v, want ErrNotLeader", err)
+	}
+	if err := leader.N().TransferLeadership(ctx, target.id); err != nil {
+		t.Fatalf("transfer: %v", err)
+	}
+	if got := c.waitForLeader(10 * time.Second); got != target {
+		t.Fatalf("leader after transfer = %s, want %s", got.id, target.id)
+	}
+	mustApplyNamespace(t, target.N(), "after-transfer")
+}

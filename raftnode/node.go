@@ -1,0 +1,306 @@
+// Package raftnode wires Roster's state machine into hashicorp/raft: transport, log and
+// snapshot storage, bootstrap and join, leader-only writes, read consistency, the
+// member table's addresses, and leadership callbacks.
+package raftnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/store"
+)
+
+// StateMachine is what a Node needs from the replicated state machine; *fsm.FSM
+// implements it. ApplyBatch must answer every command entry with a *fsm.Result.
+type StateMachine interface {
+	raft.BatchingFSM
+	// AppliedIndex is the index of the last entry whose effects are in the state.
+	AppliedIndex() uint64
+	// WaitApplied returns once AppliedIndex() ≥ idx, or with ctx's error.
+	WaitApplied(ctx context.Context, idx uint64) error
+}
+
+// MemberLookup reads the replicated member table; *store.Store implements it.
+type MemberLookup interface {
+	Member(id string) (store.Member, bool)
+}
+
+// Node is one Roster server's Raft participant. Its methods are safe for concurrent use.
+type Node struct {
+	cfg     Config
+	log     *slog.Logger
+	sm      StateMachine
+	fsm     *fsm.FSM
+	members MemberLookup
+
+	raft  *raft.Raft
+	trans *raft.NetworkTransport
+	bolt  *raftboltdb.BoltStore
+	logs  raft.LogStore // the cache in front of bolt
+
+	notifyCh chan bool
+	ctx      context.Context // cancelled by Shutdown
+	cancel   context.CancelFunc
+	httpc    *http.Client
+	wg       sync.WaitGroup
+
+	mu        sync.Mutex
+	closed    bool
+	callbacks []func(context.Context)
+	lead      leadership
+	changed   chan struct{} // closed and replaced whenever lead changes
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// New opens the Raft storage under cfg.DataDir, starts the transport and Raft with f
+// as the state machine, bootstraps from cfg.Peers when no state exists, and starts
+// the background work (leadership observer, member-address registration, join).
+// cfg is validated first. The caller owns f and its store: Shutdown does not close them.
+func New(cfg Config, f *fsm.FSM) (*Node, error) {
+	if f == nil {
+		if cfg.RaftListener != nil {
+			_ = cfg.RaftListener.Close()
+		}
+		return nil, errors.New("raftnode: nil FSM")
+	}
+	return newNode(cfg, f, f.Store(), f)
+}
+
+func newNode(cfg Config, sm StateMachine, members MemberLookup, f *fsm.FSM) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		if cfg.RaftListener != nil {
+			_ = cfg.RaftListener.Close()
+		}
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &Node{
+		cfg:      cfg,
+		log:      cfg.Logger.With("node", cfg.NodeID),
+		sm:       sm,
+		fsm:      f,
+		members:  members,
+		notifyCh: make(chan bool, 16),
+		ctx:      ctx,
+		cancel:   cancel,
+		httpc:    &http.Client{Timeout: joinRequestTimeout, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2}},
+		changed:  make(chan struct{}),
+	}
+	existing, err := n.open()
+	if err != nil {
+		cancel()
+		n.closeStorage()
+		return nil, err
+	}
+	n.wg.Add(2)
+	go n.observe()
+	go n.runRegistrar()
+	if cfg.Join != "" && !existing {
+		n.wg.Add(1)
+		go n.joinAtStart(cfg.Join)
+	}
+	return n, nil
+}
+
+// open creates the directories, transport, snapshot store, log store and Raft, and
+// bootstraps a fresh node from the static peers. It reports whether Raft state existed.
+func (n *Node) open() (bool, error) {
+	cfg := &n.cfg
+	ln := cfg.RaftListener
+	cfg.RaftListener = nil // owned by the transport from here on
+	raftDir := filepath.Join(cfg.DataDir, "raft")
+	if err := os.MkdirAll(raftDir, 0o750); err != nil {
+		if ln != nil {
+			_ = ln.Close()
+		}
+		return false, fmt.Errorf("raftnode: create %s: %w", raftDir, err)
+	}
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.RaftBind); err != nil {
+			return false, fmt.Errorf("raftnode: listen on %s: %w", cfg.RaftBind, err)
+		}
+	}
+	stream := &tcpStreamLayer{ln: ln}
+	if cfg.RaftAdvertise != "" {
+		a, err := net.ResolveTCPAddr("tcp", cfg.RaftAdvertise)
+		if err != nil || a.IP == nil || a.IP.IsUnspecified() {
+			_ = ln.Close()
+			return false, configErr("RaftAdvertise", "%q does not resolve to a specific IP address (%v)", cfg.RaftAdvertise, err)
+		}
+		stream.advertise = a
+	}
+	n.trans = raft.NewNetworkTransportWithLogger(stream, transportPool, transportTimeout, newHCLogger(n.log, "raft-net"))
+	if cfg.RaftAdvertise == "" {
+		cfg.RaftAdvertise = string(n.trans.LocalAddr())
+	}
+
+	st, err := openStorage(cfg.DataDir, cfg.SnapshotRetain, startLockTimeout, n.log)
+	if err != nil {
+		return false, err
+	}
+	n.bolt, n.logs = st.bolt, st.logs
+	bolt, cache, snaps := st.bolt, st.logs, st.snaps
+
+	existing, err := raft.HasExistingState(cache, bolt, snaps)
+	if err != nil {
+		return false, fmt.Errorf("raftnode: read raft state: %w", err)
+	}
+	rc := cfg.raftConfig(n.notifyCh)
+	rc.Logger = newHCLogger(n.log, "raft")
+	if !existing && len(cfg.Peers) > 0 {
+		var conf raft.Configuration
+		for _, p := range cfg.Peers {
+			conf.Servers = append(conf.Servers, raft.Server{
+				Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr),
+			})
+		}
+		if err := raft.BootstrapCluster(rc, cache, bolt, snaps, n.trans, conf); err != nil {
+			return false, fmt.Errorf("raftnode: bootstrap: %w", err)
+		}
+		n.log.Info("bootstrapped raft cluster", "peers", len(cfg.Peers))
+	}
+	r, err := raft.NewRaft(rc, n.sm, cache, bolt, snaps, n.trans)
+	if err != nil {
+		return false, fmt.Errorf("raftnode: start raft: %w", err)
+	}
+	n.raft = r
+	n.log.Info("raft started", "raft_addr", cfg.RaftAdvertise, "http_addr", cfg.HTTPAdvertise, "existing_state", existing)
+	return existing, nil
+}
+
+// closeStorage closes what open created, for a failed New (Raft closes the transport
+// itself on Shutdown).
+func (n *Node) closeStorage() {
+	if n.raft == nil && n.trans != nil {
+		_ = n.trans.Close()
+	}
+	if n.bolt != nil {
+		_ = n.bolt.Close()
+	}
+}
+
+// Shutdown stops the background work, cancels every leadership callback's context and
+// waits for the callbacks to return, shuts Raft down and closes the log store.
+// It is idempotent and returns the same result on every call.
+func (n *Node) Shutdown() error {
+	n.shutdownOnce.Do(func() {
+		n.mu.Lock()
+		n.closed = true
+		n.mu.Unlock()
+		n.cancel()
+		n.log.Info("shutting down raft")
+		errs := []error{n.raft.Shutdown().Error()}
+		// Raft closes the listener; pooled outbound connections stay open until closed
+		// here, and the peers' handlers for them only end when they are.
+		n.trans.CloseStreams()
+		n.wg.Wait()
+		n.httpc.CloseIdleConnections()
+		errs = append(errs, n.bolt.Close())
+		n.shutdownErr = errors.Join(errs...)
+	})
+	return n.shutdownErr
+}
+
+func (n *Node) isClosed() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.closed
+}
+
+// ID is this node's server id.
+func (n *Node) ID() string { return n.cfg.NodeID }
+
+// RaftAddr is the Raft address peers dial to reach this node.
+func (n *Node) RaftAddr() string { return n.cfg.RaftAdvertise }
+
+// HTTPAddr is this node's HTTP address as recorded in the member table.
+func (n *Node) HTTPAddr() string { return n.cfg.HTTPAdvertise }
+
+// IsLeader reports whether this node is the Raft leader right now. A leader may not
+// yet be ready to serve reads (see LeaderRead).
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// KnownLeader reports whether this node knows a current leader (itself included).
+func (n *Node) KnownLeader() bool {
+	_, id := n.raft.LeaderWithID()
+	return id != ""
+}
+
+// LastContact is 0 on the leader, the time since this node last heard from the
+// leader otherwise, and -1 if it never has.
+func (n *Node) LastContact() time.Duration {
+	if n.IsLeader() {
+		return 0
+	}
+	last := n.raft.LastContact()
+	if last.IsZero() {
+		return -1
+	}
+	return time.Since(last)
+}
+
+// Leader returns the current leader's id and Raft address, and its HTTP address from
+// the member table (empty until the leader's record has been applied here). ok is
+// false when no leader is known.
+func (n *Node) Leader() (m store.Member, ok bool) {
+	addr, id := n.raft.LeaderWithID()
+	if id == "" {
+		return store.Member{}, false
+	}
+	if string(id) == n.cfg.NodeID {
+		return n.self(), true
+	}
+	m = store.Member{ID: string(id), RaftAddr: string(addr)}
+	if rec, found := n.members.Member(string(id)); found {
+		m.HTTPAddr = rec.HTTPAddr
+	}
+	return m, true
+}
+
+// self is this node's member record.
+func (n *Node) self() store.Member {
+	return store.Member{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAdvertise, HTTPAddr: n.cfg.HTTPAdvertise}
+}
+
+// Raft exposes the underlying Raft instance (snapshots, restore, stats).
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// FSM is the state machine passed to New.
+func (n *Node) FSM() *fsm.FSM { return n.fsm }
+
+// tcpStreamLayer is raft's TCP stream layer over a listener this package opened (or
+// was given): it dials peers directly and advertises the configured address.
+type tcpStreamLayer struct {
+	ln        net.Listener
+	advertise net.Addr
+}
+
+func (s *tcpStreamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", string(addr), timeout)
+}
+
+func (s *tcpStreamLayer) Accept() (net.Conn, error) { return s.ln.Accept() }
+
+func (s *tcpStreamLayer) Close() error { return s.ln.Close() }
+
+func (s *tcpStreamLayer) Addr() net.Addr {
+	if s.advertise != nil {
+		return s.advertise
+	}
+	return s.ln.Addr()
+}

@@ -1,0 +1,208 @@
+package raftnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/store"
+)
+
+// StateSnapshot is a consistent point-in-time view of this node's state together with
+// the Raft log position it reflects. It holds a read transaction of the state file:
+// Close it promptly.
+type StateSnapshot struct {
+	// Index is the Raft index the view reflects: every entry up to Index is in it, and
+	// no entry after. It is at least the view's own applied index, so a restore of the
+	// view (which moves the log past Index) never replays an entry the view contains.
+	Index uint64
+	// Term is the term of the entry at Index.
+	Term uint64
+	// Counts are the view's record counts.
+	Counts store.Counts
+
+	sn *store.Snapshot
+}
+
+// WriteTo streams the view as a complete state file of exactly Size bytes.
+func (s *StateSnapshot) WriteTo(w io.Writer) (int64, error) { return s.sn.WriteTo(w) }
+
+// Size is the number of bytes WriteTo writes.
+func (s *StateSnapshot) Size() int64 { return s.sn.Size() }
+
+// Close releases the view. It is safe to call more than once.
+func (s *StateSnapshot) Close() error { return s.sn.Close() }
+
+// snapshotAttempts bounds the retries of SnapshotState when a Raft snapshot compacts the
+// log between reading the view and looking up its entry.
+const snapshotAttempts = 5
+
+// SnapshotState opens a view of this node's local state and determines the Raft index
+// and term it reflects. It runs on any node; whether the local state is recent enough
+// is the caller's decision (ConsistentRead on the leader for a fresh one).
+//
+// The view is a store read transaction, so its content is exact. Its position comes
+// from the view's applied index (the last entry that reached the state machine) and the
+// term of that entry in the log. When the view's applied index is below the last Raft
+// snapshot (read before the view was opened), the state came from that snapshot or no
+// entry that changes state follows it, so the snapshot's index and term describe the
+// view; this also covers a state installed by Restore, whose applied index belongs to
+// the log of the cluster it was saved from.
+func (n *Node) SnapshotState() (*StateSnapshot, error) {
+	if n.isClosed() {
+		return nil, ErrShutdown
+	}
+	if n.fsm == nil {
+		return nil, errors.New("raftnode: no state store to snapshot")
+	}
+	for range snapshotAttempts {
+		snapIdx, snapTerm, err := n.lastSnapshot()
+		if err != nil {
+			return nil, err
+		}
+		sn, err := n.fsm.Store().Snapshot()
+		if err != nil {
+			return nil, fmt.Errorf("raftnode: open state snapshot: %w", err)
+		}
+		applied := sn.AppliedIndex()
+		out := &StateSnapshot{Counts: sn.Counts(), sn: sn}
+		if snapIdx > 0 && applied <= snapIdx {
+			out.Index, out.Term = snapIdx, snapTerm
+			return out, nil
+		}
+		var l raft.Log
+		if err := n.logs.GetLog(applied, &l); err == nil {
+			out.Index, out.Term = applied, l.Term
+			return out, nil
+		} else if !errors.Is(err, raft.ErrLogNotFound) {
+			_ = sn.Close()
+			return nil, fmt.Errorf("raftnode: read log entry %d: %w", applied, err)
+		}
+		// A snapshot taken after lastSnapshot was read compacted the entry away; the
+		// next attempt sees that snapshot.
+		_ = sn.Close()
+	}
+	return nil, fmt.Errorf("raftnode: the log kept changing while a state snapshot was taken; try again")
+}
+
+// lastSnapshot returns the index and term of the last Raft snapshot (0, 0 without one).
+func (n *Node) lastSnapshot() (uint64, uint64, error) {
+	stats := n.raft.Stats()
+	idx, err := strconv.ParseUint(stats["last_snapshot_index"], 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("raftnode: last snapshot index %q: %w", stats["last_snapshot_index"], err)
+	}
+	term, err := strconv.ParseUint(stats["last_snapshot_term"], 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("raftnode: last snapshot term %q: %w", stats["last_snapshot_term"], err)
+	}
+	return idx, term, nil
+}
+
+// RestoreState replaces the state of the whole cluster with the state file read from r,
+// exactly size bytes, which reflects the Raft log up to index (its applied index must
+// not exceed index) at term. It runs on the leader only (ErrNotLeader elsewhere, before
+// anything is read from r). The file must have been checked already (store.CheckFile
+// or the snapshot archive's check): a state the state machine refuses stops the leader.
+//
+// This is hashicorp/raft's user restore: the leader writes r into a new Raft snapshot
+// whose index is past both index and its own last index, installs it in its state
+// machine (every watcher wakes; indexes stay above all indexes served before), and
+// waits until a quorum has installed it too. Members that are down install it when
+// they return. The current Raft configuration is kept. Afterwards the member table is
+// brought back in line with the configuration: this node's record, the records the
+// other servers had before the restore, and no record of a server outside the
+// configuration. That write also moves the state machine's applied index past the
+// restore. The index returned is the last of those writes (0 if leadership was lost
+// right after the restore, which still happened).
+//
+// raft.Restore cannot be interrupted: ctx bounds it only through its deadline (as the
+// enqueue timeout), and the caller should not cancel ctx when its client goes away.
+// In-flight writes fail with ErrLeadershipLost.
+func (n *Node) RestoreState(ctx context.Context, index, term uint64, r io.Reader, size int64) (uint64, error) {
+	if n.isClosed() {
+		return 0, ErrShutdown
+	}
+	if n.raft.State() != raft.Leader {
+		return 0, n.notLeaderErr(nil)
+	}
+	if size < 0 {
+		return 0, fmt.Errorf("raftnode: restore: negative size %d", size)
+	}
+	servers, err := n.configuration(ctx)
+	if err != nil {
+		return 0, err
+	}
+	before := make(map[string]store.Member, len(servers))
+	for _, s := range servers {
+		if m, ok := n.members.Member(string(s.ID)); ok {
+			before[m.ID] = m
+		}
+	}
+	var timeout time.Duration
+	if dl, ok := ctx.Deadline(); ok {
+		if timeout = time.Until(dl); timeout <= 0 {
+			return 0, fmt.Errorf("%w: %w", ErrTimeout, context.DeadlineExceeded)
+		}
+	}
+	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: index, Term: term, Size: size}
+	start := time.Now()
+	n.log.Warn("restoring the cluster state from a snapshot", "index", index, "term", term, "bytes", size)
+	if err := n.raft.Restore(meta, r, timeout); err != nil {
+		return 0, fmt.Errorf("raftnode: restore: %w", n.mapRaftErr(err))
+	}
+	n.log.Warn("cluster state restored from a snapshot", "index", index, "raft_index", n.raft.LastIndex(),
+		"duration", time.Since(start))
+	idx, err := n.reconcileMembers(ctx, servers, before)
+	if err != nil {
+		n.log.Warn("member table not reconciled after the restore; members re-announce themselves", "error", err)
+	}
+	return idx, nil
+}
+
+// reconcileMembers makes the member table match the Raft configuration servers after a
+// restore. It returns the index of the last write.
+func (n *Node) reconcileMembers(ctx context.Context, servers []raft.Server, before map[string]store.Member) (uint64, error) {
+	// Always written, even if unchanged: it also advances the applied index.
+	idx, err := n.Apply(ctx, fsm.UpsertMemberType, fsm.UpsertMemberRequest{Member: n.self()})
+	if err != nil {
+		return 0, err
+	}
+	inConfig := make(map[string]bool, len(servers))
+	for _, s := range servers {
+		id := string(s.ID)
+		inConfig[id] = true
+		m, ok := before[id]
+		if id == n.cfg.NodeID || !ok {
+			continue
+		}
+		if cur, found := n.members.Member(id); found && cur == m {
+			continue
+		}
+		if idx, err = n.Apply(ctx, fsm.UpsertMemberType, fsm.UpsertMemberRequest{Member: m}); err != nil {
+			return 0, err
+		}
+	}
+	if n.fsm == nil {
+		return idx, nil
+	}
+	_, records, err := n.fsm.Store().Members(nil)
+	if err != nil {
+		return idx, err
+	}
+	for _, m := range records {
+		if inConfig[m.ID] {
+			continue
+		}
+		if idx, err = n.Apply(ctx, fsm.RemoveMemberType, fsm.RemoveMemberRequest{ID: m.ID}); err != nil {
+			return 0, err
+		}
+	}
+	return idx, nil
+}
