@@ -2,7 +2,11 @@
 // server, the Go client and the CLI so that both sides agree on every field.
 package api
 
-import "github.com/rosterhq/roster/store"
+import (
+	"time"
+
+	"github.com/rosterhq/roster/store"
+)
 
 // Headers and query parameters of the native API.
 const (
@@ -225,3 +229,51 @@ const (
 	// CodeNotLeader is the error code of such a 503.
 	CodeNotLeader = "not_leader"
 )
+
+// ProbeResult is the leader's last probe of one instance, as GET .../services/{service}/health shows it.
+type ProbeResult struct {
+	IP      string `json:"ip"`
+	Port    int    `json:"port"`
+	Cluster string `json:"cluster"`
+	// Epoch is the instance's registration epoch (CreateIndex).
+	Epoch     uint64          `json:"epoch"`
+	CheckType store.CheckType `json:"checkType"`
+	// Target is what is probed: host:port for TCP, the URL for HTTP, empty for NONE.
+	Target string `json:"target,omitempty"`
+	// Healthy is the committed health as last known to the prober.
+	Healthy bool `json:"healthy"`
+	// Pending is true when the prober has decided the opposite of Healthy and the
+	// transition is not yet known to be committed.
+	Pending bool `json:"pending"`
+	// LastCheck is when the last probe started (zero: not probed yet in this term or
+	// since the cluster's spec changed).
+	LastCheck time.Time      `json:"lastCheck,omitzero"`
+	Latency   store.Duration `json:"latency,omitzero"`
+	// Outcome is OutcomeSuccess or OutcomeFailure, empty before the first probe.
+	Outcome string `json:"outcome,omitempty"`
+	// Status is the HTTP status of the last HTTP probe that got a response.
+	Status int    `json:"status,omitempty"`
+	Error  string `json:"error,omitempty"`
+
+	ConsecutiveSuccesses int            `json:"consecutiveSuccesses"`
+	ConsecutiveFailures  int            `json:"consecutiveFailures"`
+	Rise                 int            `json:"rise"`
+	Fall                 int            `json:"fall"`
+	Interval             store.Duration `json:"interval"`
+	// NextCheck is when the next probe is due (zero for NONE clusters).
+	NextCheck time.Time `json:"nextCheck,omitzero"`
+}
+
+// HealthResponse is the body of GET .../services/{service}/health: the leader's last
+// probe of each of the service's instances.
+type HealthResponse struct {
+	Namespace string `json:"namespace"`
+	Group     string `json:"group"`
+	Service   string `json:"service"`
+	// Leader is the node whose prober produced the results.
+	Leader string `json:"leader"`
+	// Probing is false when the leader has not started probing yet (it starts once it
+	// has applied every entry of earlier terms).
+	Probing bool          `json:"probing"`
+	Results []ProbeResult `json:"results"`
+}

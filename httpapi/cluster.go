@@ -1,0 +1,90 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/store"
+)
+
+// listMembers serves GET /v1/cluster/members (from the leader unless ?consistency=stale).
+// The index is the member table's; a blocking query waits on it.
+func (s *server) listMembers(w http.ResponseWriter, r *http.Request) error {
+	idx, err := s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
+		idx, _, err := s.store.Members(ws)
+		return idx, err
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	members, err := s.node.Members(ctx)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.MembersResponse{Index: idx, Members: nonNil(members)})
+	return nil
+}
+
+// join serves POST /v1/cluster/join: add (or re-announce) a server. Leader only.
+func (s *server) join(w http.ResponseWriter, r *http.Request) error {
+	var req api.JoinRequest
+	if err := decodeBody(r, &req); err != nil {
+		return err
+	}
+	m := store.Member{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr}
+	if err := store.ValidateMember(m); err != nil {
+		return err
+	}
+	return s.membership(w, r, func(ctx context.Context) error { return s.node.Join(ctx, req) })
+}
+
+// removeMember serves DELETE /v1/cluster/members/{id}. Leader only.
+func (s *server) removeMember(w http.ResponseWriter, r *http.Request) error {
+	id := pathParam(r, "id")
+	if err := validateMemberID(id); err != nil {
+		return err
+	}
+	return s.membership(w, r, func(ctx context.Context) error { return s.node.RemoveServer(ctx, id) })
+}
+
+// transferLeadership serves POST /v1/cluster/leadership-transfer?id= (any server when
+// id is empty). Leader only.
+func (s *server) transferLeadership(w http.ResponseWriter, r *http.Request) error {
+	id := r.URL.Query().Get("id")
+	if id != "" {
+		if err := validateMemberID(id); err != nil {
+			return err
+		}
+	}
+	return s.membership(w, r, func(ctx context.Context) error { return s.node.TransferLeadership(ctx, id) })
+}
+
+// membership runs a membership change within the request timeout and answers
+// api.WriteResult with the member table's index afterwards.
+func (s *server) membership(w http.ResponseWriter, r *http.Request, fn func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	if err := fn(ctx); err != nil {
+		return err
+	}
+	idx, _, err := s.store.Members(nil)
+	if err != nil {
+		return err
+	}
+	writeResult(w, idx)
+	return nil
+}
+
+// validateMemberID checks a server id the way the member table does.
+func validateMemberID(id string) error {
+	var ve *store.ValidationError
+	err := store.ValidateMember(store.Member{ID: id, RaftAddr: "127.0.0.1:1"})
+	if errors.As(err, &ve) && ve.Field == "id" {
+		return err
+	}
+	return nil
+}

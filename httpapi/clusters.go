@@ -1,0 +1,112 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/store"
+)
+
+// listClusters serves GET .../services/{service}/clusters (404 if the service is missing).
+func (s *server) listClusters(w http.ResponseWriter, r *http.Request) error {
+	key, err := serviceKeyParam(r)
+	if err != nil {
+		return err
+	}
+	var list []store.Cluster
+	idx, err := s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
+		idx, l, err := s.store.Clusters(ws, key)
+		list = l
+		return idx, err
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.ClustersResponse{Index: idx, Clusters: nonNil(list)})
+	return nil
+}
+
+// getCluster serves GET .../clusters/{cluster}.
+func (s *server) getCluster(w http.ResponseWriter, r *http.Request) error {
+	key, name, err := clusterParam(r)
+	if err != nil {
+		return err
+	}
+	var c store.Cluster
+	idx, err := s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
+		idx, cl, err := s.store.Cluster(ws, key, name)
+		c = cl
+		return idx, err
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.ClusterResponse{Index: idx, Cluster: c})
+	return nil
+}
+
+// putCluster serves PUT .../clusters/{cluster}: create, or replace the health-check
+// spec and metadata. Omitted health-check fields take the defaults.
+func (s *server) putCluster(w http.ResponseWriter, r *http.Request) error {
+	key, name, err := clusterParam(r)
+	if err != nil {
+		return err
+	}
+	var req api.ClusterRequest
+	if err := decodeBody(r, &req); err != nil {
+		return err
+	}
+	hc, err := healthCheckFromSpec(req.HealthCheck)
+	if err != nil {
+		return err
+	}
+	c := store.Cluster{
+		Namespace: key.Namespace, Group: key.Group, Service: key.Service, Name: name,
+		HealthCheck: hc, Metadata: req.Metadata,
+	}
+	if err := s.store.Limits().ValidateCluster(c); err != nil {
+		return err
+	}
+	return s.apply(w, r, fsm.UpsertClusterType, fsm.UpsertClusterRequest{Cluster: c})
+}
+
+// healthCheckFromSpec turns the wire spec into a validated store.HealthCheck with the
+// defaults filled in. The type is matched case-insensitively.
+func healthCheckFromSpec(spec *api.HealthCheckSpec) (store.HealthCheck, error) {
+	var hc store.HealthCheck
+	if spec != nil {
+		hc = store.HealthCheck{
+			Type:           store.CheckType(strings.ToUpper(strings.TrimSpace(spec.Type))),
+			Port:           spec.Port,
+			Path:           spec.Path,
+			Headers:        spec.Headers,
+			ExpectedStatus: spec.ExpectedStatus,
+			Rise:           spec.Rise,
+			Fall:           spec.Fall,
+		}
+		var err error
+		if hc.Interval, err = parseSpecDuration("healthCheck.interval", spec.Interval); err != nil {
+			return hc, err
+		}
+		if hc.Timeout, err = parseSpecDuration("healthCheck.timeout", spec.Timeout); err != nil {
+			return hc, err
+		}
+	}
+	hc = hc.WithDefaults()
+	return hc, store.ValidateHealthCheck(hc)
+}
+
+// parseSpecDuration parses a Go duration string ("" is 0: the default).
+func parseSpecDuration(field, v string) (store.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil {
+		return 0, invalid(field, "must be a duration such as 5s, got %q", v)
+	}
+	return store.Duration(d), nil
+}

@@ -1,0 +1,234 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+)
+
+// bodyKey holds the buffered request body in the request context.
+type bodyKey struct{}
+
+// bufferBody checks the Content-Type of a request body (application/json or none, else
+// 415), reads it whole within Config.MaxBodyBytes (else 413) and keeps it so that the
+// request can be decoded here or forwarded (and forwarded again after a leader change).
+func (s *server) bufferBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hasBody := r.ContentLength != 0 || r.Method == http.MethodPut ||
+			r.Method == http.MethodPost || r.Method == http.MethodPatch
+		if ct := r.Header.Get("Content-Type"); ct != "" && hasBody {
+			mt, _, err := mime.ParseMediaType(ct)
+			if err != nil || mt != "application/json" {
+				s.writeError(w, r, fmt.Errorf("%w: %q (use application/json)", errUnsupportedMedia, ct))
+				return
+			}
+		}
+		var body []byte
+		if r.Body != nil && r.Body != http.NoBody {
+			b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+			if err != nil {
+				var mbe *http.MaxBytesError
+				if errors.As(err, &mbe) {
+					err = fmt.Errorf("%w: the limit is %d bytes", errBodyTooLarge, mbe.Limit)
+				} else {
+					err = invalid("body", "cannot read the request body: %v", err)
+				}
+				s.writeError(w, r, err)
+				return
+			}
+			body = b
+		}
+		r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, body))
+		setBody(r, body)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// bufferedBody returns the body kept by bufferBody (nil when there is none).
+func bufferedBody(r *http.Request) []byte {
+	b, _ := r.Context().Value(bodyKey{}).([]byte)
+	return b
+}
+
+// setBody makes r's body a fresh reader over b.
+func setBody(r *http.Request, b []byte) {
+	r.ContentLength = int64(len(b))
+	if len(b) == 0 {
+		r.Body = http.NoBody
+		r.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+}
+
+// decodeBody decodes the buffered body strictly into out: unknown fields, malformed JSON,
+// wrong types and trailing data are 400s naming the field. An empty body decodes as {}.
+func decodeBody(r *http.Request, out any) error {
+	return decodeJSON(bufferedBody(r), out)
+}
+
+func decodeJSON(b []byte, out any) error {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(out); err != nil {
+		return jsonError(b, out, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return invalid("body", "unexpected data after the JSON value")
+	}
+	return nil
+}
+
+// jsonError turns a decoding error into a *store.ValidationError naming the field.
+func jsonError(b []byte, out any, err error) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return invalid("body", "malformed JSON at offset %d: %v", se.Offset, se)
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return invalid("body", "malformed JSON: unexpected end of input")
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			return invalid("body", "must be a JSON object, got %s", te.Value)
+		}
+		return invalid(field, "must be %s, got %s", jsonKind(te.Type), te.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		leaf := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		field := unknownFieldPath(b, reflect.TypeOf(out))
+		if field == "" {
+			field = leaf
+		}
+		return invalid(field, "unknown field %q", leaf)
+	default:
+		return invalid("body", "cannot decode the request body: %v", err)
+	}
+}
+
+// jsonKind names a Go type the way a JSON client thinks of it.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	default:
+		return "an object"
+	}
+}
+
+// unknownFieldPath finds the dotted path of the first key in b that t has no field for
+// ("healthCheck.foo"), or "" if there is none.
+func unknownFieldPath(b []byte, t reflect.Type) string {
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return ""
+	}
+	return walkUnknown(v, t, "")
+}
+
+func walkUnknown(v any, t reflect.Type, prefix string) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	join := func(name string) string {
+		if prefix == "" {
+			return name
+		}
+		return prefix + "." + name
+	}
+	switch val := v.(type) {
+	case map[string]any:
+		if t.Kind() != reflect.Struct {
+			return ""
+		}
+		keys := make([]string, 0, len(val))
+		for k := range val {
+			keys = append(keys, k)
+		}
+		// Report the first unknown key in a stable order.
+		slices.Sort(keys)
+		for _, k := range keys {
+			f, ok := jsonField(t, k)
+			if !ok {
+				return join(k)
+			}
+			if p := walkUnknown(val[k], f.Type, join(k)); p != "" {
+				return p
+			}
+		}
+	case []any:
+		if t.Kind() != reflect.Slice && t.Kind() != reflect.Array {
+			return ""
+		}
+		for i, e := range val {
+			if p := walkUnknown(e, t.Elem(), fmt.Sprintf("%s[%d]", prefix, i)); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
+}
+
+// jsonField finds the struct field encoding/json would decode key into (exact name
+// first, then case-insensitively), following embedded structs.
+func jsonField(t reflect.Type, key string) (reflect.StructField, bool) {
+	var fold reflect.StructField
+	found := false
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				if sf, ok := jsonField(ft, key); ok {
+					return sf, true
+				}
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		if name == key {
+			return f, true
+		}
+		if !found && strings.EqualFold(name, key) {
+			fold, found = f, true
+		}
+	}
+	return fold, found
+}

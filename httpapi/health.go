@@ -1,0 +1,42 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/healthcheck"
+	"github.com/rosterhq/roster/store"
+)
+
+// HealthResults is the leader's in-memory view of its last probes (a *healthcheck.Manager).
+type HealthResults interface {
+	// Results returns the last probe result of every probed instance of the service,
+	// and whether a prober is running on this node.
+	Results(key store.ServiceKey) ([]healthcheck.Result, bool)
+}
+
+// getHealth serves GET .../services/{service}/health from the leader: the last probe of
+// each of the service's instances (time, latency, outcome, error text, consecutive
+// counts). The service must exist.
+func (s *server) getHealth(w http.ResponseWriter, r *http.Request) error {
+	key, err := serviceKeyParam(r)
+	if err != nil {
+		return err
+	}
+	if _, _, err := s.store.ServiceView(nil, key); err != nil {
+		return err
+	}
+	if s.cfg.Health == nil {
+		return fmt.Errorf("%w: health probing is not configured on %s", errUnavailable, s.id)
+	}
+	results, running := s.cfg.Health.Results(key)
+	if results == nil {
+		results = []healthcheck.Result{}
+	}
+	writeJSON(w, http.StatusOK, api.HealthResponse{
+		Namespace: key.Namespace, Group: key.Group, Service: key.Service,
+		Leader: s.id, Probing: running, Results: results,
+	})
+	return nil
+}

@@ -1,0 +1,509 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/store"
+)
+
+// Sentinels standing in for raftnode's in tests.
+var (
+	errTestNotLeader      = errors.New("test: not leader")
+	errTestNoLeader       = errors.New("test: no leader")
+	errTestLeadershipLost = errors.New("test: leadership lost")
+	errTestTimeout        = errors.New("test: timeout")
+	errTestShutdown       = errors.New("test: shutdown")
+)
+
+func testErrors() ConsensusErrors {
+	return ConsensusErrors{
+		NotLeader: errTestNotLeader, NoLeader: errTestNoLeader, LeadershipLost: errTestLeadershipLost,
+		Timeout: errTestTimeout, Shutdown: errTestShutdown,
+	}
+}
+
+// applyCall is one Apply the fake node received.
+type applyCall struct {
+	Type fsm.MessageType
+	Msg  any
+}
+
+// fakeNode is a Consensus whose leadership the test controls. It records every call.
+type fakeNode struct {
+	mu        sync.Mutex
+	id        string
+	leader    bool
+	known     *store.Member
+	applies   []applyCall
+	applyFn   func(t fsm.MessageType, msg any) (uint64, error)
+	nextIndex uint64
+
+	consistentReads, leaderReads int
+	readErr                      error
+	members                      []api.Member
+	joins                        []api.JoinRequest
+	removed                      []string
+	transfers                    []string
+	opErr                        error
+	ready                        bool
+}
+
+func newLeaderNode(id string) *fakeNode {
+	n := &fakeNode{id: id, nextIndex: 100, ready: true}
+	n.setLeader(true, &store.Member{ID: id, RaftAddr: "127.0.0.1:7848", HTTPAddr: "127.0.0.1:8848"})
+	return n
+}
+
+// newFollowerNode is a follower that knows leader (nil: no leader).
+func newFollowerNode(id string, leader *store.Member) *fakeNode {
+	n := &fakeNode{id: id, nextIndex: 100, ready: leader != nil}
+	n.setLeader(false, leader)
+	return n
+}
+
+func (n *fakeNode) setLeader(isLeader bool, leader *store.Member) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.leader = isLeader
+	n.known = leader
+}
+
+func (n *fakeNode) calls() []applyCall {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]applyCall(nil), n.applies...)
+}
+
+func (n *fakeNode) ID() string { return n.id }
+
+func (n *fakeNode) Apply(_ context.Context, t fsm.MessageType, msg any) (uint64, error) {
+	n.mu.Lock()
+	n.applies = append(n.applies, applyCall{Type: t, Msg: msg})
+	fn := n.applyFn
+	n.nextIndex++
+	idx := n.nextIndex
+	n.mu.Unlock()
+	if fn != nil {
+		return fn(t, msg)
+	}
+	return idx, nil
+}
+
+func (n *fakeNode) IsLeader() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.leader
+}
+
+func (n *fakeNode) Leader() (store.Member, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.known == nil {
+		return store.Member{}, false
+	}
+	return *n.known, true
+}
+
+func (n *fakeNode) ConsistentRead(context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.consistentReads++
+	return n.readErr
+}
+
+func (n *fakeNode) LeaderRead(context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.leaderReads++
+	return n.readErr
+}
+
+// LastContact is 0 on the leader, -1 without a known leader, else 42ms.
+func (n *fakeNode) LastContact() time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case n.leader:
+		return 0
+	case n.known == nil:
+		return -1
+	default:
+		return 42 * time.Millisecond
+	}
+}
+
+func (n *fakeNode) KnownLeader() bool {
+	_, ok := n.Leader()
+	return ok
+}
+
+func (n *fakeNode) Ready() (bool, api.Ready) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	rd := api.Ready{AppliedIndex: 7, CommitIndex: 7}
+	if n.known != nil {
+		rd.Leader = n.known.ID
+	}
+	if !n.ready {
+		rd.Reason = "no leader"
+	}
+	return n.ready, rd
+}
+
+func (n *fakeNode) Members(context.Context) ([]api.Member, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.members, n.opErr
+}
+
+func (n *fakeNode) Join(_ context.Context, req api.JoinRequest) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.joins = append(n.joins, req)
+	return n.opErr
+}
+
+func (n *fakeNode) RemoveServer(_ context.Context, id string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.removed = append(n.removed, id)
+	return n.opErr
+}
+
+func (n *fakeNode) TransferLeadership(_ context.Context, id string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.transfers = append(n.transfers, id)
+	return n.opErr
+}
+
+// fakeReader is an in-memory Reader over fixed data. Every read watches one channel
+// that bump closes (and replaces), raising the index.
+type fakeReader struct {
+	mu         sync.Mutex
+	index      uint64
+	changed    chan struct{}
+	namespaces []store.Namespace
+	services   []store.Service
+	clusters   []store.Cluster
+	instances  []store.Instance
+	members    []store.Member
+	reads      int
+}
+
+func newFakeReader() *fakeReader {
+	return &fakeReader{
+		index:      10,
+		changed:    make(chan struct{}),
+		namespaces: []store.Namespace{{ID: "public", Name: "public", CreateIndex: 1, ModifyIndex: 1}},
+		members:    []store.Member{{ID: "n1", RaftAddr: "127.0.0.1:7848", HTTPAddr: "127.0.0.1:8848"}},
+	}
+}
+
+// bump applies fn to the data under the lock, raises the index and wakes watchers.
+func (f *fakeReader) bump(fn func(f *fakeReader)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if fn != nil {
+		fn(f)
+	}
+	f.index++
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+func (f *fakeReader) readCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reads
+}
+
+func (f *fakeReader) begin(ws *store.WatchSet) uint64 {
+	f.reads++
+	if ws != nil {
+		ws.Add(f.changed)
+	}
+	return f.index
+}
+
+func (f *fakeReader) Namespaces(ws *store.WatchSet) (uint64, []store.Namespace, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.begin(ws), append([]store.Namespace(nil), f.namespaces...), nil
+}
+
+func (f *fakeReader) Namespace(ws *store.WatchSet, id string) (uint64, store.Namespace, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	idx := f.begin(ws)
+	for _, n := range f.namespaces {
+		if n.ID == id {
+			return idx, n, nil
+		}
+	}
+	return idx, store.Namespace{}, store.ErrNotFound
+}
+
+func (f *fakeReader) Services(ws *store.WatchSet, ns, group string, page, size int) (uint64, []store.Service, int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	idx := f.begin(ws)
+	var out []store.Service
+	for _, s := range f.services {
+		if s.Namespace == ns && (group == "" || s.Group == group) {
+			out = append(out, s)
+		}
+	}
+	total := len(out)
+	if size > 0 {
+		lo := min((page-1)*size, total)
+		out = out[lo:min(lo+size, total)]
+	}
+	return idx, out, total, nil
+}
+
+func (f *fakeReader) service(key store.ServiceKey) (store.Service, bool) {
+	for _, s := range f.services {
+		if s.Key() == key {
+			return s, true
+		}
+	}
+	return store.Service{}, false
+}
+
+func (f *fakeReader) Clusters(ws *store.WatchSet, key store.ServiceKey) (uint64, []store.Cluster, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	idx := f.begin(ws)
+	if _, ok := f.service(key); !ok {
+		return idx, nil, store.ErrNotFound
+	}
+	var out []store.Cluster
+	for _, c := range f.clusters {
+		if c.Namespace == key.Namespace && c.Group == key.Group && c.Service == key.Service {
+			out = append(out, c)
+		}
+	}
+	return idx, out, nil
+}
+
+func (f *fakeReader) Cluster(ws *store.WatchSet, key store.ServiceKey, name string) (uint64, store.Cluster, error) {
+	idx, list, err := f.Clusters(ws, key)
+	if err != nil {
+		return idx, store.Cluster{}, err
+	}
+	for _, c := range list {
+		if c.Name == name {
+			return idx, c, nil
+		}
+	}
+	return idx, store.Cluster{}, store.ErrNotFound
+}
+
+func (f *fakeReader) instancesOf(key store.ServiceKey) []store.Instance {
+	var out []store.Instance
+	for _, in := range f.instances {
+		if in.ServiceKey() == key {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+func (f *fakeReader) Instance(ws *store.WatchSet, ref store.InstanceRef) (uint64, store.Instance, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	idx := f.begin(ws)
+	for _, in := range f.instances {
+		if in.Ref() == ref {
+			return idx, in, nil
+		}
+	}
+	return idx, store.Instance{}, store.ErrNotFound
+}
+
+func (f *fakeReader) ServiceView(ws *store.WatchSet, key store.ServiceKey) (uint64, store.ServiceView, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	idx := f.begin(ws)
+	svc, ok := f.service(key)
+	if !ok {
+		return idx, store.ServiceView{}, store.ErrNotFound
+	}
+	var cl []store.Cluster
+	for _, c := range f.clusters {
+		if c.Namespace == key.Namespace && c.Group == key.Group && c.Service == key.Service {
+			cl = append(cl, c)
+		}
+	}
+	return idx, store.ServiceView{Service: svc, Clusters: cl, Instances: f.instancesOf(key)}, nil
+}
+
+func (f *fakeReader) Members(ws *store.WatchSet) (uint64, []store.Member, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.begin(ws), append([]store.Member(nil), f.members...), nil
+}
+
+func (f *fakeReader) Limits() store.Limits { return store.DefaultLimits() }
+
+// testConfig is a Config over the fakes with short timeouts.
+func testConfig(node Consensus, rd Reader) Config {
+	return Config{
+		Store:          rd,
+		Node:           node,
+		Logger:         discardLogger(),
+		RequestTimeout: 2 * time.Second,
+		LeaderHold:     300 * time.Millisecond,
+		Errors:         testErrors(),
+		Registry:       prometheus.NewRegistry(),
+	}
+}
+
+func mustNew(t *testing.T, cfg Config) http.Handler {
+	t.Helper()
+	h, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { h.(interface{ CloseIdleConnections() }).CloseIdleConnections() })
+	return h
+}
+
+// response is a recorded answer.
+type response struct {
+	Code   int
+	Header http.Header
+	Body   []byte
+}
+
+func (r response) errorBody(t *testing.T) api.Error {
+	t.Helper()
+	var eb api.ErrorBody
+	if err := json.Unmarshal(r.Body, &eb); err != nil {
+		t.Fatalf("error body %q: %v", r.Body, err)
+	}
+	return eb.Error
+}
+
+func (r response) decode(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.Body, v); err != nil {
+		t.Fatalf("body %q: %v", r.Body, err)
+	}
+}
+
+// do sends one request to h in process. body is JSON-encoded unless it is a string or
+// []byte, which are sent as is.
+func do(t *testing.T, h http.Handler, method, target string, body any) response {
+	t.Helper()
+	req := newRequest(t, method, target, body)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return response{Code: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
+}
+
+func newRequest(t *testing.T, method, target string, body any) *http.Request {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = bytes.NewBufferString(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		buf, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(buf)
+	}
+	req := httptest.NewRequest(method, target, rd)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req
+}
+
+// doHTTP sends one request over the network to a server at base.
+func doHTTP(t *testing.T, method, url string, body any, header http.Header) response {
+	t.Helper()
+	req := newRequest(t, method, url, body)
+	req.RequestURI = ""
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return response{Code: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+const (
+	svcPath  = "/v1/namespaces/public/groups/DEFAULT_GROUP/services/orders"
+	instPath = svcPath + "/instances/10.0.0.1:8080"
+)
+
+// seededReader holds namespace public with service orders: clusters DEFAULT and
+// manual, instances 10.0.0.1:8080 (healthy), 10.0.0.2:8080 (unhealthy),
+// 10.0.0.3:8080 (healthy, disabled) and [::1]:9090 (manual, healthy).
+func seededReader() *fakeReader {
+	f := newFakeReader()
+	key := store.ServiceKey{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders"}
+	f.services = []store.Service{{Namespace: "public", Group: "DEFAULT_GROUP", Name: "orders", CreateIndex: 2, ModifyIndex: 9}}
+	f.clusters = []store.Cluster{
+		{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", Name: "DEFAULT", HealthCheck: store.DefaultHealthCheck()},
+		{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", Name: "manual", HealthCheck: store.HealthCheck{Type: store.CheckNone}.WithDefaults()},
+	}
+	mk := func(ip string, port int, cluster string, healthy, enabled bool) store.Instance {
+		return store.Instance{Namespace: key.Namespace, Group: key.Group, Service: key.Service, IP: ip, Port: port,
+			Cluster: cluster, Weight: 1, Healthy: healthy, Enabled: enabled, CreateIndex: 3, ModifyIndex: 3}
+	}
+	f.instances = []store.Instance{
+		mk("10.0.0.1", 8080, "DEFAULT", true, true),
+		mk("10.0.0.2", 8080, "DEFAULT", false, true),
+		mk("10.0.0.3", 8080, "DEFAULT", true, false),
+		mk("::1", 9090, "manual", true, true),
+	}
+	return f
+}
+
+func newRecorder() *httptest.ResponseRecorder { return httptest.NewRecorder() }
+
+type fsmType = fsm.MessageType
+
+func typeOf(v any) reflect.Type { return reflect.TypeOf(v) }
+
+// registeredWeight is the weight of the instance a RegisterInstance call carried.
+func registeredWeight(t *testing.T, c applyCall) float64 {
+	t.Helper()
+	req, ok := c.Msg.(fsm.RegisterInstanceRequest)
+	if !ok {
+		t.Fatalf("applied %T, want a RegisterInstanceRequest", c.Msg)
+	}
+	return req.Instance.Weight
+}

@@ -1,0 +1,241 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/store"
+)
+
+// instanceFilter is the query of GET .../instances.
+type instanceFilter struct {
+	// healthy is nil for "all instances".
+	healthy  *bool
+	clusters map[string]bool
+}
+
+// parseInstanceFilter parses ?healthy= and ?cluster=a,b.
+func parseInstanceFilter(r *http.Request) (instanceFilter, error) {
+	var f instanceFilter
+	q := r.URL.Query()
+	if v := q.Get("healthy"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return f, invalid("healthy", "must be true or false, got %q", v)
+		}
+		f.healthy = &b
+	}
+	for _, v := range q["cluster"] {
+		for _, c := range strings.Split(v, ",") {
+			c = strings.TrimSpace(c)
+			if c == "" {
+				continue
+			}
+			if err := store.ValidateClusterName(c); err != nil {
+				return f, err
+			}
+			if f.clusters == nil {
+				f.clusters = map[string]bool{}
+			}
+			f.clusters[c] = true
+		}
+	}
+	return f, nil
+}
+
+// selectInstances applies the filter and the service's protect threshold. Without a
+// health filter every instance of the selected clusters is returned, disabled ones
+// included. healthy=true returns the enabled healthy ones, unless healthy/total ≤
+// threshold (threshold > 0, total = enabled instances of the selected clusters): then
+// every enabled instance is returned and the second result is true. healthy=false
+// returns the unhealthy ones. Instances keep their true healthy field.
+func selectInstances(all []store.Instance, threshold float64, f instanceFilter) ([]store.Instance, bool) {
+	var selected []store.Instance
+	for _, in := range all {
+		if f.clusters == nil || f.clusters[in.Cluster] {
+			selected = append(selected, in)
+		}
+	}
+	if f.healthy == nil {
+		return selected, false
+	}
+	if !*f.healthy {
+		var out []store.Instance
+		for _, in := range selected {
+			if !in.Healthy {
+				out = append(out, in)
+			}
+		}
+		return out, false
+	}
+	var enabled, healthy []store.Instance
+	for _, in := range selected {
+		if !in.Enabled {
+			continue
+		}
+		enabled = append(enabled, in)
+		if in.Healthy {
+			healthy = append(healthy, in)
+		}
+	}
+	if threshold > 0 && len(enabled) > 0 && float64(len(healthy))/float64(len(enabled)) <= threshold {
+		return enabled, true
+	}
+	return healthy, false
+}
+
+// toAPI adds the Nacos instance id to each instance.
+func toAPI(list []store.Instance) []api.Instance {
+	out := make([]api.Instance, len(list))
+	for i, in := range list {
+		out[i] = api.Instance{Instance: in, InstanceID: in.InstanceID()}
+	}
+	return out
+}
+
+// listInstances serves GET .../services/{service}/instances?healthy=&cluster=.
+func (s *server) listInstances(w http.ResponseWriter, r *http.Request) error {
+	key, err := serviceKeyParam(r)
+	if err != nil {
+		return err
+	}
+	f, err := parseInstanceFilter(r)
+	if err != nil {
+		return err
+	}
+	var view store.ServiceView
+	idx, err := s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
+		idx, v, err := s.store.ServiceView(ws, key)
+		view = v
+		return idx, err
+	})
+	if err != nil {
+		return err
+	}
+	list, reached := selectInstances(view.Instances, view.Service.ProtectThreshold, f)
+	writeJSON(w, http.StatusOK, api.InstancesResponse{
+		Service:                 view.Service,
+		Index:                   idx,
+		ProtectThresholdReached: reached,
+		Instances:               toAPI(list),
+	})
+	return nil
+}
+
+// getInstance serves GET .../instances/{ip}:{port}.
+func (s *server) getInstance(w http.ResponseWriter, r *http.Request) error {
+	ref, err := instanceRefParam(r)
+	if err != nil {
+		return err
+	}
+	var in store.Instance
+	idx, err := s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
+		idx, i, err := s.store.Instance(ws, ref)
+		in = i
+		return idx, err
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.InstanceResponse{
+		Index:    idx,
+		Instance: api.Instance{Instance: in, InstanceID: in.InstanceID()},
+	})
+	return nil
+}
+
+// putInstance serves PUT .../instances/{ip}:{port}: register, or replace cluster,
+// weight, enabled and metadata. healthy counts only at the first registration.
+func (s *server) putInstance(w http.ResponseWriter, r *http.Request) error {
+	ref, err := instanceRefParam(r)
+	if err != nil {
+		return err
+	}
+	var req api.InstanceRequest
+	if err := decodeBody(r, &req); err != nil {
+		return err
+	}
+	in := store.Instance{
+		Namespace: ref.Namespace, Group: ref.Group, Service: ref.Service, IP: ref.IP, Port: ref.Port,
+		Cluster: store.DefaultCluster, Weight: 1, Enabled: true, Healthy: true, Metadata: req.Metadata,
+	}
+	if req.Cluster != nil {
+		in.Cluster = *req.Cluster
+	}
+	if req.Weight != nil {
+		in.Weight = *req.Weight
+	}
+	if req.Enabled != nil {
+		in.Enabled = *req.Enabled
+	}
+	if req.Healthy != nil {
+		in.Healthy = *req.Healthy
+	}
+	if err := s.store.Limits().ValidateInstance(in); err != nil {
+		return err
+	}
+	return s.apply(w, r, fsm.RegisterInstanceType, fsm.RegisterInstanceRequest{Instance: in})
+}
+
+// patchInstance serves PATCH .../instances/{ip}:{port}: only the fields present change
+// (404 if the instance is missing). Health is not patchable (see .../health).
+func (s *server) patchInstance(w http.ResponseWriter, r *http.Request) error {
+	ref, err := instanceRefParam(r)
+	if err != nil {
+		return err
+	}
+	var req api.InstanceRequest
+	if err := decodeBody(r, &req); err != nil {
+		return err
+	}
+	if req.Healthy != nil {
+		return invalid("healthy", "cannot be patched; use PUT .../instances/{ip}:{port}/health on a NONE cluster")
+	}
+	p := store.InstancePatch{Cluster: req.Cluster, Weight: req.Weight, Enabled: req.Enabled}
+	if req.Cluster != nil {
+		if err := store.ValidateClusterName(*req.Cluster); err != nil {
+			return err
+		}
+	}
+	if req.Weight != nil {
+		if err := store.ValidateWeight(*req.Weight); err != nil {
+			return err
+		}
+	}
+	if req.Metadata != nil {
+		if err := s.store.Limits().ValidateMetadata("metadata", req.Metadata); err != nil {
+			return err
+		}
+		p.Metadata = &req.Metadata
+	}
+	return s.apply(w, r, fsm.UpdateInstanceType, fsm.UpdateInstanceRequest{Ref: ref, Patch: p})
+}
+
+// deleteInstance serves DELETE .../instances/{ip}:{port} (404 if missing).
+func (s *server) deleteInstance(w http.ResponseWriter, r *http.Request) error {
+	ref, err := instanceRefParam(r)
+	if err != nil {
+		return err
+	}
+	return s.apply(w, r, fsm.DeregisterInstanceType, fsm.DeregisterInstanceRequest{Ref: ref})
+}
+
+// putHealth serves PUT .../instances/{ip}:{port}/health {"healthy":bool} (409 on a
+// probed cluster, 404 if the instance is missing).
+func (s *server) putHealth(w http.ResponseWriter, r *http.Request) error {
+	ref, err := instanceRefParam(r)
+	if err != nil {
+		return err
+	}
+	var req api.HealthRequest
+	if err := decodeBody(r, &req); err != nil {
+		return err
+	}
+	if req.Healthy == nil {
+		return invalid("healthy", "is required")
+	}
+	return s.apply(w, r, fsm.SetHealthManualType, fsm.SetHealthManualRequest{Ref: ref, Healthy: *req.Healthy})
+}

@@ -1,0 +1,111 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are the API's Prometheus collectors.
+type metrics struct {
+	requests       *prometheus.CounterVec
+	latency        *prometheus.HistogramVec
+	forwarded      *prometheus.CounterVec
+	forwardRetries prometheus.Counter
+}
+
+// newMetrics registers the API's collectors in reg. Collectors already registered there
+// (another handler sharing the registry) are reused.
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "roster", Subsystem: "http", Name: "requests_total",
+			Help: "HTTP requests served, by method, route pattern and status code.",
+		}, []string{"method", "route", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "roster", Subsystem: "http", Name: "request_duration_seconds",
+			Help:    "HTTP request latency, by method and route pattern.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		}, []string{"method", "route"}),
+		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "roster", Subsystem: "http", Name: "forwarded_total",
+			Help: "Requests forwarded to the leader, by outcome (ok, retry, error, no_leader, loop).",
+		}, []string{"outcome"}),
+		forwardRetries: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "roster", Subsystem: "http", Name: "leader_moved_total",
+			Help: "Requests refused here as not-leader while being served and sent on to the new leader.",
+		}),
+	}
+	var err error
+	if m.requests, err = register(reg, m.requests); err != nil {
+		return nil, err
+	}
+	if m.latency, err = register(reg, m.latency); err != nil {
+		return nil, err
+	}
+	if m.forwarded, err = register(reg, m.forwarded); err != nil {
+		return nil, err
+	}
+	if m.forwardRetries, err = register(reg, m.forwardRetries); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// register registers c, or returns the equal collector already registered.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		return c, err
+	}
+	return c, nil
+}
+
+// middleware counts every request by its route pattern and status and observes its latency.
+func (m *metrics) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		defer func() {
+			route := "unmatched"
+			if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+				route = rc.RoutePattern()
+			}
+			status := ww.Status()
+			if status == 0 {
+				status = http.StatusOK
+			}
+			method := methodLabel(r.Method)
+			m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
+			m.latency.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
+		}()
+		next.ServeHTTP(ww, r)
+	})
+}
+
+// handler serves the registry in the Prometheus text format.
+func (m *metrics) handler(g prometheus.Gatherer) http.Handler {
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+}
+
+// methodLabel bounds the method label to the standard methods.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions:
+		return m
+	default:
+		return "other"
+	}
+}

@@ -1,0 +1,179 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/store"
+)
+
+// nacosHealthChecker is Nacos's health checker JSON: {"type":"TCP"}, {"type":"NONE"} or
+// {"type":"HTTP","path":"/health","headers":"k1:v1|k2:v2","expectedResponseCode":200}.
+type nacosHealthChecker struct {
+	Type                 string `json:"type"`
+	Path                 string `json:"path,omitempty"`
+	Headers              string `json:"headers,omitempty"`
+	ExpectedResponseCode int    `json:"expectedResponseCode,omitempty"`
+}
+
+// toNacosHealthChecker shows a cluster's spec as Nacos's health checker. An HTTP spec
+// with several expected statuses shows the first; with none (any 2xx or 3xx) it shows
+// no expectedResponseCode.
+func toNacosHealthChecker(hc store.HealthCheck) nacosHealthChecker {
+	out := nacosHealthChecker{Type: string(hc.Type)}
+	if hc.Type != store.CheckHTTP {
+		return out
+	}
+	out.Path = hc.Path
+	keys := make([]string, 0, len(hc.Headers))
+	for k := range hc.Headers {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + ":" + hc.Headers[k]
+	}
+	out.Headers = strings.Join(parts, "|")
+	if len(hc.ExpectedStatus) > 0 {
+		out.ExpectedResponseCode = hc.ExpectedStatus[0]
+	}
+	return out
+}
+
+// parseNacosHealthChecker maps Nacos's health checker JSON onto Roster's spec (type,
+// path, headers, expected status; port and timings are set by the caller). The type is
+// matched case-insensitively: TCP, HTTP or NONE; MYSQL and others are refused. HTTP
+// headers are "name:value" pairs separated by '|' (Nacos's splitter), split at the
+// first ':' so that values may contain ':'; a pair without ':' is refused rather than
+// dropped. expectedResponseCode defaults to 200, as in Nacos, and is honoured.
+func parseNacosHealthChecker(raw string) (store.HealthCheck, error) {
+	var in struct {
+		Type                 string          `json:"type"`
+		Path                 string          `json:"path"`
+		Headers              string          `json:"headers"`
+		ExpectedResponseCode json.RawMessage `json:"expectedResponseCode"`
+	}
+	dec := json.NewDecoder(strings.NewReader(raw))
+	if err := dec.Decode(&in); err != nil {
+		return store.HealthCheck{}, nacosInvalid("Param 'healthChecker' is not a valid health checker JSON object: %v", err)
+	}
+	var hc store.HealthCheck
+	switch t := strings.ToUpper(strings.TrimSpace(in.Type)); t {
+	case "TCP":
+		hc.Type = store.CheckTCP
+	case "NONE":
+		hc.Type = store.CheckNone
+	case "HTTP":
+		hc.Type = store.CheckHTTP
+	case "":
+		return hc, nacosInvalid("Param 'healthChecker' has no type: use TCP, HTTP or NONE")
+	case "MYSQL":
+		return hc, nacosInvalid("health checker MYSQL is not supported by Roster: use TCP, HTTP or NONE")
+	default:
+		return hc, nacosInvalid("health checker type %q is not supported: use TCP, HTTP or NONE", in.Type)
+	}
+	if hc.Type != store.CheckHTTP {
+		return hc, nil
+	}
+	hc.Path = strings.TrimSpace(in.Path)
+	for _, pair := range strings.Split(in.Headers, "|") {
+		if strings.TrimSpace(pair) == "" {
+			continue
+		}
+		name, value, ok := strings.Cut(pair, ":")
+		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+		if !ok || name == "" {
+			return hc, nacosInvalid("healthChecker.headers: %q is not a name:value pair (pairs are separated by '|')", pair)
+		}
+		if hc.Headers == nil {
+			hc.Headers = map[string]string{}
+		}
+		hc.Headers[name] = value
+	}
+	code := 200
+	if raw := bytes.TrimSpace(in.ExpectedResponseCode); len(raw) > 0 && string(raw) != "null" {
+		// Jackson accepts the code as a number or a numeric string.
+		raw = bytes.Trim(raw, `"`)
+		if err := json.Unmarshal(raw, &code); err != nil {
+			return hc, nacosInvalid("healthChecker.expectedResponseCode must be an HTTP status code, got %s", in.ExpectedResponseCode)
+		}
+	}
+	hc.ExpectedStatus = []int{code}
+	return hc, nil
+}
+
+// nacosPutCluster serves PUT .../cluster: create or replace a cluster's health checker
+// and metadata. healthChecker is required. The probe uses the instance's own port when
+// useInstancePort4Check is absent or true (Roster never falls back to port 80); with
+// useInstancePort4Check=false it uses checkPort, which is then required. The service
+// must exist (400, 21008, as Nacos). Interval, timeout, rise and fall, which Nacos's
+// JSON cannot express, keep the cluster's current values (defaults for a new cluster).
+func (s *server) nacosPutCluster(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+	key, err := nacosServiceKey(p)
+	if err != nil {
+		return nil, err
+	}
+	name := p.str("clusterName", "cluster")
+	if name == "" {
+		return nil, nacosMissing("clusterName", "String")
+	}
+	if err := store.ValidateClusterName(name); err != nil {
+		return nil, err
+	}
+	raw, err := p.required("healthChecker", "String")
+	if err != nil {
+		return nil, err
+	}
+	hc, err := parseNacosHealthChecker(raw)
+	if err != nil {
+		return nil, err
+	}
+	useInstancePort, present, err := p.boolean("useInstancePort4Check")
+	if err != nil {
+		return nil, err
+	}
+	if present && !useInstancePort {
+		port, ok, err := p.integer("checkPort")
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, nacosMissing("checkPort", "int")
+		}
+		if port < 1 || port > 65535 {
+			return nil, nacosInvalid("Param 'checkPort' must be between 1 and 65535 when useInstancePort4Check is false, got %d", port)
+		}
+		hc.Port = port
+	}
+	var md map[string]string
+	if raw := p.str("metadata"); raw != "" {
+		if md, err = nacosMetadata(raw, nacosCodeParameterValidate); err != nil {
+			return nil, err
+		}
+	}
+	view, found, err := s.leaderView(r, key)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, errNacosServiceNotFound(key)
+	}
+	if old, ok := findCluster(view, name); ok {
+		hc.Interval, hc.Timeout = old.HealthCheck.Interval, old.HealthCheck.Timeout
+		hc.Rise, hc.Fall = old.HealthCheck.Rise, old.HealthCheck.Fall
+	}
+	hc = hc.WithDefaults()
+	c := store.Cluster{Namespace: key.Namespace, Group: key.Group, Service: key.Service, Name: name, HealthCheck: hc, Metadata: md}
+	if err := s.store.Limits().ValidateCluster(c); err != nil {
+		return nil, err
+	}
+	if err := s.nacosApply(w, r, fsm.UpsertClusterType, fsm.UpsertClusterRequest{Cluster: c}); err != nil {
+		return nil, err
+	}
+	return "ok", nil
+}

@@ -1,0 +1,96 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/rosterhq/roster/store"
+)
+
+// FuzzNacosParams feeds arbitrary query strings and form bodies to the Nacos parameter
+// parsing. It must never panic; every refusal must be a 4xx in Nacos's shape or a store
+// validation error; and every accepted registration or service must pass the store's
+// validation, be persistent, and name the service the key resolution names.
+func FuzzNacosParams(f *testing.F) {
+	seeds := [][2]string{
+		{"serviceName=orders&ip=10.0.0.1&port=8080&ephemeral=false", ""},
+		{"", "serviceName=DEFAULT_GROUP%40%40orders&groupName=DEFAULT_GROUP&ip=10.0.0.1&port=8080&weight=1&enable=true" +
+			"&healthy=true&metadata=%7B%7D&ephemeral=false&clusterName=&app=&namespaceId="},
+		{"serviceName=g1@@orders&groupName=g2&ip=10.0.0.1&port=80&ephemeral=false", ""},
+		{"serviceName=orders&ip=fe80::1&port=80&ephemeral=false&metadata=a%3D1,b%3D2", ""},
+		{"serviceName=orders&ip=10.0.0.1&port=80", "ephemeral=false&weight=10000.1"},
+		{"serviceName=orders&ip=10.0.0.1&port=80&ephemeral=false", `metadata={"a":1,"b":null,"c":true}`},
+		{"serviceName=@@x&ip=a.b&port=65536", "metadata=%zz"},
+		{"serviceName=orders&protectThreshold=0.5&selector=%7B%22type%22%3A%22none%22%7D", ""},
+		{"serviceName=orders&ip=10.0.0.1&port=80&ephemeral=false&healthChecker=%7B%22type%22%3A%22HTTP%22%2C%22headers%22%3A%22a%3Ab%7Cc%22%7D", ""},
+		{"a=%zz", "b=;c"},
+	}
+	for _, s := range seeds {
+		f.Add(s[0], s[1])
+	}
+	limits := store.DefaultLimits()
+	f.Fuzz(func(t *testing.T, query, body string) {
+		r := &http.Request{
+			Method: http.MethodPost,
+			URL:    &url.URL{Path: "/nacos/v1/ns/instance", RawQuery: query},
+			Header: http.Header{"Content-Type": {"application/x-www-form-urlencoded"}},
+		}
+		r = r.WithContext(context.WithValue(context.Background(), bodyKey{}, []byte(body)))
+		p, err := parseNacosParams(r)
+		if err != nil {
+			checkRefusal(t, err)
+			return
+		}
+
+		in, err := nacosRegistration(p, limits)
+		if err != nil {
+			checkRefusal(t, err)
+		} else {
+			if err := limits.ValidateInstance(in); err != nil {
+				t.Fatalf("accepted registration %+v fails store validation: %v", in, err)
+			}
+			key, err := nacosServiceKey(p)
+			if err != nil || key != in.ServiceKey() {
+				t.Fatalf("registration names %+v, key resolution %+v (%v)", in.ServiceKey(), key, err)
+			}
+			if eph, ok, err := p.boolean("ephemeral"); err != nil || !ok || eph {
+				t.Fatalf("accepted a registration with ephemeral %v (present %v, %v)", eph, ok, err)
+			}
+		}
+
+		if svc, err := nacosServiceForm(p, limits); err != nil {
+			checkRefusal(t, err)
+		} else if err := limits.ValidateService(svc); err != nil {
+			t.Fatalf("accepted service %+v fails store validation: %v", svc, err)
+		}
+
+		if raw := p.str("healthChecker"); raw != "" {
+			if _, err := parseNacosHealthChecker(raw); err != nil {
+				checkRefusal(t, err)
+			}
+		}
+	})
+}
+
+// checkRefusal fails unless err is a 4xx Nacos error with a known code or a store
+// validation error.
+func checkRefusal(t *testing.T, err error) {
+	t.Helper()
+	var ne *nacosError
+	var ve *store.ValidationError
+	switch {
+	case errors.As(err, &ne):
+		if ne.status < 400 || ne.status > 499 || ne.code == 0 || nacosMessage(ne.code) == "server error" || ne.msg == "" {
+			t.Fatalf("refusal %+v is not a Nacos 4xx", ne)
+		}
+	case errors.As(err, &ve):
+		if ve.Field == "" {
+			t.Fatalf("validation error without a field: %v", ve)
+		}
+	default:
+		t.Fatalf("unexpected error type %T: %v", err, err)
+	}
+}

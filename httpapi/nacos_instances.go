@@ -1,0 +1,300 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/store"
+)
+
+// errNacosInstanceNotFound is the 404 (21003) of a write on an instance that does not exist.
+func errNacosInstanceNotFound(ref store.InstanceRef) error {
+	return nacosErr(http.StatusNotFound, nacosCodeInstanceNotFound, "instance %s not found in service %s (namespace %s)",
+		store.JoinAddr(ref.IP, ref.Port), ref.ServiceKey().GroupedName(), ref.Namespace)
+}
+
+// nacosRegister serves POST .../instance: register, or re-register (replace cluster,
+// weight, enabled and metadata; health is kept), a persistent instance. The service and
+// cluster are created implicitly. Registrations that are ephemeral, explicitly or by
+// Nacos's default when ephemeral is absent, are refused (400) and nothing is written.
+func (s *server) nacosRegister(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+	in, err := nacosRegistration(p, s.store.Limits())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.nacosApply(w, r, fsm.RegisterInstanceType, fsm.RegisterInstanceRequest{Instance: in}); err != nil {
+		return nil, err
+	}
+	return "ok", nil
+}
+
+// nacosUpdate serves PUT .../instance: it replaces the fields Nacos's update form
+// carries, weight (default 1), enabled (default true) and metadata (default none), and
+// moves the instance to clusterName when one is given. Health is not changed. An
+// instance that does not exist is a 404 (21003): an update never registers (as Nacos
+// 2.x persistent storage behaves), so a client cannot register an instance while
+// skipping the ephemeral check of POST.
+func (s *server) nacosUpdate(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+	f, err := parseNacosInstanceForm(p, s.store.Limits())
+	if err != nil {
+		return nil, err
+	}
+	if f.ephemeral != nil && *f.ephemeral {
+		return nil, errEphemeral(f.ref.ServiceKey(), "update")
+	}
+	weight, enabled, md := 1.0, true, map[string]string{}
+	if f.weight != nil {
+		weight = *f.weight
+	}
+	if f.enabled != nil {
+		enabled = *f.enabled
+	}
+	if f.metadata != nil {
+		md = *f.metadata
+	}
+	patch := store.InstancePatch{Cluster: f.cluster, Weight: &weight, Enabled: &enabled, Metadata: &md}
+	return s.nacosPatchInstance(w, r, f.ref, patch)
+}
+
+// nacosPatch serves PATCH .../instance: only the given fields among weight, enabled,
+// metadata and clusterName (legacy cluster) change. healthy is refused: health comes
+// from the prober, or from PUT .../health/instance on a NONE cluster.
+func (s *server) nacosPatch(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+	f, err := parseNacosInstanceForm(p, s.store.Limits())
+	if err != nil {
+		return nil, err
+	}
+	if f.healthy != nil {
+		return nil, nacosInvalid("Param 'healthy' cannot be patched: the prober owns health; " +
+			"on a cluster with health checker NONE use PUT /nacos/v1/ns/health/instance")
+	}
+	if f.ephemeral != nil && *f.ephemeral {
+		return nil, errEphemeral(f.ref.ServiceKey(), "update")
+	}
+	patch := store.InstancePatch{Cluster: f.cluster, Weight: f.weight, Enabled: f.enabled, Metadata: f.metadata}
+	return s.nacosPatchInstance(w, r, f.ref, patch)
+}
+
+// nacosPatchInstance applies patch to an existing instance (404 when it is missing). A
+// patch that changes nothing writes nothing.
+func (s *server) nacosPatchInstance(w http.ResponseWriter, r *http.Request, ref store.InstanceRef, patch store.InstancePatch) (any, error) {
+	view, found, err := s.leaderView(r, ref.ServiceKey())
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, errNacosInstanceNotFound(ref)
+	}
+	if _, ok := findInstance(view, ref); !ok {
+		return nil, errNacosInstanceNotFound(ref)
+	}
+	if patch == (store.InstancePatch{}) {
+		return "ok", nil
+	}
+	err = s.nacosApply(w, r, fsm.UpdateInstanceType, fsm.UpdateInstanceRequest{Ref: ref, Patch: patch})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errNacosInstanceNotFound(ref)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return "ok", nil
+}
+
+// nacosDeregister serves DELETE .../instance. The persistent instance at ip:port is
+// removed whatever ephemeral says: Nacos silently keeps a persistent instance unless
+// the caller sends ephemeral=false, its most reported bug. clusterName is checked but
+// does not identify the instance (ip:port does). Deregistering an instance that is not
+// there answers ok, as Nacos does, and writes nothing.
+func (s *server) nacosDeregister(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+	ref, err := nacosInstanceRef(p)
+	if err != nil {
+		return nil, err
+	}
+	if c := p.str("clusterName", "cluster"); c != "" {
+		if err := store.ValidateClusterName(c); err != nil {
+			return nil, err
+		}
+	}
+	if _, _, err := p.boolean("ephemeral"); err != nil {
+		return nil, err
+	}
+	view, found, err := s.leaderView(r, ref.ServiceKey())
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := findInstance(view, ref); !found || !ok {
+		return "ok", nil
+	}
+	err = s.nacosApply(w, r, fsm.DeregisterInstanceType, fsm.DeregisterInstanceRequest{Ref: ref})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	return "ok", nil
+}
+
+// nacosInstanceDetailV1 is the body of GET /nacos/v1/ns/instance.
+type nacosInstanceDetailV1 struct {
+	Metadata    map[string]string `json:"metadata"`
+	InstanceID  string            `json:"instanceId"`
+	Port        int               `json:"port"`
+	Service     string            `json:"service"`
+	Healthy     bool              `json:"healthy"`
+	IP          string            `json:"ip"`
+	ClusterName string            `json:"clusterName"`
+	Weight      float64           `json:"weight"`
+}
+
+// nacosInstanceDetailV2 is the data of GET /nacos/v2/ns/instance.
+type nacosInstanceDetailV2 struct {
+	ServiceName string            `json:"serviceName"`
+	IP          string            `json:"ip"`
+	Port        int               `json:"port"`
+	ClusterName string            `json:"clusterName"`
+	Weight      float64           `json:"weight"`
+	Healthy     bool              `json:"healthy"`
+	InstanceID  string            `json:"instanceId"`
+	Metadata    map[string]string `json:"metadata"`
+}
+
+// nacosGetInstance serves GET .../instance: one instance with its true health (404,
+// 20004, when missing). The cluster parameters do not identify the instance.
+func (s *server) nacosGetInstance(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+	ref, err := nacosInstanceRef(p)
+	if err != nil {
+		return nil, err
+	}
+	var in store.Instance
+	_, err = s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
+		idx, i, err := s.store.Instance(ws, ref)
+		in = i
+		return idx, err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nacosErr(http.StatusNotFound, nacosCodeResourceNotFound, "no matched ip found: instance %s of service %s (namespace %s)",
+			store.JoinAddr(ref.IP, ref.Port), ref.ServiceKey().GroupedName(), ref.Namespace)
+	}
+	if err != nil {
+		return nil, err
+	}
+	grouped := in.ServiceKey().GroupedName()
+	if nacosV2(r) {
+		return nacosInstanceDetailV2{
+			ServiceName: grouped, IP: in.IP, Port: in.Port, ClusterName: in.Cluster, Weight: in.Weight,
+			Healthy: in.Healthy, InstanceID: in.InstanceID(), Metadata: nonNilMap(in.Metadata),
+		}, nil
+	}
+	return nacosInstanceDetailV1{
+		Metadata: nonNilMap(in.Metadata), InstanceID: in.InstanceID(), Port: in.Port, Service: grouped,
+		Healthy: in.Healthy, IP: in.IP, ClusterName: in.Cluster, Weight: in.Weight,
+	}, nil
+}
+
+// nacosListInstances serves GET .../instance/list: the enabled instances of the service
+// (of the clusters given by v1's clusters or v2's clusterName), with Nacos's protect
+// threshold behaviour (nacosSelect). An unknown service is an empty list, not an error.
+func (s *server) nacosListInstances(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+	key, err := nacosServiceKey(p)
+	if err != nil {
+		return nil, err
+	}
+	clusters := p.str("clusters")
+	if nacosV2(r) {
+		clusters = p.str("clusterName")
+	}
+	healthyOnly, _, err := p.boolean("healthyOnly")
+	if err != nil {
+		return nil, err
+	}
+	var (
+		view  store.ServiceView
+		found bool
+	)
+	_, err = s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
+		idx, v, err := s.store.ServiceView(ws, key)
+		view, found = v, err == nil
+		if errors.Is(err, store.ErrNotFound) {
+			return idx, nil
+		}
+		return idx, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return nacosServiceInfoFor(key, view, found, clusters, healthyOnly, time.Now()), nil
+}
+
+// nacosSetHealth serves PUT .../health/instance (and .../health): set an instance's
+// health by hand, only on a cluster whose health checker is NONE (400, 21011, on a
+// probed cluster, as Nacos answers). The instance's own cluster decides; clusterName
+// is checked but not used. A missing instance is a 404 (21003).
+func (s *server) nacosSetHealth(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+	ref, err := nacosInstanceRef(p)
+	if err != nil {
+		return nil, err
+	}
+	healthy, ok, err := p.boolean("healthy")
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, nacosErr(http.StatusBadRequest, nacosCodeHealthyParamMiss,
+			"Required parameter 'healthy' type Boolean is not present")
+	}
+	if c := p.str("clusterName", "cluster"); c != "" {
+		if err := store.ValidateClusterName(c); err != nil {
+			return nil, err
+		}
+	}
+	view, found, err := s.leaderView(r, ref.ServiceKey())
+	if err != nil {
+		return nil, err
+	}
+	in, ok := findInstance(view, ref)
+	if !found || !ok {
+		return nil, errNacosInstanceNotFound(ref)
+	}
+	if c, ok := findCluster(view, in.Cluster); ok && c.HealthCheck.Type != store.CheckNone {
+		return nil, errHealthCheckRunning(ref.ServiceKey(), in.Cluster, c.HealthCheck.Type)
+	}
+	if in.Healthy == healthy {
+		return "ok", nil
+	}
+	err = s.nacosApply(w, r, fsm.SetHealthManualType, fsm.SetHealthManualRequest{Ref: ref, Healthy: healthy})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, errNacosInstanceNotFound(ref)
+	case errors.Is(err, store.ErrConflict):
+		return nil, errHealthCheckRunning(ref.ServiceKey(), in.Cluster, "")
+	case err != nil:
+		return nil, err
+	}
+	return "ok", nil
+}
+
+// errHealthCheckRunning refuses a manual health change on a probed cluster.
+func errHealthCheckRunning(key store.ServiceKey, cluster string, typ store.CheckType) error {
+	detail := ""
+	if typ != "" {
+		detail = " (health checker " + string(typ) + ")"
+	}
+	return nacosErr(http.StatusBadRequest, nacosCodeHealthCheckRunning,
+		"health check is still working, service: %s, cluster: %s%s; only a cluster with health checker NONE takes health by API",
+		key.GroupedName(), cluster, detail)
+}
+
+// nacosBeat refuses client heartbeats: Roster keeps persistent instances only and its
+// leader probes them, so there is nothing a beat could renew.
+func (s *server) nacosBeat(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
+	return nil, nacosErr(http.StatusBadRequest, nacosCodeInstanceError,
+		"Roster takes no heartbeats: it keeps persistent instances only and probes them itself. "+
+			"Register with ephemeral=false and configure the cluster's health checker (PUT /nacos/v1/ns/cluster)")
+}
+
+// nacosMetadataBatch refuses the batch metadata endpoints.
+func (s *server) nacosMetadataBatch(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
+	return nil, nacosErr(http.StatusBadRequest, nacosCodeInstanceError,
+		"batch metadata updates are not supported by Roster: update each instance with PATCH /nacos/v1/ns/instance")
+}

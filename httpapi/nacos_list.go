@@ -1,0 +1,188 @@
+package httpapi
+
+import (
+	"crypto/md5"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/rosterhq/roster/store"
+)
+
+// NacosCacheMillis is the cacheMillis every Nacos instance list carries, and the
+// defaultCacheMillis switch. Nacos SDKs re-query a subscribed service once its cached
+// list is older than cacheMillis (nacos-sdk-go v1 checks every second). Nacos answers
+// 3000 ms, or 10000 ms to clients it pushes changes to over UDP; Roster never pushes,
+// so polling is the only way a client learns of a change: 1000 ms bounds that delay
+// to about two seconds, at the cost of one leader-local read (no quorum round trip) per
+// subscribed service per client per second.
+const NacosCacheMillis = 1000
+
+// Values Nacos reports for heartbeat-based instances. Roster's instances are persistent
+// and probed by the leader, so these describe nothing; they are sent because the Nacos
+// list shape has them.
+const (
+	nacosHeartBeatInterval = 5000
+	nacosHeartBeatTimeout  = 15000
+	nacosIPDeleteTimeout   = 30000
+)
+
+// nacosHost is one entry of "hosts" in an instance list (reference/nacos.md §1.6).
+type nacosHost struct {
+	InstanceID                string            `json:"instanceId"`
+	IP                        string            `json:"ip"`
+	Port                      int               `json:"port"`
+	Weight                    float64           `json:"weight"`
+	Healthy                   bool              `json:"healthy"`
+	Enabled                   bool              `json:"enabled"`
+	Ephemeral                 bool              `json:"ephemeral"`
+	ClusterName               string            `json:"clusterName"`
+	ServiceName               string            `json:"serviceName"`
+	Metadata                  map[string]string `json:"metadata"`
+	InstanceHeartBeatInterval int64             `json:"instanceHeartBeatInterval"`
+	InstanceIDGenerator       string            `json:"instanceIdGenerator"`
+	InstanceHeartBeatTimeOut  int64             `json:"instanceHeartBeatTimeOut"`
+	IPDeleteTimeout           int64             `json:"ipDeleteTimeout"`
+	Valid                     bool              `json:"valid"`
+	Marked                    bool              `json:"marked"`
+}
+
+// nacosServiceInfo is the body of GET /nacos/v1/ns/instance/list (and the data of the v2
+// list): the fields of Nacos's documented example plus those the 1.x code emits.
+type nacosServiceInfo struct {
+	Name                     string            `json:"name"`
+	GroupName                string            `json:"groupName"`
+	Clusters                 string            `json:"clusters"`
+	CacheMillis              int64             `json:"cacheMillis"`
+	Hosts                    []nacosHost       `json:"hosts"`
+	LastRefTime              int64             `json:"lastRefTime"`
+	Checksum                 string            `json:"checksum"`
+	AllIPs                   bool              `json:"allIPs"`
+	ReachProtectionThreshold bool              `json:"reachProtectionThreshold"`
+	Valid                    bool              `json:"valid"`
+	Dom                      string            `json:"dom"`
+	UseSpecifiedURL          bool              `json:"useSpecifiedURL"`
+	Env                      string            `json:"env"`
+	Metadata                 map[string]string `json:"metadata"`
+}
+
+// parseClusterSet splits a comma-separated cluster list; nil means every cluster.
+func parseClusterSet(s string) map[string]bool {
+	var set map[string]bool
+	for _, c := range strings.Split(s, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			if set == nil {
+				set = map[string]bool{}
+			}
+			set[c] = true
+		}
+	}
+	return set
+}
+
+// nacosSelect picks the hosts of an instance list as Nacos does: enabled instances of
+// the selected clusters (nil: all). When healthy/total ≤ threshold (total > 0) the
+// protect threshold is reached: every one of them is returned and marked healthy, as
+// Nacos 1.x and 2.x do, and reached is true. Otherwise the healthy ones are returned,
+// and the unhealthy ones too unless healthyOnly, each with its true health. Order is the
+// store's (IP, port). With the default threshold 0 the threshold is reached exactly
+// when every enabled instance is unhealthy.
+func nacosSelect(all []store.Instance, threshold float64, clusters map[string]bool, healthyOnly bool) ([]store.Instance, bool) {
+	var enabled []store.Instance
+	healthy := 0
+	for _, in := range all {
+		if !in.Enabled || (clusters != nil && !clusters[in.Cluster]) {
+			continue
+		}
+		enabled = append(enabled, in)
+		if in.Healthy {
+			healthy++
+		}
+	}
+	if len(enabled) > 0 && float64(healthy)/float64(len(enabled)) <= threshold {
+		out := make([]store.Instance, len(enabled))
+		for i, in := range enabled {
+			in.Healthy = true
+			out[i] = in
+		}
+		return out, true
+	}
+	if !healthyOnly {
+		return enabled, false
+	}
+	out := make([]store.Instance, 0, healthy)
+	for _, in := range enabled {
+		if in.Healthy {
+			out = append(out, in)
+		}
+	}
+	return out, false
+}
+
+// toNacosHost shows an instance the way a Nacos list does.
+func toNacosHost(in store.Instance) nacosHost {
+	return nacosHost{
+		InstanceID:                in.InstanceID(),
+		IP:                        in.IP,
+		Port:                      in.Port,
+		Weight:                    in.Weight,
+		Healthy:                   in.Healthy,
+		Enabled:                   in.Enabled,
+		Ephemeral:                 false,
+		ClusterName:               in.Cluster,
+		ServiceName:               in.ServiceKey().GroupedName(),
+		Metadata:                  nonNilMap(in.Metadata),
+		InstanceHeartBeatInterval: nacosHeartBeatInterval,
+		InstanceIDGenerator:       "simple",
+		InstanceHeartBeatTimeOut:  nacosHeartBeatTimeout,
+		IPDeleteTimeout:           nacosIPDeleteTimeout,
+		Valid:                     in.Healthy,
+	}
+}
+
+// nacosServiceInfoFor builds an instance list. clusters is echoed as the client sent
+// it: nacos-sdk-go keys its cache by name and clusters. found is false for a service
+// that does not exist, which Nacos answers with an empty list, not an error.
+func nacosServiceInfoFor(key store.ServiceKey, view store.ServiceView, found bool, clusters string, healthyOnly bool, now time.Time) nacosServiceInfo {
+	info := nacosServiceInfo{
+		Name:        key.GroupedName(),
+		GroupName:   key.Group,
+		Clusters:    clusters,
+		CacheMillis: NacosCacheMillis,
+		Hosts:       []nacosHost{},
+		LastRefTime: now.UnixMilli(),
+		Valid:       true,
+		Dom:         key.GroupedName(),
+		Metadata:    map[string]string{},
+	}
+	if !found {
+		return info
+	}
+	list, reached := nacosSelect(view.Instances, view.Service.ProtectThreshold, parseClusterSet(clusters), healthyOnly)
+	for _, in := range list {
+		info.Hosts = append(info.Hosts, toNacosHost(in))
+	}
+	info.ReachProtectionThreshold = reached
+	info.Metadata = nonNilMap(view.Service.Metadata)
+	info.Checksum = hostsChecksum(info.Hosts)
+	return info
+}
+
+// hostsChecksum is the MD5 of the hosts as sent: it changes exactly when the list does.
+func hostsChecksum(hosts []nacosHost) string {
+	b, err := json.Marshal(hosts)
+	if err != nil {
+		return ""
+	}
+	sum := md5.Sum(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// nonNilMap makes a nil map encode as {} rather than null.
+func nonNilMap(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}

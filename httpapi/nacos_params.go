@@ -1,0 +1,359 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/rosterhq/roster/store"
+)
+
+// nacosParams are a Nacos request's parameters: the query string first, then an
+// application/x-www-form-urlencoded body, on every method (DELETE and GET included). A
+// name given in both takes the query string's value, as a servlet container does.
+// Values are trimmed; a blank value counts as absent.
+type nacosParams struct {
+	vals url.Values
+}
+
+// parseNacosParams merges the query string and the buffered form body. A malformed
+// query or body, or a body that is not a form, is a 400 naming the problem.
+func parseNacosParams(r *http.Request) (nacosParams, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nacosParams{}, nacosInvalid("malformed query string: %v", err)
+	}
+	body := bufferedBody(r)
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nacosParams{vals: q}, nil
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || mt != "application/x-www-form-urlencoded" {
+			return nacosParams{}, nacosErr(http.StatusBadRequest, nacosCodeMediaType,
+				"Content-Type %q is not supported: send the parameters in the query string or as an application/x-www-form-urlencoded body", ct)
+		}
+	}
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nacosParams{}, nacosInvalid("malformed form body: %v", err)
+	}
+	for k, vs := range form {
+		q[k] = append(q[k], vs...)
+	}
+	return nacosParams{vals: q}, nil
+}
+
+// str returns the first non-blank value among names (trimmed), or "".
+func (p nacosParams) str(names ...string) string {
+	for _, n := range names {
+		if v := strings.TrimSpace(p.vals.Get(n)); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// name returns the first of names that has a non-blank value, or "".
+func (p nacosParams) name(names ...string) string {
+	for _, n := range names {
+		if strings.TrimSpace(p.vals.Get(n)) != "" {
+			return n
+		}
+	}
+	return ""
+}
+
+// required returns the value of a required parameter (10000 when absent or blank).
+func (p nacosParams) required(name, typ string) (string, error) {
+	v := p.str(name)
+	if v == "" {
+		return "", nacosMissing(name, typ)
+	}
+	return v, nil
+}
+
+// boolean parses the first present of names. Accepted spellings (any case): true, on,
+// yes, 1 and false, off, no, 0, as Spring binds a Boolean; anything else is a 400.
+func (p nacosParams) boolean(names ...string) (value, present bool, err error) {
+	n := p.name(names...)
+	if n == "" {
+		return false, false, nil
+	}
+	v := p.str(n)
+	switch strings.ToLower(v) {
+	case "true", "on", "yes", "1":
+		return true, true, nil
+	case "false", "off", "no", "0":
+		return false, true, nil
+	}
+	return false, true, nacosInvalid("Param '%s' must be true or false, got %q", n, v)
+}
+
+// integer parses an optional integer parameter.
+func (p nacosParams) integer(name string) (value int, present bool, err error) {
+	v := p.str(name)
+	if v == "" {
+		return 0, false, nil
+	}
+	i, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, true, nacosInvalid("Param '%s' must be an integer, got %q", name, v)
+	}
+	return i, true, nil
+}
+
+// float parses an optional finite number.
+func (p nacosParams) float(name string) (value float64, present bool, err error) {
+	v := p.str(name)
+	if v == "" {
+		return 0, false, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, true, nacosInvalid("Param '%s' must be a number, got %q", name, v)
+	}
+	return f, true, nil
+}
+
+// nacosServiceKey resolves namespaceId (blank: public), groupName (blank: DEFAULT_GROUP)
+// and the required serviceName, which may already be grouped (group@@service). A
+// grouped name's group wins; a groupName that contradicts it is refused (20009) rather
+// than silently ignored as Nacos does. Names are checked with the store's rules.
+func nacosServiceKey(p nacosParams) (store.ServiceKey, error) {
+	raw, err := p.required("serviceName", "String")
+	if err != nil {
+		return store.ServiceKey{}, err
+	}
+	key := store.ServiceKey{Namespace: p.str("namespaceId"), Group: p.str("groupName"), Service: raw}
+	if g, svc, ok := strings.Cut(raw, store.GroupSeparator); ok {
+		if g == "" || svc == "" {
+			return store.ServiceKey{}, nacosErr(http.StatusBadRequest, nacosCodeServiceName,
+				"Param 'serviceName' is illegal, it should be format as 'groupName@@serviceName', got %q", raw)
+		}
+		if key.Group != "" && key.Group != g {
+			return store.ServiceKey{}, nacosErr(http.StatusBadRequest, nacosCodeParameterMismatch,
+				"Param 'groupName' (%q) does not match the group of serviceName %q", key.Group, raw)
+		}
+		key.Group, key.Service = g, svc
+	}
+	if key.Namespace == "" {
+		key.Namespace = store.DefaultNamespace
+	}
+	if key.Group == "" {
+		key.Group = store.DefaultGroup
+	}
+	if err := store.ValidateServiceKey(key); err != nil {
+		return store.ServiceKey{}, err
+	}
+	return key, nil
+}
+
+// nacosInstanceRef resolves the service key, the required ip and the required port.
+// Parameters are checked in Nacos's order: serviceName, ip, port.
+func nacosInstanceRef(p nacosParams) (store.InstanceRef, error) {
+	if _, err := p.required("serviceName", "String"); err != nil {
+		return store.InstanceRef{}, err
+	}
+	ip, err := p.required("ip", "String")
+	if err != nil {
+		return store.InstanceRef{}, err
+	}
+	if _, err := p.required("port", "Integer"); err != nil {
+		return store.InstanceRef{}, err
+	}
+	key, err := nacosServiceKey(p)
+	if err != nil {
+		return store.InstanceRef{}, err
+	}
+	port, _, err := p.integer("port")
+	if err != nil {
+		return store.InstanceRef{}, err
+	}
+	ref := store.InstanceRef{Namespace: key.Namespace, Group: key.Group, Service: key.Service, IP: ip, Port: port}
+	if err := store.ValidateInstanceRef(ref); err != nil {
+		return store.InstanceRef{}, err
+	}
+	return ref, nil
+}
+
+// nacosMetadata parses a metadata parameter the way Nacos's parseMetadata does: a JSON
+// object first (string values; numbers and booleans are taken as their text, null
+// values dropped), else the form k1=v1,k2=v2. Anything else is a 400
+// "metadata format incorrect" with the given code (21002 for instances, 21005 for
+// services). Blank means no metadata.
+func nacosMetadata(raw string, code int) (map[string]string, error) {
+	if strings.TrimSpace(raw) == "" {
+		return nil, nil
+	}
+	if md, ok, err := jsonMetadata(raw, code); ok {
+		return md, err
+	}
+	md := map[string]string{}
+	for _, pair := range javaSplit(raw, ",") {
+		kv := javaSplit(pair, "=")
+		if len(kv) != 2 {
+			return nil, nacosErr(http.StatusBadRequest, code, "metadata format incorrect:%s", raw)
+		}
+		md[kv[0]] = kv[1]
+	}
+	return md, nil
+}
+
+// jsonMetadata decodes raw as one JSON object; ok is false when raw is not a JSON
+// object at all (the caller then tries the k=v form).
+func jsonMetadata(raw string, code int) (map[string]string, bool, error) {
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.UseNumber()
+	var obj map[string]any
+	if err := dec.Decode(&obj); err != nil {
+		return nil, false, nil
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, false, nil
+	}
+	md := make(map[string]string, len(obj))
+	for k, v := range obj {
+		switch val := v.(type) {
+		case nil:
+		case string:
+			md[k] = val
+		case json.Number:
+			md[k] = val.String()
+		case bool:
+			md[k] = strconv.FormatBool(val)
+		default:
+			return nil, true, nacosErr(http.StatusBadRequest, code,
+				"metadata format incorrect:%s (the value of %q must be a string)", raw, k)
+		}
+	}
+	return md, true, nil
+}
+
+// javaSplit splits like Java's String.split with a literal separator: trailing empty
+// strings are dropped.
+func javaSplit(s, sep string) []string {
+	parts := strings.Split(s, sep)
+	for len(parts) > 0 && parts[len(parts)-1] == "" {
+		parts = parts[:len(parts)-1]
+	}
+	return parts
+}
+
+// nacosInstanceForm is what a register, update or patch request says about an instance.
+type nacosInstanceForm struct {
+	ref store.InstanceRef
+	// Each field is set only when its parameter was given.
+	cluster   *string
+	weight    *float64
+	enabled   *bool
+	healthy   *bool
+	metadata  *map[string]string
+	ephemeral *bool
+}
+
+// parseNacosInstanceForm reads ip, port, the service key, clusterName (legacy cluster),
+// weight, enabled (legacy enable), healthy, metadata and ephemeral, and checks each
+// given value with the store's rules. clientIP, udpPort, app, env, tid, isCheck and the
+// auth parameters are accepted and ignored.
+func parseNacosInstanceForm(p nacosParams, limits store.Limits) (nacosInstanceForm, error) {
+	var f nacosInstanceForm
+	var err error
+	if f.ref, err = nacosInstanceRef(p); err != nil {
+		return f, err
+	}
+	if c := p.str("clusterName", "cluster"); c != "" {
+		if err := store.ValidateClusterName(c); err != nil {
+			return f, err
+		}
+		f.cluster = &c
+	}
+	if w, ok, err := p.float("weight"); err != nil {
+		return f, err
+	} else if ok {
+		if err := store.ValidateWeight(w); err != nil {
+			return f, err
+		}
+		f.weight = &w
+	}
+	if b, ok, err := p.boolean("enabled", "enable"); err != nil {
+		return f, err
+	} else if ok {
+		f.enabled = &b
+	}
+	if b, ok, err := p.boolean("healthy"); err != nil {
+		return f, err
+	} else if ok {
+		f.healthy = &b
+	}
+	if b, ok, err := p.boolean("ephemeral"); err != nil {
+		return f, err
+	} else if ok {
+		f.ephemeral = &b
+	}
+	if raw := p.str("metadata"); raw != "" {
+		md, err := nacosMetadata(raw, nacosCodeInstanceMetadata)
+		if err != nil {
+			return f, err
+		}
+		if err := limits.ValidateMetadata("metadata", md); err != nil {
+			return f, err
+		}
+		f.metadata = &md
+	}
+	return f, nil
+}
+
+// nacosRegistration builds the instance a Nacos registration describes, with Nacos's
+// defaults (cluster DEFAULT, weight 1, enabled, healthy, no metadata), validated with
+// the store's rules. An ephemeral registration, explicit or by Nacos's default when
+// ephemeral is absent, is refused with Nacos's wording: Roster keeps persistent
+// instances only.
+func nacosRegistration(p nacosParams, limits store.Limits) (store.Instance, error) {
+	f, err := parseNacosInstanceForm(p, limits)
+	if err != nil {
+		return store.Instance{}, err
+	}
+	ref := f.ref
+	in := store.Instance{
+		Namespace: ref.Namespace, Group: ref.Group, Service: ref.Service, IP: ref.IP, Port: ref.Port,
+		Cluster: store.DefaultCluster, Weight: 1, Enabled: true, Healthy: true,
+	}
+	if f.cluster != nil {
+		in.Cluster = *f.cluster
+	}
+	if f.weight != nil {
+		in.Weight = *f.weight
+	}
+	if f.enabled != nil {
+		in.Enabled = *f.enabled
+	}
+	if f.healthy != nil {
+		in.Healthy = *f.healthy
+	}
+	if f.metadata != nil && len(*f.metadata) > 0 {
+		in.Metadata = *f.metadata
+	}
+	if err := limits.ValidateInstance(in); err != nil {
+		return store.Instance{}, err
+	}
+	if f.ephemeral == nil || *f.ephemeral {
+		return store.Instance{}, errEphemeral(ref.ServiceKey(), "register")
+	}
+	return in, nil
+}
+
+// errEphemeral refuses an ephemeral instance with Nacos's own sentence, so that a
+// client that forgot ephemeral=false fails loudly instead of losing its instance.
+func errEphemeral(key store.ServiceKey, verb string) error {
+	return nacosErr(http.StatusBadRequest, nacosCodeInstanceError,
+		"Current service %s is persistent service, can't %s ephemeral instance. "+
+			"Roster keeps persistent instances only: send ephemeral=false", key.GroupedName(), verb)
+}

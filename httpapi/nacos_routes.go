@@ -1,0 +1,223 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/store"
+)
+
+// isNacosPath reports whether a request belongs to the Nacos Open API (/nacos/...).
+func isNacosPath(path string) bool {
+	return path == "/nacos" || strings.HasPrefix(path, "/nacos/")
+}
+
+// nacosHandlerFunc serves one Nacos route: it returns the answer ("ok" for writes, a
+// value for reads) or an error, which the adapter writes in the request's Nacos shape.
+type nacosHandlerFunc func(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error)
+
+// nacosRoutes builds the router of the Nacos Open API compatibility layer (/nacos/v1/...
+// and /nacos/v2/...; docs/nacos-compatibility.md). It is kept apart from the native
+// router, whose routes docs/openapi.yaml describes, and shares its middleware, its
+// forwarding to the leader and its consistency checks. Writes are served by the leader
+// (forwarded from followers); reads are leader-local by default (forwarded from
+// followers), or as ?consistency= asks; operator, auth and refusal routes are answered
+// by the node that receives them.
+func (s *server) nacosRoutes() *chi.Mux {
+	r := chi.NewRouter()
+	r.Use(s.recoverer, s.servedBy, s.metrics.middleware, s.nacosBody)
+	r.NotFound(s.nacosNotFound)
+	r.MethodNotAllowed(s.nacosMethodNotAllowed(r))
+
+	for _, base := range []string{"/nacos/v1/ns", "/nacos/v2/ns"} {
+		r.Group(func(r chi.Router) {
+			r.Use(s.nacosReadRoute)
+			r.Get(base+"/instance", s.nacos(nacosInstance, s.nacosGetInstance))
+			r.Get(base+"/instance/list", s.nacos(nacosInstance, s.nacosListInstances))
+			r.Get(base+"/service", s.nacos(nacosService, s.nacosGetService))
+			r.Get(base+"/service/list", s.nacos(nacosService, s.nacosListServices))
+		})
+		r.Group(func(r chi.Router) {
+			r.Use(s.leaderOnly)
+			r.Post(base+"/instance", s.nacos(nacosInstance, s.nacosRegister))
+			r.Put(base+"/instance", s.nacos(nacosInstance, s.nacosUpdate))
+			r.Patch(base+"/instance", s.nacos(nacosInstance, s.nacosPatch))
+			r.Delete(base+"/instance", s.nacos(nacosInstance, s.nacosDeregister))
+			r.Put(base+"/health", s.nacos(nacosInstance, s.nacosSetHealth))
+			r.Put(base+"/health/instance", s.nacos(nacosInstance, s.nacosSetHealth))
+			r.Post(base+"/service", s.nacos(nacosService, s.nacosCreateService))
+			r.Put(base+"/service", s.nacos(nacosService, s.nacosUpdateService))
+			r.Delete(base+"/service", s.nacos(nacosService, s.nacosDeleteService))
+			r.Put(base+"/cluster", s.nacos(nacosOther, s.nacosPutCluster))
+		})
+		r.Put(base+"/instance/beat", s.nacos(nacosInstance, s.nacosBeat))
+		r.Put(base+"/instance/metadata/batch", s.nacos(nacosInstance, s.nacosMetadataBatch))
+		r.Delete(base+"/instance/metadata/batch", s.nacos(nacosInstance, s.nacosMetadataBatch))
+		r.Get(base+"/operator/switches", s.nacos(nacosOther, s.nacosGetSwitches))
+		r.Put(base+"/operator/switches", s.nacos(nacosOther, s.nacosPutSwitches))
+		r.Get(base+"/operator/metrics", s.nacos(nacosOther, s.nacosMetrics))
+	}
+	r.Get("/nacos/v1/ns/operator/servers", s.nacos(nacosOther, s.nacosServers))
+	r.Get("/nacos/v1/ns/raft/leader", s.nacos(nacosOther, s.nacosRaftLeader))
+	r.Post("/nacos/v1/auth/login", s.nacos(nacosOther, s.nacosLogin))
+	r.Post("/nacos/v1/auth/users/login", s.nacos(nacosOther, s.nacosLogin))
+	return r
+}
+
+// nacos adapts a Nacos handler: it parses the parameters, runs fn and answers in the
+// request's shape (v1 text or bare JSON, v2 envelope). An error saying this node is not
+// the leader (leadership moved while the request ran) sends the request on to the new
+// leader once, as the native API does.
+func (s *server) nacos(res nacosResource, fn nacosHandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, err := parseNacosParams(r)
+		var out any
+		if err == nil {
+			out, err = fn(w, r, p)
+		}
+		if err != nil {
+			if s.isNotLeader(err) && r.Header.Get(api.HeaderForwardedBy) == "" {
+				s.metrics.forwardRetries.Inc()
+				s.forward(w, r, nil)
+				return
+			}
+			s.writeNacosError(w, r, err, res)
+			return
+		}
+		writeNacosOK(w, r, out)
+	}
+}
+
+// nacosBody reads a request body whole within Config.MaxBodyBytes (else 413) and keeps
+// it, so that its form parameters can be parsed here and the request forwarded to the
+// leader (again after a leader change). Unlike the native API's bufferBody it accepts
+// any content type; parseNacosParams decides what a body may be.
+func (s *server) nacosBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body []byte
+		if r.Body != nil && r.Body != http.NoBody {
+			b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+			if err != nil {
+				var mbe *http.MaxBytesError
+				if errors.As(err, &mbe) {
+					err = fmt.Errorf("%w: the limit is %d bytes", errBodyTooLarge, mbe.Limit)
+				} else {
+					err = nacosInvalid("cannot read the request body: %v", err)
+				}
+				s.writeNacosError(w, r, err, nacosOther)
+				return
+			}
+			body = b
+		}
+		r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, body))
+		setBody(r, body)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// nacosReadRoute parses the read options as native reads do (?consistency=, ?index=,
+// ?wait=) but defaults to leader-local consistency, and sends reads that need the
+// leader to it from a follower. Nacos serves reads from each node's memory and its
+// clients poll every cacheMillis, so a quorum round trip per poll (linearizable) buys
+// them nothing they expect; leader-local reads still see every write the leader has
+// acknowledged. ?consistency=stale serves a poll from any node.
+func (s *server) nacosReadRoute(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		o, err := s.parseReadOptions(r)
+		if err != nil {
+			s.writeNacosError(w, r, err, nacosOther)
+			return
+		}
+		if !r.URL.Query().Has("consistency") {
+			o.mode = api.ConsistencyLeader
+		}
+		r = r.WithContext(context.WithValue(r.Context(), readOptionsKey{}, o))
+		if o.mode == api.ConsistencyStale || s.node.IsLeader() {
+			next.ServeHTTP(w, r)
+			return
+		}
+		s.forward(w, r, next)
+	})
+}
+
+// nacosNotFound answers a /nacos path Roster does not serve.
+func (s *server) nacosNotFound(w http.ResponseWriter, r *http.Request) {
+	s.writeNacosError(w, r, nacosErr(http.StatusNotFound, nacosCodeResourceNotFound,
+		"Roster does not serve %s %s (see docs/nacos-compatibility.md)", r.Method, r.URL.Path), nacosOther)
+}
+
+// nacosMethodNotAllowed answers a Nacos route with a method it does not serve, listing
+// the allowed methods in the Allow header.
+func (s *server) nacosMethodNotAllowed(mux *chi.Mux) http.HandlerFunc {
+	methods := []string{http.MethodGet, http.MethodPut, http.MethodPost, http.MethodPatch, http.MethodDelete}
+	return func(w http.ResponseWriter, r *http.Request) {
+		for _, m := range methods {
+			if mux.Match(chi.NewRouteContext(), m, r.URL.Path) {
+				w.Header().Add("Allow", m)
+			}
+		}
+		s.writeNacosError(w, r, nacosErr(http.StatusMethodNotAllowed, nacosCodeParameterValidate,
+			"method %s is not allowed on %s", r.Method, r.URL.Path), nacosOther)
+	}
+}
+
+// nacosApply replicates one validated command within the request timeout and sets
+// X-Roster-Index to the index it was applied at. Callers validate their input first,
+// so invalid input never reaches the log.
+func (s *server) nacosApply(w http.ResponseWriter, r *http.Request, t fsm.MessageType, msg any) error {
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	idx, err := s.node.Apply(ctx, t, msg)
+	if err != nil {
+		return err
+	}
+	setIndex(w, idx)
+	return nil
+}
+
+// leaderView reads a service on the leader, for a write's preconditions: it waits until
+// a leader-local read is allowed (this node leads and has applied every entry of
+// earlier terms), then reads the local store. found is false when the service does not
+// exist. The write itself re-checks what it depends on, so a race only changes which
+// error is answered.
+func (s *server) leaderView(r *http.Request, key store.ServiceKey) (view store.ServiceView, found bool, err error) {
+	if err := s.checkConsistency(r.Context(), api.ConsistencyLeader); err != nil {
+		return view, false, err
+	}
+	_, view, err = s.store.ServiceView(nil, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.ServiceView{}, false, nil
+	}
+	if err != nil {
+		return view, false, err
+	}
+	return view, true, nil
+}
+
+// findInstance returns the instance ref names in view.
+func findInstance(view store.ServiceView, ref store.InstanceRef) (store.Instance, bool) {
+	for _, in := range view.Instances {
+		if in.IP == ref.IP && in.Port == ref.Port {
+			return in, true
+		}
+	}
+	return store.Instance{}, false
+}
+
+// findCluster returns the named cluster of view.
+func findCluster(view store.ServiceView, name string) (store.Cluster, bool) {
+	for _, c := range view.Clusters {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return store.Cluster{}, false
+}

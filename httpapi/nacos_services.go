@@ -1,0 +1,332 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/store"
+)
+
+// Paging of GET /nacos/v2/ns/service/list (Nacos's defaults and cap).
+const (
+	nacosV2DefaultPageSize = 20
+	nacosV2MaxPageSize     = 500
+)
+
+// nacosServiceForm reads a service definition: the service key, protectThreshold
+// (default 0), metadata (JSON or k=v,k2=v2; default none) and selector (only none), and
+// refuses ephemeral=true. Nacos's create and update both replace the definition with
+// these values.
+func nacosServiceForm(p nacosParams, limits store.Limits) (store.Service, error) {
+	key, err := nacosServiceKey(p)
+	if err != nil {
+		return store.Service{}, err
+	}
+	svc := store.Service{Namespace: key.Namespace, Group: key.Group, Name: key.Service}
+	if t, ok, err := p.float("protectThreshold"); err != nil {
+		return svc, err
+	} else if ok {
+		svc.ProtectThreshold = t
+	}
+	if raw := p.str("metadata"); raw != "" {
+		if svc.Metadata, err = nacosMetadata(raw, nacosCodeServiceMetadata); err != nil {
+			return svc, err
+		}
+	}
+	if err := checkNoSelector(p.str("selector")); err != nil {
+		return svc, err
+	}
+	if eph, _, err := p.boolean("ephemeral"); err != nil {
+		return svc, err
+	} else if eph {
+		return svc, nacosInvalid("Roster keeps persistent services only: ephemeral must be false")
+	}
+	if err := limits.ValidateService(svc); err != nil {
+		return svc, err
+	}
+	return svc, nil
+}
+
+// checkNoSelector accepts an absent selector or one of type none; Roster has no
+// selectors (21006 otherwise).
+func checkNoSelector(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	var sel struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal([]byte(raw), &sel); err != nil {
+		return nacosErr(http.StatusBadRequest, nacosCodeSelector, "Param 'selector' is not a JSON object: %v", err)
+	}
+	if t := strings.ToLower(strings.TrimSpace(sel.Type)); t != "" && t != "none" {
+		return nacosErr(http.StatusBadRequest, nacosCodeSelector,
+			"selector type %q is not supported: Roster has no selectors (use type none or leave selector out)", sel.Type)
+	}
+	return nil
+}
+
+// errNacosServiceNotFound is Nacos's answer to a service that does not exist: 400, 21008.
+func errNacosServiceNotFound(key store.ServiceKey) error {
+	return nacosErr(http.StatusBadRequest, nacosCodeServiceNotExist, "service %s not found in namespace %s",
+		key.GroupedName(), key.Namespace)
+}
+
+// nacosCreateService serves POST .../service: create a service (400, 21007, when it
+// already exists).
+func (s *server) nacosCreateService(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+	svc, err := nacosServiceForm(p, s.store.Limits())
+	if err != nil {
+		return nil, err
+	}
+	_, found, err := s.leaderView(r, svc.Key())
+	if err != nil {
+		return nil, err
+	}
+	if found {
+		return nil, nacosErr(http.StatusBadRequest, nacosCodeServiceAlreadyExist,
+			"specified service %s already exists!", svc.Key().GroupedName())
+	}
+	if err := s.nacosApply(w, r, fsm.UpsertServiceType, fsm.UpsertServiceRequest{Service: svc}); err != nil {
+		return nil, err
+	}
+	return "ok", nil
+}
+
+// nacosUpdateService serves PUT .../service: replace an existing service's protect
+// threshold and metadata (parameters left out take their defaults, as in Nacos; 400,
+// 21008, when the service does not exist).
+func (s *server) nacosUpdateService(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+	svc, err := nacosServiceForm(p, s.store.Limits())
+	if err != nil {
+		return nil, err
+	}
+	_, found, err := s.leaderView(r, svc.Key())
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, errNacosServiceNotFound(svc.Key())
+	}
+	if err := s.nacosApply(w, r, fsm.UpsertServiceType, fsm.UpsertServiceRequest{Service: svc}); err != nil {
+		return nil, err
+	}
+	return "ok", nil
+}
+
+// nacosDeleteService serves DELETE .../service: remove a service without instances
+// (400, 21009, while it has some; 400, 21008, when it does not exist; as Nacos 2.x).
+func (s *server) nacosDeleteService(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+	key, err := nacosServiceKey(p)
+	if err != nil {
+		return nil, err
+	}
+	view, found, err := s.leaderView(r, key)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, errNacosServiceNotFound(key)
+	}
+	notEmpty := nacosErr(http.StatusBadRequest, nacosCodeServiceDeleteFailure,
+		"Service %s is not empty, can't be delete. Please unregister instance first", key.GroupedName())
+	if len(view.Instances) > 0 {
+		return nil, notEmpty
+	}
+	err = s.nacosApply(w, r, fsm.DeleteServiceType, fsm.DeleteServiceRequest{Key: key})
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		return nil, notEmpty
+	case errors.Is(err, store.ErrNotFound):
+		return nil, errNacosServiceNotFound(key)
+	case err != nil:
+		return nil, err
+	}
+	return "ok", nil
+}
+
+// nacosSelector is the selector Nacos shows for a service without one.
+type nacosSelector struct {
+	Type        string `json:"type"`
+	ContextType string `json:"contextType,omitempty"`
+}
+
+// nacosClusterV1 is one cluster of GET /nacos/v1/ns/service.
+type nacosClusterV1 struct {
+	Name          string             `json:"name"`
+	HealthChecker nacosHealthChecker `json:"healthChecker"`
+	Metadata      map[string]string  `json:"metadata"`
+}
+
+// nacosServiceV1 is the body of GET /nacos/v1/ns/service.
+type nacosServiceV1 struct {
+	Metadata         map[string]string `json:"metadata"`
+	GroupName        string            `json:"groupName"`
+	NamespaceID      string            `json:"namespaceId"`
+	Name             string            `json:"name"`
+	Selector         nacosSelector     `json:"selector"`
+	ProtectThreshold float64           `json:"protectThreshold"`
+	Clusters         []nacosClusterV1  `json:"clusters"`
+}
+
+// nacosClusterV2 is one entry of clusterMap in GET /nacos/v2/ns/service.
+type nacosClusterV2 struct {
+	ClusterName             string             `json:"clusterName"`
+	HealthChecker           nacosHealthChecker `json:"healthChecker"`
+	Metadata                map[string]string  `json:"metadata"`
+	HealthyCheckPort        int                `json:"healthyCheckPort"`
+	UseInstancePortForCheck bool               `json:"useInstancePortForCheck"`
+}
+
+// nacosServiceV2 is the data of GET /nacos/v2/ns/service.
+type nacosServiceV2 struct {
+	Namespace        string                    `json:"namespace"`
+	ServiceName      string                    `json:"serviceName"`
+	GroupName        string                    `json:"groupName"`
+	ClusterMap       map[string]nacosClusterV2 `json:"clusterMap"`
+	Metadata         map[string]string         `json:"metadata"`
+	ProtectThreshold float64                   `json:"protectThreshold"`
+	Selector         nacosSelector             `json:"selector"`
+	Ephemeral        bool                      `json:"ephemeral"`
+}
+
+// nacosGetService serves GET .../service: the service and its clusters with their
+// health checkers (400, 21008, when it does not exist, as Nacos 2.x).
+func (s *server) nacosGetService(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+	key, err := nacosServiceKey(p)
+	if err != nil {
+		return nil, err
+	}
+	var view store.ServiceView
+	_, err = s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
+		idx, v, err := s.store.ServiceView(ws, key)
+		view = v
+		return idx, err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errNacosServiceNotFound(key)
+	}
+	if err != nil {
+		return nil, err
+	}
+	svc := view.Service
+	if nacosV2(r) {
+		out := nacosServiceV2{
+			Namespace: svc.Namespace, ServiceName: svc.Name, GroupName: svc.Group,
+			ClusterMap: map[string]nacosClusterV2{}, Metadata: nonNilMap(svc.Metadata),
+			ProtectThreshold: svc.ProtectThreshold, Selector: nacosSelector{Type: "none", ContextType: "NONE"},
+		}
+		for _, c := range view.Clusters {
+			out.ClusterMap[c.Name] = nacosClusterV2{
+				ClusterName: c.Name, HealthChecker: toNacosHealthChecker(c.HealthCheck), Metadata: nonNilMap(c.Metadata),
+				HealthyCheckPort: c.HealthCheck.Port, UseInstancePortForCheck: c.HealthCheck.Port == 0,
+			}
+		}
+		return out, nil
+	}
+	out := nacosServiceV1{
+		Metadata: nonNilMap(svc.Metadata), GroupName: svc.Group, NamespaceID: svc.Namespace, Name: svc.Name,
+		Selector: nacosSelector{Type: "none"}, ProtectThreshold: svc.ProtectThreshold, Clusters: []nacosClusterV1{},
+	}
+	for _, c := range view.Clusters {
+		out.Clusters = append(out.Clusters, nacosClusterV1{
+			Name: c.Name, HealthChecker: toNacosHealthChecker(c.HealthCheck), Metadata: nonNilMap(c.Metadata),
+		})
+	}
+	return out, nil
+}
+
+// nacosServiceListV1 is the body of GET /nacos/v1/ns/service/list.
+type nacosServiceListV1 struct {
+	Count int      `json:"count"`
+	Doms  []string `json:"doms"`
+}
+
+// nacosServiceListV2 is the data of GET /nacos/v2/ns/service/list.
+type nacosServiceListV2 struct {
+	Count    int      `json:"count"`
+	Services []string `json:"services"`
+}
+
+// nacosListServices serves GET .../service/list: the names (without group) of one
+// group's services (groupName, default DEFAULT_GROUP), one page at a time, and how many
+// there are. v1 requires pageNo and pageSize, as Nacos does; v2 defaults them to 1 and
+// 20 and caps pageSize at 500. A page number below 1 is the first page; a page size of 0
+// or less is an empty page. An unknown namespace has no services.
+func (s *server) nacosListServices(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+	ns := p.str("namespaceId")
+	if ns == "" {
+		ns = store.DefaultNamespace
+	}
+	if err := store.ValidateNamespace(ns); err != nil {
+		return nil, err
+	}
+	group := p.str("groupName")
+	if group == "" {
+		group = store.DefaultGroup
+	}
+	if err := store.ValidateGroup(group); err != nil {
+		return nil, err
+	}
+	if err := checkNoSelector(p.str("selector")); err != nil {
+		return nil, err
+	}
+	v2 := nacosV2(r)
+	page, size := 1, nacosV2DefaultPageSize
+	for _, pp := range []struct {
+		name string
+		dst  *int
+	}{{"pageNo", &page}, {"pageSize", &size}} {
+		if !v2 {
+			if _, err := p.required(pp.name, "int"); err != nil {
+				return nil, err
+			}
+		}
+		v, ok, err := p.integer(pp.name)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			*pp.dst = v
+		}
+	}
+	if v2 {
+		size = min(size, nacosV2MaxPageSize)
+	}
+	page = max(page, 1)
+	var (
+		list  []store.Service
+		total int
+	)
+	_, err := s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
+		// A page size of 0 or less shows no names but still counts them.
+		pg, sz := page, size
+		if sz <= 0 {
+			pg, sz = 1, 1
+		}
+		idx, l, n, err := s.store.Services(ws, ns, group, pg, sz)
+		list, total = l, n
+		if size <= 0 {
+			list = nil
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			list, total = nil, 0
+			return idx, nil
+		}
+		return idx, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(list))
+	for _, svc := range list {
+		names = append(names, svc.Name)
+	}
+	if v2 {
+		return nacosServiceListV2{Count: total, Services: names}, nil
+	}
+	return nacosServiceListV1{Count: total, Doms: names}, nil
+}

@@ -1,0 +1,232 @@
+package nacostest
+
+import (
+	"context"
+	"net"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nacos-group/nacos-sdk-go/clients"
+	"github.com/nacos-group/nacos-sdk-go/clients/naming_client"
+	"github.com/nacos-group/nacos-sdk-go/common/constant"
+	"github.com/nacos-group/nacos-sdk-go/common/http_agent"
+	"github.com/nacos-group/nacos-sdk-go/common/security"
+	"github.com/nacos-group/nacos-sdk-go/model"
+	"github.com/nacos-group/nacos-sdk-go/vo"
+
+	"github.com/rosterhq/roster/store"
+)
+
+// sdkConfig is the configuration a nacos-sdk-go v1 application would use against addr.
+func sdkConfig(t *testing.T, addr string, cacheDir, logDir string) (constant.ClientConfig, []constant.ServerConfig) {
+	t.Helper()
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.ParseUint(p, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := constant.ClientConfig{
+		TimeoutMs:           5000,
+		NotLoadCacheAtStart: true,
+		CacheDir:            cacheDir,
+		LogDir:              logDir,
+		LogLevel:            "error",
+		// With a username the SDK logs in at start (POST /nacos/v1/auth/users/login).
+		Username: "nacos",
+		Password: "nacos",
+	}
+	return cc, []constant.ServerConfig{{IpAddr: host, Port: port, ContextPath: "/nacos"}}
+}
+
+// TestNacosSDK_PersistentInstances drives a 3-node Roster cluster with the real
+// nacos-sdk-go v1 naming client, pointed at a follower so that every write and default
+// read is forwarded to the leader.
+func TestNacosSDK_PersistentInstances(t *testing.T) {
+	cacheDir, logDir := t.TempDir(), t.TempDir()
+	c, leader := newCluster(t, 3)
+	follower := c.Followers()[0]
+	cc, sc := sdkConfig(t, c.Nodes[follower].HTTPAddr, cacheDir, logDir)
+	client, err := clients.CreateNamingClient(map[string]interface{}{
+		constant.KEY_CLIENT_CONFIG:  cc,
+		constant.KEY_SERVER_CONFIGS: sc,
+	})
+	if err != nil {
+		t.Fatalf("create naming client: %v", err)
+	}
+	key := store.ServiceKey{Namespace: "public", Group: "g1", Service: "orders"}
+	register := func(b backend, cluster string, ephemeral bool) (bool, error) {
+		return client.RegisterInstance(vo.RegisterInstanceParam{
+			Ip: "127.0.0.1", Port: uint64(b.port), ServiceName: "orders", GroupName: "g1", ClusterName: cluster,
+			Weight: 1, Enable: true, Healthy: true, Ephemeral: ephemeral, Metadata: map[string]string{"v": "1"},
+		})
+	}
+	b1, b2, b3, b4 := newBackend(t), newBackend(t), newBackend(t), newBackend(t)
+
+	for _, b := range []backend{b1, b2} {
+		if ok, err := register(b, "", false); !ok || err != nil {
+			t.Fatalf("register persistent instance: %v %v", ok, err)
+		}
+	}
+	if got := instances(t, c, leader, key); len(got) != 2 {
+		t.Fatalf("leader has %d instances", len(got))
+	}
+
+	all, err := client.SelectAllInstances(vo.SelectAllInstancesParam{ServiceName: "orders", GroupName: "g1"})
+	if err != nil || len(all) != 2 {
+		t.Fatalf("SelectAllInstances: %v %+v", err, all)
+	}
+	for _, in := range all {
+		if in.Ephemeral || !in.Enable || !in.Healthy || in.Weight != 1 || in.Metadata["v"] != "1" ||
+			in.ServiceName != "g1@@orders" || in.ClusterName != "DEFAULT" || in.InstanceId == "" {
+			t.Fatalf("instance as the SDK sees it: %+v", in)
+		}
+	}
+	svc, err := client.GetService(vo.GetServiceParam{ServiceName: "orders", GroupName: "g1"})
+	if err != nil || svc.Name != "g1@@orders" || len(svc.Hosts) != 2 || svc.CacheMillis != 1000 {
+		t.Fatalf("GetService: %v %+v", err, svc)
+	}
+	list, err := client.GetAllServicesInfo(vo.GetAllServiceInfoParam{GroupName: "g1", PageNo: 1, PageSize: 10})
+	if err != nil || list.Count != 1 || len(list.Doms) != 1 || list.Doms[0] != "orders" {
+		t.Fatalf("GetAllServicesInfo: %v %+v", err, list)
+	}
+
+	// An ephemeral registration fails loudly and writes nothing.
+	before := lastIndex(c, leader)
+	if ok, err := register(b3, "", true); ok || err == nil {
+		t.Fatalf("ephemeral registration accepted: %v %v", ok, err)
+	}
+	if got := instances(t, c, leader, key); len(got) != 2 {
+		t.Fatalf("ephemeral registration left %d instances", len(got))
+	}
+	if after := lastIndex(c, leader); after != before {
+		t.Fatalf("ephemeral registration moved the Raft log from %d to %d", before, after)
+	}
+
+	// Subscribe, then see a change: the SDK polls every cacheMillis.
+	changes := make(chan []model.SubscribeService, 16)
+	err = client.Subscribe(&vo.SubscribeParam{ServiceName: "orders", GroupName: "g1",
+		SubscribeCallback: func(services []model.SubscribeService, err error) {
+			if err == nil {
+				changes <- services
+			}
+		}})
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	if ok, err := register(b3, "", false); !ok || err != nil {
+		t.Fatalf("register third instance: %v %v", ok, err)
+	}
+	deadline := time.After(10 * time.Second)
+	for seen := false; !seen; {
+		select {
+		case services := <-changes:
+			seen = len(services) == 3
+		case <-deadline:
+			t.Fatal("the subscriber saw no change within 10s")
+		}
+	}
+
+	// Healthy-only selection: an instance of a NONE cluster set unhealthy by hand.
+	base := "http://" + c.Nodes[follower].HTTPAddr + "/nacos/v1/ns"
+	if r := call(t, "PUT", base+"/cluster", `serviceName=orders&groupName=g1&clusterName=manual&healthChecker={"type":"NONE"}`); r.body != "ok" {
+		t.Fatalf("PUT cluster: %d %s", r.status, r.body)
+	}
+	if ok, err := register(b4, "manual", false); !ok || err != nil {
+		t.Fatalf("register into manual: %v %v", ok, err)
+	}
+	health := "serviceName=g1@@orders&ip=127.0.0.1&port=" + strconv.Itoa(b4.port) + "&healthy=false"
+	if r := call(t, "PUT", base+"/health/instance", health); r.body != "ok" {
+		t.Fatalf("PUT health: %d %s", r.status, r.body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	waitFor(t, ctx, "the SDK to see the unhealthy instance", func() bool {
+		healthy, err := client.SelectInstances(vo.SelectInstancesParam{ServiceName: "orders", GroupName: "g1", HealthyOnly: true})
+		if err != nil || !samePorts(healthy, b1, b2, b3) {
+			return false
+		}
+		// nacos-sdk-go v1 quirk: HealthyOnly=false selects the unhealthy ones.
+		unhealthy, err := client.SelectInstances(vo.SelectInstancesParam{ServiceName: "orders", GroupName: "g1", HealthyOnly: false})
+		return err == nil && samePorts(unhealthy, b4)
+	})
+	one, err := client.SelectOneHealthyInstance(vo.SelectOneHealthInstanceParam{ServiceName: "orders", GroupName: "g1"})
+	if err != nil || one.Port == uint64(b4.port) {
+		t.Fatalf("SelectOneHealthyInstance: %v %+v", err, one)
+	}
+
+	// Deregistration removes the persistent instance, with ephemeral=false and, unlike
+	// Nacos, with ephemeral=true too.
+	for _, d := range []struct {
+		b         backend
+		ephemeral bool
+	}{{b1, false}, {b2, true}} {
+		ok, err := client.DeregisterInstance(vo.DeregisterInstanceParam{Ip: "127.0.0.1", Port: uint64(d.b.port),
+			ServiceName: "orders", GroupName: "g1", Ephemeral: d.ephemeral})
+		if !ok || err != nil {
+			t.Fatalf("DeregisterInstance (ephemeral=%v): %v %v", d.ephemeral, ok, err)
+		}
+	}
+	var ports []int
+	for _, in := range instances(t, c, leader, key) {
+		ports = append(ports, in.Port)
+	}
+	sort.Ints(ports)
+	want := []int{b3.port, b4.port}
+	sort.Ints(want)
+	if len(ports) != 2 || ports[0] != want[0] || ports[1] != want[1] {
+		t.Fatalf("after deregistration: ports %v, want %v", ports, want)
+	}
+}
+
+// samePorts reports whether list holds exactly the backends' ports.
+func samePorts(list []model.Instance, bs ...backend) bool {
+	if len(list) != len(bs) {
+		return false
+	}
+	want := map[uint64]bool{}
+	for _, b := range bs {
+		want[uint64(b.port)] = true
+	}
+	for _, in := range list {
+		if !want[in.Port] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestNacosSDK_LoginAndHealth checks the SDK's own auth client accepts Roster's login
+// answer (nacos-sdk-go v1 parses accessToken and tokenTtl) and its server health check
+// (operator/metrics status) says UP.
+func TestNacosSDK_LoginAndHealth(t *testing.T) {
+	cacheDir, logDir := t.TempDir(), t.TempDir()
+	c, _ := newCluster(t, 1)
+	cc, sc := sdkConfig(t, c.Nodes[0].HTTPAddr, cacheDir, logDir)
+	// Creating a naming client initialises the SDK's logger, which the proxy needs.
+	if _, err := clients.CreateNamingClient(map[string]interface{}{
+		constant.KEY_CLIENT_CONFIG: cc, constant.KEY_SERVER_CONFIGS: sc,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sc[0].Scheme = constant.DEFAULT_SERVER_SCHEME
+	auth := security.NewAuthClient(cc, sc, &http_agent.HttpAgent{})
+	ok, err := auth.Login()
+	if !ok || err != nil {
+		t.Fatalf("SDK login: %v %v", ok, err)
+	}
+	if tok := auth.GetAccessToken(); tok != "" {
+		t.Fatalf("token %q, want none", tok)
+	}
+	proxy, err := naming_client.NewNamingProxy(cc, sc, &http_agent.HttpAgent{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proxy.ServerHealthy() {
+		t.Fatal("the SDK finds the server unhealthy")
+	}
+}

@@ -1,0 +1,84 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/store"
+)
+
+// listNamespaces serves GET /v1/namespaces.
+func (s *server) listNamespaces(w http.ResponseWriter, r *http.Request) error {
+	var list []store.Namespace
+	idx, err := s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
+		idx, l, err := s.store.Namespaces(ws)
+		list = l
+		return idx, err
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.NamespacesResponse{Index: idx, Namespaces: nonNil(list)})
+	return nil
+}
+
+// getNamespace serves GET /v1/namespaces/{ns}.
+func (s *server) getNamespace(w http.ResponseWriter, r *http.Request) error {
+	id, err := namespaceParam(r)
+	if err != nil {
+		return err
+	}
+	var ns store.Namespace
+	idx, err := s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
+		idx, n, err := s.store.Namespace(ws, id)
+		ns = n
+		return idx, err
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.NamespaceResponse{Index: idx, Namespace: ns})
+	return nil
+}
+
+// putNamespace serves PUT /v1/namespaces/{ns}: create, or replace name and description.
+func (s *server) putNamespace(w http.ResponseWriter, r *http.Request) error {
+	id, err := namespaceParam(r)
+	if err != nil {
+		return err
+	}
+	var req api.NamespaceRequest
+	if err := decodeBody(r, &req); err != nil {
+		return err
+	}
+	ns := store.Namespace{ID: id, Name: req.Name, Description: req.Description}
+	if ns.Name == "" {
+		ns.Name = id
+	}
+	if err := store.ValidateNamespaceRecord(ns); err != nil {
+		return err
+	}
+	return s.apply(w, r, fsm.UpsertNamespaceType, fsm.UpsertNamespaceRequest{Namespace: ns})
+}
+
+// deleteNamespace serves DELETE /v1/namespaces/{ns} (409 for "public" or while it has services).
+func (s *server) deleteNamespace(w http.ResponseWriter, r *http.Request) error {
+	id, err := namespaceParam(r)
+	if err != nil {
+		return err
+	}
+	if id == store.DefaultNamespace {
+		return fmt.Errorf("namespace %q always exists and cannot be deleted: %w", id, store.ErrConflict)
+	}
+	return s.apply(w, r, fsm.DeleteNamespaceType, fsm.DeleteNamespaceRequest{ID: id})
+}
+
+// nonNil makes an empty list encode as [] rather than null.
+func nonNil[T any](l []T) []T {
+	if l == nil {
+		return []T{}
+	}
+	return l
+}

@@ -1,0 +1,115 @@
+package httpapi
+
+import (
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/rosterhq/roster/store"
+)
+
+// pathParam returns a path parameter, unescaped. chi matches on the raw path when the
+// request's escaping is not the default one, and then hands back escaped values.
+func pathParam(r *http.Request, name string) string {
+	v := chi.URLParam(r, name)
+	if r.URL.RawPath != "" {
+		if u, err := url.PathUnescape(v); err == nil {
+			v = u
+		}
+	}
+	return v
+}
+
+// namespaceParam returns the validated {ns}.
+func namespaceParam(r *http.Request) (string, error) {
+	ns := pathParam(r, "ns")
+	if err := store.ValidateNamespace(ns); err != nil {
+		return "", err
+	}
+	return ns, nil
+}
+
+// serviceKeyParam returns the validated {ns}/{group}/{service}.
+func serviceKeyParam(r *http.Request) (store.ServiceKey, error) {
+	k := store.ServiceKey{
+		Namespace: pathParam(r, "ns"),
+		Group:     pathParam(r, "group"),
+		Service:   pathParam(r, "service"),
+	}
+	if err := store.ValidateServiceKey(k); err != nil {
+		return store.ServiceKey{}, err
+	}
+	return k, nil
+}
+
+// clusterParam returns the validated service key and {cluster}.
+func clusterParam(r *http.Request) (store.ServiceKey, string, error) {
+	k, err := serviceKeyParam(r)
+	if err != nil {
+		return k, "", err
+	}
+	name := pathParam(r, "cluster")
+	if err := store.ValidateClusterName(name); err != nil {
+		return k, "", err
+	}
+	return k, name, nil
+}
+
+// instanceRefParam returns the validated reference of .../instances/{ip}:{port}.
+// IPv6 addresses are bracketed ([::1]:8080), literally or URL-escaped.
+func instanceRefParam(r *http.Request) (store.InstanceRef, error) {
+	k, err := serviceKeyParam(r)
+	if err != nil {
+		return store.InstanceRef{}, err
+	}
+	ip, port, err := parseAddr(pathParam(r, "addr"))
+	if err != nil {
+		return store.InstanceRef{}, err
+	}
+	return store.InstanceRef{Namespace: k.Namespace, Group: k.Group, Service: k.Service, IP: ip, Port: port}, nil
+}
+
+// parseAddr splits and validates ip:port; errors name "ip" or "port".
+func parseAddr(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		if strings.Contains(err.Error(), "missing port") {
+			return "", 0, invalid("port", "the instance address %q must be ip:port (IPv6 as [addr]:port)", addr)
+		}
+		return "", 0, invalid("ip", "the instance address %q must be ip:port (IPv6 as [addr]:port)", addr)
+	}
+	if err := store.ValidateIP(host); err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return "", 0, invalid("port", "must be a number between 1 and 65535, got %q", p)
+	}
+	if err := store.ValidatePort(port); err != nil {
+		return "", 0, err
+	}
+	return host, port, nil
+}
+
+// pageParams parses ?page= (≥ 1, default 1) and ?size= (1..MaxPageSize, default DefaultPageSize).
+func pageParams(r *http.Request) (page, size int, err error) {
+	q := r.URL.Query()
+	page, size = 1, DefaultPageSize
+	if v := q.Get("page"); v != "" {
+		page, err = strconv.Atoi(v)
+		if err != nil || page < 1 {
+			return 0, 0, invalid("page", "must be an integer ≥ 1, got %q", v)
+		}
+	}
+	if v := q.Get("size"); v != "" {
+		size, err = strconv.Atoi(v)
+		if err != nil || size < 1 || size > MaxPageSize {
+			return 0, 0, invalid("size", "must be an integer between 1 and %d, got %q", MaxPageSize, v)
+		}
+	}
+	return page, size, nil
+}

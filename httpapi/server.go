@@ -1,0 +1,342 @@
+// Package httpapi serves Roster's native REST API (/v1/...), the cluster and status
+// endpoints and /metrics. Any node accepts any request: writes, and reads that need the
+// leader, are reverse-proxied from a follower to the leader (one hop at most).
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/raftnode"
+	"github.com/rosterhq/roster/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultRequestTimeout = 10 * time.Second
+	DefaultMaxBodyBytes   = 1 << 20
+	DefaultMaxWait        = 5 * time.Minute
+	// DefaultLeaderHold bounds how long a request waits for a leader to be known
+	// (never longer than the request timeout).
+	DefaultLeaderHold = 5 * time.Second
+	// DefaultPageSize and MaxPageSize bound GET /v1/namespaces/{ns}/services.
+	DefaultPageSize = 100
+	MaxPageSize     = 1000
+)
+
+// Reader is the subset of *store.Store the API reads from. Every read returns the index
+// of the data read (≥ 1) and registers what it read in ws (ws may be nil).
+type Reader interface {
+	Namespaces(ws *store.WatchSet) (uint64, []store.Namespace, error)
+	Namespace(ws *store.WatchSet, id string) (uint64, store.Namespace, error)
+	Services(ws *store.WatchSet, ns, group string, page, size int) (uint64, []store.Service, int, error)
+	Clusters(ws *store.WatchSet, key store.ServiceKey) (uint64, []store.Cluster, error)
+	Cluster(ws *store.WatchSet, key store.ServiceKey, name string) (uint64, store.Cluster, error)
+	Instance(ws *store.WatchSet, ref store.InstanceRef) (uint64, store.Instance, error)
+	ServiceView(ws *store.WatchSet, key store.ServiceKey) (uint64, store.ServiceView, error)
+	Members(ws *store.WatchSet) (uint64, []store.Member, error)
+	Limits() store.Limits
+}
+
+// Consensus is the subset of the Raft node (*raftnode.Node) the API uses.
+type Consensus interface {
+	// ID is this node's server id.
+	ID() string
+	// Apply replicates one command and returns its index once applied locally; the
+	// state machine's domain error is returned as the error. Leader only.
+	Apply(ctx context.Context, t fsm.MessageType, msg any) (uint64, error)
+	// IsLeader reports whether this node is the leader now.
+	IsLeader() bool
+	// Leader returns the current leader's addresses, if one is known.
+	Leader() (store.Member, bool)
+	// ConsistentRead returns once a linearizable read of the local store is safe.
+	ConsistentRead(ctx context.Context) error
+	// LeaderRead returns once a leader-local read of the local store is allowed.
+	LeaderRead(ctx context.Context) error
+	// LastContact is the time since this node last heard from the leader (0 on the leader).
+	LastContact() time.Duration
+	// KnownLeader reports whether this node knows a leader.
+	KnownLeader() bool
+	// Ready reports whether this node knows a leader and has applied what it knows is committed.
+	Ready() (bool, api.Ready)
+	// Members lists the Raft servers with their addresses.
+	Members(ctx context.Context) ([]api.Member, error)
+	// Join adds (or re-announces) a server. Leader only.
+	Join(ctx context.Context, req api.JoinRequest) error
+	// RemoveServer removes a server. Leader only.
+	RemoveServer(ctx context.Context, id string) error
+	// TransferLeadership hands leadership to the server id (any server when id is empty).
+	TransferLeadership(ctx context.Context, id string) error
+}
+
+// ConsensusErrors names the consensus layer's sentinel errors so that they map to the
+// right status codes (by default raftnode.ErrNotLeader, ErrNoLeader, ErrLeadershipLost,
+// ErrTimeout, ErrShutdown). Nil fields match nothing. hashicorp/raft's own sentinels and context
+// errors are recognised without being listed.
+type ConsensusErrors struct {
+	// NotLeader: this node is not the leader; the request was not applied. The request is
+	// forwarded to the leader (once) or answered 503.
+	NotLeader error
+	// NoLeader: no leader is known (503 no_leader).
+	NoLeader error
+	// LeadershipLost: leadership was lost while the request was in flight; its outcome is unknown (503).
+	LeadershipLost error
+	// Timeout: the consensus layer gave up waiting (504).
+	Timeout error
+	// Shutdown: the node is shutting down (503).
+	Shutdown error
+}
+
+// Config configures the API handler. Store and Node are required.
+type Config struct {
+	// NodeID is this node's id (X-Roster-Served-By, X-Roster-Forwarded-By); defaults to Node.ID().
+	NodeID string
+	// Store is the local state (a *store.Store).
+	Store Reader
+	// Node is the Raft node (a *raftnode.Node).
+	Node Consensus
+	// Logger receives request errors; defaults to slog.Default().
+	Logger *slog.Logger
+	// RequestTimeout bounds a write's Apply and a read's consistency check (default 10s).
+	RequestTimeout time.Duration
+	// MaxBodyBytes bounds a request body (default 1 MiB); larger bodies get 413.
+	MaxBodyBytes int64
+	// MaxWait bounds the wait of a blocking query (default 5m).
+	MaxWait time.Duration
+	// LeaderHold bounds how long a request waits for a leader to become known before it
+	// is answered 503 no_leader (default min(5s, RequestTimeout)).
+	LeaderHold time.Duration
+	// Errors are the consensus layer's sentinels; the zero value means DefaultConsensusErrors().
+	Errors ConsensusErrors
+	// Registry is the registry the API registers its collectors in and serves on /metrics;
+	// nil means a private registry.
+	Registry *prometheus.Registry
+	// Transport carries requests forwarded to the leader; nil means a keep-alive
+	// transport owned by the handler (see the handler's CloseIdleConnections).
+	Transport http.RoundTripper
+	// Version is this build's version, recorded in snapshot archives.
+	Version string
+	// Snapshot configures GET and PUT /v1/snapshot (snapshot.go).
+	Snapshot SnapshotConfig
+	// Health serves the leader's last probe results (health.go); nil answers 503.
+	Health HealthResults
+}
+
+// DefaultConsensusErrors returns raftnode's sentinels, which Config.Errors defaults to.
+func DefaultConsensusErrors() ConsensusErrors {
+	return ConsensusErrors{
+		NotLeader:      raftnode.ErrNotLeader,
+		NoLeader:       raftnode.ErrNoLeader,
+		LeadershipLost: raftnode.ErrLeadershipLost,
+		Timeout:        raftnode.ErrTimeout,
+		Shutdown:       raftnode.ErrShutdown,
+	}
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Store == nil {
+		return c, errors.New("httpapi: Config.Store is required")
+	}
+	if c.Node == nil {
+		return c, errors.New("httpapi: Config.Node is required")
+	}
+	if c.NodeID == "" {
+		c.NodeID = c.Node.ID()
+	}
+	if c.NodeID == "" {
+		return c, errors.New("httpapi: Config.NodeID is required")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if e := c.Errors; e.NotLeader == nil && e.NoLeader == nil && e.LeadershipLost == nil &&
+		e.Timeout == nil && e.Shutdown == nil {
+		c.Errors = DefaultConsensusErrors()
+	}
+	if c.RequestTimeout < 0 || c.MaxBodyBytes < 0 || c.MaxWait < 0 || c.LeaderHold < 0 {
+		return c, errors.New("httpapi: timeouts and limits must not be negative")
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxWait == 0 {
+		c.MaxWait = DefaultMaxWait
+	}
+	if c.LeaderHold == 0 {
+		c.LeaderHold = DefaultLeaderHold
+	}
+	c.LeaderHold = min(c.LeaderHold, c.RequestTimeout)
+	var err error
+	if c.Snapshot, err = c.Snapshot.withDefaults(c.Node); err != nil {
+		return c, err
+	}
+	if c.Registry == nil {
+		c.Registry = prometheus.NewRegistry()
+	}
+	return c, nil
+}
+
+// server is the handler New returns.
+type server struct {
+	cfg       Config
+	id        string
+	store     Reader
+	node      Consensus
+	log       *slog.Logger
+	router    *chi.Mux
+	nacosMux  *chi.Mux // the Nacos Open API (/nacos/...; nacos_routes.go)
+	proxy     *httputil.ReverseProxy
+	transport http.RoundTripper
+	ownsTrans bool
+	metrics   *metrics
+}
+
+// New validates cfg and returns the API handler. The handler also implements
+// CloseIdleConnections, which closes the idle connections of the forwarding transport
+// it owns (when Config.Transport was nil).
+func New(cfg Config) (http.Handler, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &server{
+		cfg:   cfg,
+		id:    cfg.NodeID,
+		store: cfg.Store,
+		node:  cfg.Node,
+		log:   cfg.Logger.With("component", "httpapi", "node", cfg.NodeID),
+	}
+	s.transport = cfg.Transport
+	if s.transport == nil {
+		s.transport = newTransport(cfg.RequestTimeout)
+		s.ownsTrans = true
+	}
+	s.metrics, err = newMetrics(cfg.Registry)
+	if err != nil {
+		return nil, err
+	}
+	s.proxy = s.newProxy()
+	s.router = s.routes()
+	s.nacosMux = s.nacosRoutes()
+	return s, nil
+}
+
+// ServeHTTP serves the API: /nacos/... goes to the Nacos compatibility router, the rest
+// to the native router.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if isNacosPath(r.URL.Path) {
+		s.nacosMux.ServeHTTP(w, r)
+		return
+	}
+	s.router.ServeHTTP(w, r)
+}
+
+// CloseIdleConnections closes idle connections of the forwarding transport when the
+// handler owns it.
+func (s *server) CloseIdleConnections() {
+	if t, ok := s.transport.(*http.Transport); ok && s.ownsTrans {
+		t.CloseIdleConnections()
+	}
+}
+
+// newTransport is the shared keep-alive transport used to reach the leader. Dialing is
+// bounded so that a dead leader is a quick 503, never a hang.
+func newTransport(requestTimeout time.Duration) *http.Transport {
+	dial := min(3*time.Second, requestTimeout)
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: dial, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+// routes builds the router. Every route appears in docs/openapi.yaml.
+func (s *server) routes() *chi.Mux {
+	r := chi.NewRouter()
+	r.Use(s.recoverer, s.servedBy, s.metrics.middleware)
+	r.NotFound(s.notFound)
+	r.MethodNotAllowed(s.methodNotAllowed(r))
+
+	r.Method(http.MethodGet, "/metrics", s.metrics.handler(s.cfg.Registry))
+	r.Get("/v1/status/leader", s.handle(s.getLeader))
+	r.Get("/v1/status/ready", s.handle(s.getReady))
+
+	const (
+		ns       = "/v1/namespaces/{ns}"
+		service  = ns + "/groups/{group}/services/{service}"
+		cluster  = service + "/clusters/{cluster}"
+		instance = service + "/instances/{addr}"
+	)
+
+	// Reads: ?consistency, ?index, ?wait; forwarded to the leader unless stale.
+	r.Group(func(r chi.Router) {
+		r.Use(s.readRoute)
+		r.Get("/v1/namespaces", s.handle(s.listNamespaces))
+		r.Get(ns, s.handle(s.getNamespace))
+		r.Get(ns+"/services", s.handle(s.listServices))
+		r.Get(service, s.handle(s.getService))
+		r.Get(service+"/clusters", s.handle(s.listClusters))
+		r.Get(cluster, s.handle(s.getCluster))
+		r.Get(service+"/instances", s.handle(s.listInstances))
+		r.Get(instance, s.handle(s.getInstance))
+		r.Get("/v1/cluster/members", s.handle(s.listMembers))
+	})
+
+	// Writes: bounded JSON bodies, served by the leader.
+	r.Group(func(r chi.Router) {
+		r.Use(s.bufferBody, s.leaderOnly)
+		r.Put(ns, s.handle(s.putNamespace))
+		r.Delete(ns, s.handle(s.deleteNamespace))
+		r.Put(service, s.handle(s.putService))
+		r.Delete(service, s.handle(s.deleteService))
+		r.Put(cluster, s.handle(s.putCluster))
+		r.Put(instance, s.handle(s.putInstance))
+		r.Patch(instance, s.handle(s.patchInstance))
+		r.Delete(instance, s.handle(s.deleteInstance))
+		r.Put(instance+"/health", s.handle(s.putHealth))
+		r.Post("/v1/cluster/join", s.handle(s.join))
+		r.Delete("/v1/cluster/members/{id}", s.handle(s.removeMember))
+		r.Post("/v1/cluster/leadership-transfer", s.handle(s.transferLeadership))
+	})
+
+	// Probe results live in the leader's memory: always served by the leader.
+	r.With(s.leaderOnly).Get(service+"/health", s.handle(s.getHealth))
+
+	// Backup archives: streamed bodies outside the write group's limits (snapshot.go).
+	s.snapshotRoutes(r)
+	return r
+}
+
+// handle adapts a handler that returns an error. An error that says this node is not
+// the leader (leadership moved while the request ran) sends the request on to the new
+// leader once; any other error is answered through writeError.
+func (s *server) handle(fn func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		err := fn(w, r)
+		if err == nil {
+			return
+		}
+		if s.isNotLeader(err) && r.Header.Get(api.HeaderForwardedBy) == "" {
+			s.metrics.forwardRetries.Inc()
+			s.forward(w, r, nil)
+			return
+		}
+		s.writeError(w, r, err)
+	}
+}

@@ -1,0 +1,103 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/store"
+)
+
+// listServices serves GET /v1/namespaces/{ns}/services?group=&page=&size=.
+func (s *server) listServices(w http.ResponseWriter, r *http.Request) error {
+	ns, err := namespaceParam(r)
+	if err != nil {
+		return err
+	}
+	group := r.URL.Query().Get("group")
+	if group != "" {
+		if err := store.ValidateGroup(group); err != nil {
+			return err
+		}
+	}
+	page, size, err := pageParams(r)
+	if err != nil {
+		return err
+	}
+	var (
+		list  []store.Service
+		total int
+	)
+	idx, err := s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
+		idx, l, n, err := s.store.Services(ws, ns, group, page, size)
+		list, total = l, n
+		return idx, err
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.ServicesResponse{
+		Index: idx, Namespace: ns, Page: page, Size: size, Total: total, Services: nonNil(list),
+	})
+	return nil
+}
+
+// getService serves GET .../services/{service}: the service, its clusters and instance counts.
+func (s *server) getService(w http.ResponseWriter, r *http.Request) error {
+	key, err := serviceKeyParam(r)
+	if err != nil {
+		return err
+	}
+	var view store.ServiceView
+	idx, err := s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
+		idx, v, err := s.store.ServiceView(ws, key)
+		view = v
+		return idx, err
+	})
+	if err != nil {
+		return err
+	}
+	resp := api.ServiceResponse{
+		Index:         idx,
+		Service:       view.Service,
+		Clusters:      nonNil(view.Clusters),
+		InstanceCount: len(view.Instances),
+	}
+	for _, in := range view.Instances {
+		if in.Healthy {
+			resp.HealthyCount++
+		}
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// putService serves PUT .../services/{service}: create, or replace the definition
+// (protectThreshold, metadata); clusters and instances are kept.
+func (s *server) putService(w http.ResponseWriter, r *http.Request) error {
+	key, err := serviceKeyParam(r)
+	if err != nil {
+		return err
+	}
+	var req api.ServiceRequest
+	if err := decodeBody(r, &req); err != nil {
+		return err
+	}
+	svc := store.Service{Namespace: key.Namespace, Group: key.Group, Name: key.Service, Metadata: req.Metadata}
+	if req.ProtectThreshold != nil {
+		svc.ProtectThreshold = *req.ProtectThreshold
+	}
+	if err := s.store.Limits().ValidateService(svc); err != nil {
+		return err
+	}
+	return s.apply(w, r, fsm.UpsertServiceType, fsm.UpsertServiceRequest{Service: svc})
+}
+
+// deleteService serves DELETE .../services/{service} (409 while it has instances).
+func (s *server) deleteService(w http.ResponseWriter, r *http.Request) error {
+	key, err := serviceKeyParam(r)
+	if err != nil {
+		return err
+	}
+	return s.apply(w, r, fsm.DeleteServiceType, fsm.DeleteServiceRequest{Key: key})
+}
