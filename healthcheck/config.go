@@ -1,0 +1,110 @@
+package healthcheck
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults and bounds of Config.
+const (
+	DefaultMaxConcurrent = 512
+	MaxConcurrentLimit   = 1 << 16
+	DefaultFlushInterval = 100 * time.Millisecond
+	MaxFlushInterval     = 200 * time.Millisecond
+	DefaultMaxBatch      = 256
+	MaxBatchLimit        = 4096
+	DefaultMaxBodyBytes  = 64 << 10
+)
+
+// Config tunes a Prober. The zero value is valid: Validate fills every zero field with
+// its default.
+type Config struct {
+	// MaxConcurrent bounds the probes in flight at any moment (default 512, at most
+	// 65536). Probes due while the bound is reached start late, in due order, as
+	// earlier ones finish.
+	MaxConcurrent int
+	// FlushInterval is how long a health transition may wait to be batched with others
+	// into one SetHealth command (default 100ms, at most 200ms).
+	FlushInterval time.Duration
+	// MaxBatch is the most transitions one SetHealth command carries; a batch that
+	// reaches it is submitted without waiting for FlushInterval (default 256, at most
+	// 4096, which keeps a Raft entry well under a megabyte).
+	MaxBatch int
+	// MaxBodyBytes caps how much of an HTTP probe's response body is read and
+	// discarded (default 64 KiB); the rest is never read.
+	MaxBodyBytes int64
+	// Clock drives scheduling and batching (nil: the system clock). Probe timeouts and
+	// latencies always use real time.
+	Clock Clock
+	// Dial opens the connections of TCP and HTTP probes (nil: a net.Dialer).
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
+	// Registerer receives the prober's metrics (nil: metrics are kept but not exported).
+	Registerer prometheus.Registerer
+}
+
+// Validate fills zero fields with their defaults and reports the first out-of-range
+// value as an error wrapping ErrInvalidConfig.
+func (c *Config) Validate() error {
+	if c.MaxConcurrent == 0 {
+		c.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if c.FlushInterval == 0 {
+		c.FlushInterval = DefaultFlushInterval
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = DefaultMaxBatch
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.Clock == nil {
+		c.Clock = SystemClock()
+	}
+	switch {
+	case c.MaxConcurrent < 0 || c.MaxConcurrent > MaxConcurrentLimit:
+		return fmt.Errorf("%w: MaxConcurrent must be between 1 and %d, got %d", ErrInvalidConfig, MaxConcurrentLimit, c.MaxConcurrent)
+	case c.FlushInterval < 0 || c.FlushInterval > MaxFlushInterval:
+		return fmt.Errorf("%w: FlushInterval must be between 0 and %s, got %s", ErrInvalidConfig, MaxFlushInterval, c.FlushInterval)
+	case c.MaxBatch < 0 || c.MaxBatch > MaxBatchLimit:
+		return fmt.Errorf("%w: MaxBatch must be between 1 and %d, got %d", ErrInvalidConfig, MaxBatchLimit, c.MaxBatch)
+	case c.MaxBodyBytes < 0:
+		return fmt.Errorf("%w: MaxBodyBytes must be positive, got %d", ErrInvalidConfig, c.MaxBodyBytes)
+	}
+	return nil
+}
+
+// Clock is the time source of scheduling and batching.
+type Clock interface {
+	Now() time.Time
+	// NewTimer returns a started timer that fires once, d from now.
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is a one-shot timer. After Reset or Stop returns, C delivers no value of an
+// earlier arming.
+type Timer interface {
+	C() <-chan time.Time
+	Reset(d time.Duration)
+	Stop()
+}
+
+// SystemClock returns the Clock of the time package.
+func SystemClock() Clock { return systemClock{} }
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+func (systemClock) NewTimer(d time.Duration) Timer { return systemTimer{time.NewTimer(d)} }
+
+// systemTimer relies on the Go 1.23+ timer semantics: Reset and Stop discard a value
+// not yet received.
+type systemTimer struct{ t *time.Timer }
+
+func (t systemTimer) C() <-chan time.Time   { return t.t.C }
+func (t systemTimer) Reset(d time.Duration) { t.t.Reset(d) }
+func (t systemTimer) Stop()                 { t.t.Stop() }

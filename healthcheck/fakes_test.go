@@ -1,0 +1,481 @@
+package healthcheck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/store"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var testSvc = store.ServiceKey{Namespace: "public", Group: "DEFAULT_GROUP", Service: "svc"}
+
+// inst is an instance of testSvc's DEFAULT cluster.
+func inst(ip string, port int, healthy bool) store.Instance {
+	return store.Instance{
+		Namespace: testSvc.Namespace, Group: testSvc.Group, Service: testSvc.Service,
+		IP: ip, Port: port, Cluster: store.DefaultCluster, Weight: 1, Enabled: true, Healthy: healthy,
+	}
+}
+
+// tcpCheck is a TCP spec with the given interval and rise/fall.
+func tcpCheck(interval time.Duration, rise, fall int) store.HealthCheck {
+	return store.HealthCheck{Type: store.CheckTCP, Interval: store.Duration(interval),
+		Timeout: store.Duration(interval / 2), Rise: rise, Fall: fall}
+}
+
+// fakeSource is an in-memory Source whose writes emit change-feed events.
+type fakeSource struct {
+	mu        sync.Mutex
+	index     uint64
+	instances map[store.InstanceRef]store.Instance
+	checks    map[clusterKey]store.HealthCheck
+	subs      []chan []store.Event
+	scanErr   error
+	scans     int
+}
+
+func newFakeSource() *fakeSource {
+	return &fakeSource{
+		instances: make(map[store.InstanceRef]store.Instance),
+		checks:    make(map[clusterKey]store.HealthCheck),
+	}
+}
+
+func (s *fakeSource) ForEachInstance(fn func(store.Instance, store.HealthCheck) bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.scans++
+	if s.scanErr != nil {
+		return s.scanErr
+	}
+	refs := make([]store.InstanceRef, 0, len(s.instances))
+	for r := range s.instances {
+		refs = append(refs, r)
+	}
+	slices.SortFunc(refs, func(a, b store.InstanceRef) int {
+		return cmpString(fmt.Sprint(a), fmt.Sprint(b))
+	})
+	for _, r := range refs {
+		in := s.instances[r]
+		if !fn(in, s.checkLocked(clusterKey{in.ServiceKey(), in.Cluster})) {
+			break
+		}
+	}
+	return nil
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (s *fakeSource) Subscribe(buffer int) (<-chan []store.Event, func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := make(chan []store.Event, buffer)
+	s.subs = append(s.subs, ch)
+	return ch, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if i := slices.Index(s.subs, ch); i >= 0 {
+			s.subs = slices.Delete(s.subs, i, i+1)
+		}
+	}
+}
+
+// Cluster makes fakeSource a ClusterSource.
+func (s *fakeSource) Cluster(_ *store.WatchSet, key store.ServiceKey, name string) (uint64, store.Cluster, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	hc, ok := s.checks[clusterKey{key, name}]
+	if !ok {
+		return 0, store.Cluster{}, store.ErrNotFound
+	}
+	return s.index, store.Cluster{Namespace: key.Namespace, Group: key.Group, Service: key.Service, Name: name, HealthCheck: hc}, nil
+}
+
+func (s *fakeSource) checkLocked(k clusterKey) store.HealthCheck {
+	if hc, ok := s.checks[k]; ok {
+		return hc
+	}
+	return store.DefaultHealthCheck()
+}
+
+func (s *fakeSource) emitLocked(evs ...store.Event) {
+	for _, ch := range s.subs {
+		ch <- evs
+	}
+}
+
+// emit sends one commit's events to every subscriber.
+func (s *fakeSource) emit(evs ...store.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.emitLocked(evs...)
+}
+
+// setCheck sets a cluster's spec, emitting EventClusterUpsert when emit is true.
+func (s *fakeSource) setCheck(svc store.ServiceKey, cluster string, hc store.HealthCheck, emit bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.index++
+	s.checks[clusterKey{svc, cluster}] = hc
+	if emit {
+		s.emitLocked(store.Event{Kind: store.EventClusterUpsert, Cluster: store.Cluster{
+			Namespace: svc.Namespace, Group: svc.Group, Service: svc.Service, Name: cluster,
+			HealthCheck: hc, ModifyIndex: s.index,
+		}})
+	}
+}
+
+// register creates (new epoch) or replaces an instance like the store does, emitting
+// EventInstanceUpsert when emit is true. It returns the stored instance.
+func (s *fakeSource) register(in store.Instance, emit bool) store.Instance {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.index++
+	if old, ok := s.instances[in.Ref()]; ok && in.CreateIndex == 0 {
+		in.CreateIndex, in.Healthy = old.CreateIndex, old.Healthy
+	} else if in.CreateIndex == 0 {
+		in.CreateIndex = s.index
+	}
+	in.ModifyIndex = s.index
+	s.instances[in.Ref()] = in
+	if emit {
+		s.emitLocked(store.Event{Kind: store.EventInstanceUpsert, Instance: in, Ref: in.Ref()})
+	}
+	return in
+}
+
+// deregister removes an instance, emitting EventInstanceDelete (with the instance's
+// last state, as the store does) when emit is true.
+func (s *fakeSource) deregister(ref store.InstanceRef, emit bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.index++
+	old := s.instances[ref]
+	delete(s.instances, ref)
+	if emit {
+		s.emitLocked(store.Event{Kind: store.EventInstanceDelete, Ref: ref, Instance: old, Service: ref.ServiceKey()})
+	}
+}
+
+// setHealth applies a SetHealth command like the store: updates of a missing instance
+// or another epoch, or to the current state, are skipped.
+func (s *fakeSource) setHealth(ups []store.HealthUpdate) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.index++
+	var evs []store.Event
+	for _, u := range ups {
+		in, ok := s.instances[u.Ref]
+		if !ok || in.CreateIndex != u.Epoch || in.Healthy == u.Healthy {
+			continue
+		}
+		in.Healthy, in.ModifyIndex = u.Healthy, s.index
+		s.instances[u.Ref] = in
+		evs = append(evs, store.Event{Kind: store.EventInstanceUpsert, Instance: in, Ref: u.Ref})
+	}
+	if len(evs) > 0 {
+		s.emitLocked(evs...)
+	}
+	return s.index
+}
+
+func (s *fakeSource) instance(ref store.InstanceRef) store.Instance {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.instances[ref]
+}
+
+// applyCall is one recorded Apply.
+type applyCall struct {
+	typ     fsm.MessageType
+	req     fsm.SetHealthRequest
+	ctxDone bool // ctx was already done when Apply was called
+	at      time.Time
+}
+
+// fakeApplier records commands; with src set it applies SetHealth to it.
+type fakeApplier struct {
+	mu    sync.Mutex
+	calls []applyCall
+	src   *fakeSource
+	// fail, when set, decides the error of the n-th call (0-based).
+	fail func(ctx context.Context, n int) error
+}
+
+func (a *fakeApplier) Apply(ctx context.Context, t fsm.MessageType, msg any) (uint64, error) {
+	req, ok := msg.(fsm.SetHealthRequest)
+	if !ok {
+		return 0, fmt.Errorf("unexpected payload %T", msg)
+	}
+	a.mu.Lock()
+	n := len(a.calls)
+	a.calls = append(a.calls, applyCall{typ: t, req: req, ctxDone: ctx.Err() != nil, at: time.Now()})
+	fail := a.fail
+	a.mu.Unlock()
+	if fail != nil {
+		if err := fail(ctx, n); err != nil {
+			return 0, err
+		}
+	}
+	if a.src != nil {
+		return a.src.setHealth(req.Updates), nil
+	}
+	return uint64(n + 1), nil
+}
+
+func (a *fakeApplier) snapshot() []applyCall {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.calls)
+}
+
+// updates flattens every recorded update.
+func (a *fakeApplier) updates() []store.HealthUpdate {
+	var out []store.HealthUpdate
+	for _, c := range a.snapshot() {
+		out = append(out, c.req.Updates...)
+	}
+	return out
+}
+
+// fakeClock is a manual Clock: timers fire only when Advance passes their deadline.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) NewTimer(d time.Duration) Timer {
+	t := &fakeTimer{c: c, ch: make(chan time.Time, 1)}
+	c.mu.Lock()
+	c.timers = append(c.timers, t)
+	c.mu.Unlock()
+	t.Reset(d)
+	return t
+}
+
+// Advance moves time forward and fires the timers due.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	for _, t := range c.timers {
+		if t.armed && !t.at.After(c.now) {
+			t.armed = false
+			select {
+			case t.ch <- c.now:
+			default:
+			}
+		}
+	}
+}
+
+type fakeTimer struct {
+	c     *fakeClock
+	ch    chan time.Time
+	at    time.Time
+	armed bool
+}
+
+func (t *fakeTimer) C() <-chan time.Time { return t.ch }
+
+func (t *fakeTimer) Reset(d time.Duration) {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	t.drainLocked()
+	t.at, t.armed = t.c.now.Add(d), true
+	if d <= 0 {
+		t.armed = false
+		t.ch <- t.c.now
+	}
+}
+
+func (t *fakeTimer) Stop() {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	t.drainLocked()
+	t.armed = false
+}
+
+func (t *fakeTimer) drainLocked() {
+	select {
+	case <-t.ch:
+	default:
+	}
+}
+
+// fakeNet is a Config.Dial hook: addresses marked down are refused, and while block is
+// open every dial waits for it (or for its context).
+type fakeNet struct {
+	mu       sync.Mutex
+	down     map[string]bool
+	block    chan struct{}
+	dials    []string
+	cur, max int
+}
+
+func newFakeNet() *fakeNet { return &fakeNet{down: make(map[string]bool)} }
+
+var errRefused = errors.New("connect: connection refused")
+
+func (n *fakeNet) dial(ctx context.Context, _, addr string) (net.Conn, error) {
+	n.mu.Lock()
+	n.dials = append(n.dials, addr)
+	n.cur++
+	n.max = max(n.max, n.cur)
+	block, down := n.block, n.down[addr]
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		n.cur--
+		n.mu.Unlock()
+	}()
+	if block != nil {
+		select {
+		case <-block:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if down {
+		return nil, errRefused
+	}
+	c1, c2 := net.Pipe()
+	_ = c2.Close()
+	return c1, nil
+}
+
+func (n *fakeNet) setDown(addr string, down bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.down[addr] = down
+}
+
+func (n *fakeNet) blockDials() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.block = make(chan struct{})
+}
+
+func (n *fakeNet) unblock() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.block != nil {
+		close(n.block)
+		n.block = nil
+	}
+}
+
+func (n *fakeNet) stats() (dials, cur, maxSeen int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.dials), n.cur, n.max
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// runProber starts p.Run and returns a function that cancels it and waits for Run to
+// return; the test's cleanup does the same.
+func runProber(t *testing.T, p *Prober) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.Run(ctx)
+	}()
+	stop = func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run did not return after cancel")
+		}
+	}
+	t.Cleanup(stop)
+	waitFor(t, 5*time.Second, "prober running", func() bool {
+		_, running := p.Results(testSvc)
+		return running
+	})
+	return stop
+}
+
+// mustNewProber builds a prober on fakes.
+func mustNewProber(t *testing.T, cfg Config, src Source, app Applier) *Prober {
+	t.Helper()
+	p, err := NewProber(cfg, src, app, nil)
+	if err != nil {
+		t.Fatalf("NewProber: %v", err)
+	}
+	return p
+}
+
+// resultFor returns the result of one instance of testSvc.
+func resultFor(p *Prober, ip string, port int) (Result, bool) {
+	rs, _ := p.Results(testSvc)
+	for _, r := range rs {
+		if r.IP == ip && r.Port == port {
+			return r, true
+		}
+	}
+	return Result{}, false
+}
+
+// metricValue reads a counter or gauge value, or a histogram's sample count.
+func metricValue(t *testing.T, m prometheus.Metric) float64 {
+	t.Helper()
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case d.Counter != nil:
+		return d.Counter.GetValue()
+	case d.Gauge != nil:
+		return d.Gauge.GetValue()
+	case d.Histogram != nil:
+		return float64(d.Histogram.GetSampleCount())
+	}
+	t.Fatalf("unsupported metric %v", &d)
+	return 0
+}

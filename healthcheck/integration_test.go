@@ -1,0 +1,131 @@
+package healthcheck
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/raftnode"
+	"github.com/rosterhq/roster/store"
+)
+
+// The real types satisfy the interfaces the prober consumes.
+var (
+	_ Source        = (*store.Store)(nil)
+	_ ClusterSource = (*store.Store)(nil)
+	_ Applier       = (*raftnode.Node)(nil)
+)
+
+// fsmApplier applies commands to an FSM as consecutive log entries, as the leader's
+// Raft would once they are committed.
+type fsmApplier struct {
+	mu  sync.Mutex
+	f   *fsm.FSM
+	idx uint64
+}
+
+func (a *fsmApplier) Apply(_ context.Context, t fsm.MessageType, msg any) (uint64, error) {
+	buf, err := fsm.Encode(t, msg)
+	if err != nil {
+		return 0, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.idx++
+	res, ok := a.f.Apply(&raft.Log{Index: a.idx, Term: 1, Type: raft.LogCommand, Data: buf}).(*fsm.Result)
+	if !ok {
+		return 0, fmt.Errorf("unexpected FSM result")
+	}
+	return res.Index, res.Err
+}
+
+func (a *fsmApplier) mustApply(t *testing.T, typ fsm.MessageType, msg any) {
+	t.Helper()
+	if _, err := a.Apply(context.Background(), typ, msg); err != nil {
+		t.Fatalf("apply %d: %v", typ, err)
+	}
+}
+
+func mustNewStore(t *testing.T) *store.Store {
+	t.Helper()
+	s, err := store.Open(filepath.Join(t.TempDir(), "state.db"), store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func storeHealthy(t *testing.T, s *store.Store, ref store.InstanceRef) bool {
+	t.Helper()
+	_, in, err := s.Instance(nil, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in.Healthy
+}
+
+func TestProber_WithStoreAndFSM(t *testing.T) {
+	st := mustNewStore(t)
+	app := &fsmApplier{f: fsm.New(st, nil)}
+	cluster := func(name string, hc store.HealthCheck) fsm.UpsertClusterRequest {
+		return fsm.UpsertClusterRequest{Cluster: store.Cluster{Namespace: testSvc.Namespace, Group: testSvc.Group,
+			Service: testSvc.Service, Name: name, HealthCheck: hc}}
+	}
+	app.mustApply(t, fsm.UpsertClusterType, cluster(store.DefaultCluster, tcpCheck(time.Second, 1, 1)))
+	app.mustApply(t, fsm.UpsertClusterType, cluster("manual", store.HealthCheck{Type: store.CheckNone,
+		Interval: store.Duration(time.Second), Timeout: store.Duration(time.Second / 2), Rise: 1, Fall: 1}))
+	a := inst("10.0.0.1", 8080, false)
+	app.mustApply(t, fsm.RegisterInstanceType, fsm.RegisterInstanceRequest{Instance: a})
+	manual := inst("10.0.0.2", 8080, false)
+	manual.Cluster = "manual"
+	app.mustApply(t, fsm.RegisterInstanceType, fsm.RegisterInstanceRequest{Instance: manual})
+
+	clk, fnet := newFakeClock(), newFakeNet()
+	p := mustNewProber(t, Config{Clock: clk, Dial: fnet.dial}, st, app)
+	runProber(t, p)
+
+	// Reachable and committed unhealthy: one success (rise 1) is committed.
+	waitFor(t, 5*time.Second, "healthy committed", func() bool {
+		clk.Advance(100 * time.Millisecond)
+		return storeHealthy(t, st, a.Ref())
+	})
+	waitFor(t, 5*time.Second, "prober view updated", func() bool {
+		r, _ := resultFor(p, a.IP, a.Port)
+		return r.Healthy && !r.Pending
+	})
+	fnet.setDown(a.Addr(), true)
+	waitFor(t, 5*time.Second, "unhealthy committed", func() bool {
+		clk.Advance(100 * time.Millisecond)
+		return !storeHealthy(t, st, a.Ref())
+	})
+	if r, _ := resultFor(p, manual.IP, manual.Port); r.CheckType != store.CheckNone || r.Outcome != "" {
+		t.Fatalf("NONE instance probed: %+v", r)
+	}
+
+	// A spec change through the log reschedules.
+	app.mustApply(t, fsm.UpsertClusterType, cluster(store.DefaultCluster, store.HealthCheck{Type: store.CheckHTTP,
+		Path: "/hz", Interval: store.Duration(2 * time.Second), Timeout: store.Duration(time.Second), Rise: 1, Fall: 1}))
+	waitFor(t, 5*time.Second, "HTTP spec applied", func() bool {
+		r, _ := resultFor(p, a.IP, a.Port)
+		return r.CheckType == store.CheckHTTP && r.Target == "http://10.0.0.1:8080/hz"
+	})
+
+	// An instance registered into a new cluster gets the implicit cluster's spec.
+	c := inst("10.0.0.3", 9000, true)
+	c.Cluster = "fresh"
+	app.mustApply(t, fsm.RegisterInstanceType, fsm.RegisterInstanceRequest{Instance: c})
+	waitFor(t, 5*time.Second, "new instance scheduled", func() bool {
+		r, ok := resultFor(p, c.IP, c.Port)
+		return ok && r.CheckType == store.CheckTCP && r.Interval.D() == store.DefaultCheckInterval
+	})
+
+	// Deregistration drops the instance.
+	app.mustApply(t, fsm.DeregisterInstanceType, fsm.DeregisterInstanceRequest{Ref: a.Ref()})
+	waitFor(t, 5*time.Second, "instance dropped", func() bool { _, ok := resultFor(p, a.IP, a.Port); return !ok })
+}

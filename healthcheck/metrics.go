@@ -1,0 +1,152 @@
+package healthcheck
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rosterhq/roster/store"
+)
+
+// Probe outcomes, as reported in Result.Outcome and the probes metric.
+const (
+	OutcomeSuccess = "success"
+	OutcomeFailure = "failure"
+)
+
+// metrics are created once per Manager (or Prober) and shared by its runs.
+type metrics struct {
+	probes       *prometheus.CounterVec   // type, outcome
+	latency      *prometheus.HistogramVec // type
+	transitions  *prometheus.CounterVec   // to
+	submitErrors prometheus.Counter
+	lag          prometheus.Histogram
+	inFlight     prometheus.Gauge
+	targets      prometheus.Gauge
+	skipped      prometheus.Counter
+	discarded    prometheus.Counter
+
+	// Resolved children for the hot path.
+	tcpOK, tcpFail, httpOK, httpFail prometheus.Counter
+	tcpLatency, httpLatency          prometheus.Observer
+	toHealthy, toUnhealthy           prometheus.Counter
+}
+
+// newMetrics creates the collectors and registers them on reg (nil: not registered).
+// A collector already registered on reg by an earlier Manager or Prober is reused.
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	buckets := prometheus.ExponentialBuckets(0.0005, 2, 14)      // 0.5ms .. ~4s
+	lagBuckets := prometheus.ExponentialBuckets(0.000025, 2, 18) // 25µs .. ~3.3s
+	m := &metrics{
+		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roster_health_probes_total",
+			Help: "Health probes completed, by check type and outcome.",
+		}, []string{"type", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "roster_health_probe_duration_seconds",
+			Help:    "Duration of health probes, by check type.",
+			Buckets: buckets,
+		}, []string{"type"}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roster_health_transitions_committed_total",
+			Help: "Health transitions committed through Raft, by new state.",
+		}, []string{"to"}),
+		submitErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roster_health_submit_errors_total",
+			Help: "SetHealth commands that failed while this node was leader (retried).",
+		}),
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "roster_health_schedule_lag_seconds",
+			Help:    "How late probes start compared with their due time.",
+			Buckets: lagBuckets,
+		}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "roster_health_probes_in_flight",
+			Help: "Health probes currently running.",
+		}),
+		targets: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "roster_health_probe_targets",
+			Help: "Instances scheduled for probing (0 when this node is not leader).",
+		}),
+		skipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roster_health_probes_skipped_total",
+			Help: "Probe rounds skipped because the previous probe of the instance was still running or the scheduler fell a whole interval behind.",
+		}),
+		discarded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roster_health_results_discarded_total",
+			Help: "Probe results discarded because their instance was removed, re-registered or re-specified meanwhile.",
+		}),
+	}
+	if reg != nil {
+		var err error
+		if m.probes, err = register(reg, m.probes); err != nil {
+			return nil, err
+		}
+		if m.latency, err = register(reg, m.latency); err != nil {
+			return nil, err
+		}
+		if m.transitions, err = register(reg, m.transitions); err != nil {
+			return nil, err
+		}
+		if m.submitErrors, err = register(reg, m.submitErrors); err != nil {
+			return nil, err
+		}
+		if m.lag, err = register(reg, m.lag); err != nil {
+			return nil, err
+		}
+		if m.inFlight, err = register(reg, m.inFlight); err != nil {
+			return nil, err
+		}
+		if m.targets, err = register(reg, m.targets); err != nil {
+			return nil, err
+		}
+		if m.skipped, err = register(reg, m.skipped); err != nil {
+			return nil, err
+		}
+		if m.discarded, err = register(reg, m.discarded); err != nil {
+			return nil, err
+		}
+	}
+	m.tcpOK = m.probes.WithLabelValues(string(store.CheckTCP), OutcomeSuccess)
+	m.tcpFail = m.probes.WithLabelValues(string(store.CheckTCP), OutcomeFailure)
+	m.httpOK = m.probes.WithLabelValues(string(store.CheckHTTP), OutcomeSuccess)
+	m.httpFail = m.probes.WithLabelValues(string(store.CheckHTTP), OutcomeFailure)
+	m.tcpLatency = m.latency.WithLabelValues(string(store.CheckTCP))
+	m.httpLatency = m.latency.WithLabelValues(string(store.CheckHTTP))
+	m.toHealthy = m.transitions.WithLabelValues("healthy")
+	m.toUnhealthy = m.transitions.WithLabelValues("unhealthy")
+	return m, nil
+}
+
+// register registers c on reg, or returns the equal collector registered earlier.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		return c, err
+	}
+	return c, nil
+}
+
+// observeProbe counts one finished probe.
+func (m *metrics) observeProbe(t store.CheckType, ok bool, seconds float64) {
+	switch t {
+	case store.CheckTCP:
+		m.tcpLatency.Observe(seconds)
+		if ok {
+			m.tcpOK.Inc()
+		} else {
+			m.tcpFail.Inc()
+		}
+	case store.CheckHTTP:
+		m.httpLatency.Observe(seconds)
+		if ok {
+			m.httpOK.Inc()
+		} else {
+			m.httpFail.Inc()
+		}
+	}
+}

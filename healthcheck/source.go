@@ -1,0 +1,33 @@
+package healthcheck
+
+import (
+	"context"
+
+	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/store"
+)
+
+// Source is the committed state the prober follows (*store.Store implements it).
+type Source interface {
+	// ForEachInstance calls fn for every instance with its cluster's health-check spec,
+	// from one consistent view, until fn returns false.
+	ForEachInstance(fn func(in store.Instance, hc store.HealthCheck) bool) error
+	// Subscribe returns the events of each commit, in commit order, and a function
+	// that ends the subscription. After dropped events the feed delivers EventReset.
+	Subscribe(buffer int) (<-chan []store.Event, func())
+}
+
+// Applier submits a command through Raft (*raftnode.Node implements it). It returns
+// the index of the applied entry, or an error when the command was not committed or
+// the state machine refused it.
+type Applier interface {
+	Apply(ctx context.Context, t fsm.MessageType, msg any) (uint64, error)
+}
+
+// ClusterSource is an optional extension of Source (*store.Store implements it): the
+// prober uses it to learn the spec of a cluster it has not seen yet when an instance
+// is registered into it. Without it such a cluster is assumed to have the spec of an
+// implicitly created cluster (store.DefaultHealthCheck) until its next change event.
+type ClusterSource interface {
+	Cluster(ws *store.WatchSet, key store.ServiceKey, name string) (uint64, store.Cluster, error)
+}
