@@ -1,0 +1,341 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rosterhq/roster/bench"
+)
+
+// benchOptions holds the flags of `roster bench`.
+type benchOptions struct {
+	system        string
+	endpoints     []string
+	workloads     []string
+	consistencies []string
+	instances     []int
+	concurrency   []int
+	duration      time.Duration
+	warmup        time.Duration
+	services      int
+	readRatio     float64
+	pool          int
+	writeTarget   string
+	readTarget    string
+	timeout       time.Duration
+	cpuPids       []int
+	label         string
+	jsonPath      string
+	quiet         bool
+}
+
+// newBenchCmd builds `roster bench` (load generator) with its `compare`, `failover` and
+// `failover-report` subcommands.
+func newBenchCmd() *cobra.Command {
+	o := &benchOptions{}
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Closed-loop load generator for Roster and etcd",
+		Long: "Measure a running cluster with closed-loop HTTP workloads over keep-alive connections.\n\n" +
+			"Workloads: register (distinct instances across --services services), deregister (drains\n" +
+			"the instances of those services, topping them up to --pool first), read (one service of\n" +
+			"--instances instances, in each --consistency mode), mixed (--read-ratio reads of 10-instance\n" +
+			"services, the rest updates), watch (--concurrency blocking-query clients; latency is the time\n" +
+			"from a write to every watcher seeing it).\n\n" +
+			"Systems: roster (native API) and etcd (v3 JSON gateway; linearizable → default range,\n" +
+			"stale/leader → serializable range). Every point runs --warmup, then is measured for\n" +
+			"--duration; the table (and --json) report requests/s, p50/p90/p99/max latency, errors and\n" +
+			"the CPU used by --cpu-pids and by the bench itself, in cores.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.system, "system", bench.SystemRoster, "system under test: roster or etcd")
+	f.StringSliceVar(&o.endpoints, "endpoints", []string{"127.0.0.1:8848"}, "HTTP addresses of every cluster member")
+	f.StringSliceVar(&o.workloads, "workload", []string{bench.WorkloadRegister, bench.WorkloadRead},
+		"workloads to run, in order: "+strings.Join(bench.Workloads(), ", "))
+	f.StringSliceVar(&o.consistencies, "consistency", []string{bench.Linearizable}, "read modes for read, mixed and watch: linearizable, leader, stale")
+	f.IntSliceVar(&o.instances, "instances", []int{10}, "instances in the service the read workload reads")
+	f.IntSliceVar(&o.concurrency, "concurrency", []int{1, 16, 64, 256}, "closed-loop workers (watchers for watch), one point each")
+	f.DurationVar(&o.duration, "duration", 5*time.Second, "measured time per point")
+	f.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured time before each point")
+	f.IntVar(&o.services, "services", 100, "services that register, deregister and mixed spread over")
+	f.Float64Var(&o.readRatio, "read-ratio", 0.9, "share of reads in the mixed workload")
+	f.IntVar(&o.pool, "pool", 2000, "minimum instances the deregister workload starts from")
+	f.StringVar(&o.writeTarget, "write-target", bench.TargetLeader, "where writes go: leader, or all (spread over every endpoint)")
+	f.StringVar(&o.readTarget, "read-target", bench.TargetLeader, "where reads and watches go: leader, or all")
+	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "bound on each request")
+	f.IntSliceVar(&o.cpuPids, "cpu-pids", nil, "PIDs of the cluster's processes, whose CPU use is reported per point")
+	f.StringVar(&o.label, "label", "", "tag stored in every result (for example the round)")
+	f.StringVar(&o.jsonPath, "json", "", "write the JSON report to this file (- for stdout)")
+	f.BoolVar(&o.quiet, "quiet", false, "do not print rows to stderr as points complete")
+	cmd.AddCommand(newBenchCompareCmd(), newBenchFailoverCmd(), newBenchFailoverReportCmd())
+	return cmd
+}
+
+func runBench(cmd *cobra.Command, o *benchOptions) error {
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var progress io.Writer
+	if !o.quiet {
+		progress = cmd.ErrOrStderr()
+	}
+	cfg := bench.SuiteConfig{
+		Client: bench.ClientConfig{
+			System: o.system, Endpoints: o.endpoints, WriteTarget: o.writeTarget, ReadTarget: o.readTarget, Timeout: o.timeout,
+		},
+		Workloads:     o.workloads,
+		Consistencies: o.consistencies,
+		Instances:     o.instances,
+		Concurrency:   o.concurrency,
+		Warmup:        o.warmup,
+		Duration:      o.duration,
+		Services:      o.services,
+		ReadRatio:     o.readRatio,
+		Pool:          o.pool,
+		CPUPids:       o.cpuPids,
+		Label:         o.label,
+		Logger:        slog.New(slog.DiscardHandler),
+	}
+	rep := bench.Report{Meta: bench.NewMeta(os.Args)}
+	rep.Meta.SystemVersion = bench.SystemVersion(ctx, o.system, o.endpoints[0])
+	results, err := bench.RunSuite(ctx, cfg, progress)
+	rep.Results = results
+	if len(results) > 0 {
+		fmt.Fprintln(cmd.OutOrStdout())
+		if werr := bench.WriteTable(cmd.OutOrStdout(), results); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	if o.jsonPath != "" {
+		if werr := benchWriteJSONFile(cmd, o.jsonPath, rep); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	return err
+}
+
+// benchWriteJSONFile writes v as indented JSON to path ("-" = the command's stdout).
+func benchWriteJSONFile(cmd *cobra.Command, path string, v any) error {
+	var w io.Writer = cmd.OutOrStdout()
+	if path != "-" {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = f.Close() }()
+		w = f
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func newBenchCompareCmd() *cobra.Command {
+	var jsonPath string
+	cmd := &cobra.Command{
+		Use:   "compare REPORT.json...",
+		Short: "Compare Roster and etcd reports: medians over rounds and Roster/etcd ratios per point",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var reps []bench.Report
+			for _, p := range args {
+				f, err := os.Open(p)
+				if err != nil {
+					return err
+				}
+				rep, err := bench.ReadReport(f)
+				_ = f.Close()
+				if err != nil {
+					return fmt.Errorf("%s: %w", p, err)
+				}
+				reps = append(reps, rep)
+			}
+			cmp := bench.Compare(reps)
+			if err := bench.WriteComparison(cmd.OutOrStdout(), cmp); err != nil {
+				return err
+			}
+			if jsonPath != "" {
+				return benchWriteJSONFile(cmd, jsonPath, cmp)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&jsonPath, "json", "", "write the comparison (with every raw result) to this file")
+	return cmd
+}
+
+// benchParsePids parses "endpoint=pid,endpoint=pid".
+func benchParsePids(items []string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, it := range items {
+		ep, p, ok := strings.Cut(it, "=")
+		if !ok {
+			return nil, fmt.Errorf("--pids %q: want ENDPOINT=PID", it)
+		}
+		pid, err := strconv.Atoi(p)
+		if err != nil || pid <= 0 {
+			return nil, fmt.Errorf("--pids %q: bad pid", it)
+		}
+		out[strings.TrimPrefix(strings.TrimPrefix(ep, "http://"), "https://")] = pid
+	}
+	return out, nil
+}
+
+func newBenchFailoverCmd() *cobra.Command {
+	var (
+		cfg      bench.FailoverConfig
+		pids     []string
+		jsonPath string
+	)
+	cmd := &cobra.Command{
+		Use:   "failover",
+		Short: "One failover trial: write load, SIGKILL the leader, time to the first write through a survivor",
+		Long: "Runs --workers closed-loop writers over every endpoint for --load, sends SIGKILL to the\n" +
+			"leader's process, then starts a new write through a survivor every --probe-every and\n" +
+			"reports the seconds from the kill to the first of those writes that succeeds. The leader\n" +
+			"is --leader/--kill-pid, or found by asking the cluster (roster: /v1/status/leader; etcd:\n" +
+			"/v3/maintenance/status) and looked up in --pids. --json appends the trial as one JSON line.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			if cfg.Leader == "" {
+				m, err := benchParsePids(pids)
+				if err != nil {
+					return err
+				}
+				leader, err := benchFindLeader(ctx, cfg.System, cfg.Endpoints)
+				if err != nil {
+					return err
+				}
+				cfg.Leader = leader
+				cfg.KillPID = m[strings.TrimPrefix(leader, "http://")]
+				if cfg.KillPID == 0 {
+					return fmt.Errorf("leader %s has no entry in --pids", leader)
+				}
+			}
+			res, err := bench.Failover(ctx, cfg)
+			if res != nil && jsonPath != "" {
+				if werr := benchAppendJSONLine(jsonPath, res); werr != nil && err == nil {
+					err = werr
+				}
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: killed %s (pid %d); first write through %s after %.3fs (%d of %d probes failed first; %d writes before the kill)\n",
+				res.System, res.Killed, res.PID, res.Survivor, res.Seconds, res.FailedAfterKill, res.Probes, res.LoadWrites)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.System, "system", bench.SystemRoster, "roster or etcd")
+	f.StringSliceVar(&cfg.Endpoints, "endpoints", nil, "HTTP addresses of every member, the leader's included")
+	f.StringVar(&cfg.Leader, "leader", "", "endpoint of the leader to kill (with --kill-pid)")
+	f.IntVar(&cfg.KillPID, "kill-pid", 0, "PID of the leader's process")
+	f.StringSliceVar(&pids, "pids", nil, "ENDPOINT=PID of every member, to find the leader's process when --leader is not given")
+	f.IntVar(&cfg.Workers, "workers", 8, "concurrent writers")
+	f.DurationVar(&cfg.Load, "load", time.Second, "write load before the kill")
+	f.DurationVar(&cfg.ProbeEvery, "probe-every", 10*time.Millisecond, "interval between writes after the kill (the resolution)")
+	f.DurationVar(&cfg.Timeout, "timeout", 5*time.Second, "bound on each write")
+	f.DurationVar(&cfg.MaxWait, "max-wait", 60*time.Second, "give up when no write succeeded this long after the kill")
+	f.StringVar(&jsonPath, "json", "", "append the trial as a JSON line to this file")
+	return cmd
+}
+
+// benchHTTPClient is the client of the short status requests made outside the bench engine.
+func benchHTTPClient() *http.Client { return &http.Client{Timeout: 5 * time.Second} }
+
+// benchFindLeader asks the cluster for its leader's HTTP endpoint.
+func benchFindLeader(ctx context.Context, system string, eps []string) (string, error) {
+	hc := benchHTTPClient()
+	switch system {
+	case bench.SystemRoster:
+		return bench.RosterLeader(ctx, hc, eps)
+	case bench.SystemEtcd:
+		return bench.EtcdLeader(ctx, hc, eps)
+	default:
+		return "", fmt.Errorf("--system %q: want roster or etcd", system)
+	}
+}
+
+func benchAppendJSONLine(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func newBenchFailoverReportCmd() *cobra.Command {
+	var jsonPath string
+	cmd := &cobra.Command{
+		Use:   "failover-report TRIALS.jsonl...",
+		Short: "Median, min and max failover time per system from the lines `bench failover --json` appended",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var trials []bench.FailoverResult
+			for _, p := range args {
+				f, err := os.Open(p)
+				if err != nil {
+					return err
+				}
+				sc := bufio.NewScanner(f)
+				for sc.Scan() {
+					line := strings.TrimSpace(sc.Text())
+					if line == "" {
+						continue
+					}
+					var tr bench.FailoverResult
+					if err := json.Unmarshal([]byte(line), &tr); err != nil {
+						_ = f.Close()
+						return fmt.Errorf("%s: %w", p, err)
+					}
+					trials = append(trials, tr)
+				}
+				_ = f.Close()
+				if err := sc.Err(); err != nil {
+					return err
+				}
+			}
+			if len(trials) == 0 {
+				return errors.New("no trials")
+			}
+			sums := bench.SummarizeFailover(trials)
+			if err := bench.WriteFailoverTable(cmd.OutOrStdout(), sums); err != nil {
+				return err
+			}
+			if jsonPath != "" {
+				return benchWriteJSONFile(cmd, jsonPath, map[string]any{"summary": sums, "trials": trials})
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&jsonPath, "json", "", "write the summary and every trial to this file")
+	return cmd
+}

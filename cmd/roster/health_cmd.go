@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rosterhq/roster/store"
+)
+
+func (a *app) healthCmd() *cobra.Command {
+	var sc scope
+	cmd := &cobra.Command{
+		Use:   "health SERVICE",
+		Short: "Show the leader's last probe of each instance of a service",
+		Long: "Show what the leader's prober last saw for each instance of SERVICE: the check, the\n" +
+			"outcome, its latency and error, and the consecutive successes and failures that drive\n" +
+			"the rise/fall state machine. Results live in the leader's memory and start afresh when\n" +
+			"leadership moves.",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			res, err := a.client().Health(ctxOf(cmd), sc.namespace, sc.group, args[0])
+			if err != nil {
+				return err
+			}
+			if a.output == outputJSON {
+				return writeJSON(a.stdout, res)
+			}
+			t := newTable(a.stdout, "ADDRESS", "CLUSTER", "CHECK", "HEALTHY", "LAST", "OUTCOME", "LATENCY", "OK/FAIL", "ERROR")
+			for _, r := range res.Results {
+				last := "-"
+				if !r.LastCheck.IsZero() {
+					last = r.LastCheck.Local().Format(time.TimeOnly)
+				}
+				healthy := fmt.Sprint(r.Healthy)
+				if r.Pending {
+					healthy += " (changing)"
+				}
+				t.row(store.JoinAddr(r.IP, r.Port), r.Cluster, string(r.CheckType), healthy, last, orDash(r.Outcome),
+					orDash(latency(r.Latency)), fmt.Sprintf("%d/%d", r.ConsecutiveSuccesses, r.ConsecutiveFailures), orDash(r.Error))
+			}
+			if err := t.flush(); err != nil {
+				return err
+			}
+			if !res.Probing {
+				fmt.Fprintf(a.stderr, "note: the leader (%s) has not started probing yet\n", res.Leader)
+			}
+			return nil
+		},
+	}
+	sc.flags(cmd)
+	a.clientFlags(cmd)
+	return cmd
+}
+
+func latency(d store.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.D().Round(10 * time.Microsecond).String()
+}

@@ -1,0 +1,51 @@
+// Command roster is Roster's single binary: the server (`roster server`, `roster dev`)
+// and a command-line client of the native REST API.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is stamped at build time: go build -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// After the first signal a second one kills the process, even mid-shutdown.
+		<-ctx.Done()
+		stop()
+	}()
+	code := run(ctx, os.Args[1:], newApp(os.Stdout, os.Stderr, os.LookupEnv))
+	stop()
+	os.Exit(code)
+}
+
+// run executes one command line and returns the process exit code: 0 on success, 1 on
+// any error (printed to stderr as "roster: <message>").
+func run(ctx context.Context, args []string, a *app) int {
+	root := a.rootCmd()
+	root.SetArgs(args)
+	if err := root.ExecuteContext(ctx); err != nil {
+		var q quietError
+		if !errors.As(err, &q) {
+			printError(a.stderr, err)
+		}
+		return 1
+	}
+	return 0
+}
+
+func printError(w io.Writer, err error) {
+	fmt.Fprintf(w, "roster: %s\n", err)
+}
+
+// quietError fails the command without a message (the command has printed what it had
+// to say already).
+type quietError struct{ error }

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rosterhq/roster/client"
+)
+
+// defaultAddr is the API address the client commands dial by default.
+const defaultAddr = "127.0.0.1:8848"
+
+// app holds one invocation's I/O, environment and flag values.
+type app struct {
+	stdout, stderr io.Writer
+	lookupEnv      func(string) (string, bool)
+	// startNode opens and starts a Roster node; it returns the address the API listens
+	// on and a function that stops the node.
+	startNode func(o nodeOptions, log *slog.Logger) (httpAddr string, stop func() error, err error)
+
+	// Flags shared by the client commands.
+	addr    string
+	output  string
+	timeout time.Duration
+}
+
+func newApp(stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) *app {
+	return &app{stdout: stdout, stderr: stderr, lookupEnv: lookupEnv, startNode: startNode}
+}
+
+// rootCmd builds the command tree.
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "roster",
+		Short: "Roster: a CP service registry",
+		Long: "Roster is a CP registry for persistent service instances.\n\n" +
+			"Every flag can also be set by an environment variable: --http-addr ⇔ ROSTER_HTTP_ADDR\n" +
+			"(a flag given on the command line wins).",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindEnv(cmd.Flags(), a.lookupEnv); err != nil {
+				return err
+			}
+			if f := cmd.Flags().Lookup("output"); f != nil && a.output != outputTable && a.output != outputJSON {
+				return fmt.Errorf("--output %q: must be %s or %s", a.output, outputTable, outputJSON)
+			}
+			return nil
+		},
+	}
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.AddCommand(
+		a.serverCmd(),
+		a.devCmd(),
+		a.registerCmd(),
+		a.deregisterCmd(),
+		a.instancesCmd(),
+		a.healthCmd(),
+		a.servicesCmd(),
+		a.leaderCmd(),
+		a.membersCmd(),
+		a.readyCmd(),
+		a.versionCmd(),
+		a.snapshotCmd(),
+		a.recoverCmd(),
+	)
+	return root
+}
+
+// clientFlags adds the flags every client command shares.
+func (a *app) clientFlags(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&a.addr, "addr", defaultAddr, "API address of any Roster node (host:port or URL)")
+	fs.StringVarP(&a.output, "output", "o", outputTable, "output format: table or json")
+	fs.DurationVar(&a.timeout, "timeout", client.DefaultTimeout, "request timeout")
+}
+
+// client returns an API client for --addr.
+func (a *app) client() *client.Client {
+	return client.New(a.addr, client.WithTimeout(a.timeout))
+}
+
+// exactArgs is cobra.ExactArgs with a message that shows the usage.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return fmt.Errorf("usage: %s (got %d argument(s), want %d)", cmd.UseLine(), len(args), n)
+		}
+		return nil
+	}
+}
+
+// ctxOf returns the command's context (Background when run without one).
+func ctxOf(cmd *cobra.Command) context.Context {
+	if ctx := cmd.Context(); ctx != nil {
+		return ctx
+	}
+	return context.Background()
+}

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rosterhq/roster/client"
+	"github.com/rosterhq/roster/httpapi"
+	"github.com/rosterhq/roster/store"
+)
+
+// nodeOptions are the settings of one node, as the server and dev commands collect them.
+type nodeOptions struct {
+	NodeID           string
+	DataDir          string
+	HTTPAddr         string
+	HTTPAdvertise    string
+	RaftAddr         string
+	RaftAdvertise    string
+	Peers            string // id=raftaddr,... as given
+	Join             string
+	MetadataMaxBytes int
+	SnapshotMaxBytes int64 // largest snapshot archive PUT /v1/snapshot accepts (0: the default)
+}
+
+// newLogger returns a text logger on w at the named level (debug, info, warn or error).
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+func (a *app) serverCmd() *cobra.Command {
+	var (
+		o        nodeOptions
+		logLevel string
+	)
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run a Roster node",
+		Long: "Run a Roster node until SIGINT or SIGTERM.\n\n" +
+			"A new cluster starts from the same --peers list on every node (ignored once a node has\n" +
+			"state); a node can also be added later with --join pointing at any member's HTTP address.",
+		Example: "  roster server --node-id n1 --data-dir /var/lib/roster \\\n" +
+			"    --raft-advertise 10.0.0.1:7848 --peers n1=10.0.0.1:7848,n2=10.0.0.2:7848,n3=10.0.0.3:7848",
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.NodeID == "" {
+				return fmt.Errorf("--node-id is required (or %s)", envName("node-id"))
+			}
+			if o.DataDir == "" {
+				return fmt.Errorf("--data-dir is required (or %s)", envName("data-dir"))
+			}
+			log, err := newLogger(a.stderr, logLevel)
+			if err != nil {
+				return err
+			}
+			return a.serve(ctxOf(cmd), o, log)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.NodeID, "node-id", "", "this node's unique, stable id (required)")
+	fs.StringVar(&o.DataDir, "data-dir", "", "directory of the node's state and Raft log (required)")
+	fs.StringVar(&o.HTTPAddr, "http-addr", ":8848", "address the HTTP API listens on")
+	fs.StringVar(&o.RaftAddr, "raft-addr", ":7848", "address the Raft transport listens on")
+	fs.StringVar(&o.HTTPAdvertise, "http-advertise", "", "HTTP address other nodes reach this one at (default derived from --http-addr/--raft-advertise)")
+	fs.StringVar(&o.RaftAdvertise, "raft-advertise", "", "Raft address peers dial (default --raft-addr)")
+	fs.StringVar(&o.Peers, "peers", "", "bootstrap list id=raftaddr,... (the same on every node of a new cluster)")
+	fs.StringVar(&o.Join, "join", "", "HTTP address of a cluster member to ask to add this node")
+	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.IntVar(&o.MetadataMaxBytes, "metadata-max-bytes", store.DefaultMetadataSize, "largest metadata map, in bytes of JSON")
+	fs.Int64Var(&o.SnapshotMaxBytes, "snapshot-max-bytes", httpapi.DefaultSnapshotMaxBytes, "largest snapshot archive a restore accepts, in bytes")
+	return cmd
+}
+
+// serve runs a node until ctx is done, then stops it.
+func (a *app) serve(ctx context.Context, o nodeOptions, log *slog.Logger) error {
+	addr, stop, err := a.startNode(o, log)
+	if err != nil {
+		return err
+	}
+	log.Info("roster started", "version", version, "node", o.NodeID, "http", addr)
+	<-ctx.Done()
+	log.Info("roster stopping", "node", o.NodeID)
+	return stop()
+}
+
+// devNodeID is the id of the node `roster dev` runs.
+const devNodeID = "dev"
+
+func (a *app) devCmd() *cobra.Command {
+	var (
+		o        nodeOptions
+		logLevel string
+	)
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run a single-node Roster for development",
+		Long: "Run one node that bootstraps itself, with its data in a fresh temporary directory\n" +
+			"(removed on exit) unless --data-dir is given. Stops on SIGINT or SIGTERM.",
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(a.stderr, logLevel)
+			if err != nil {
+				return err
+			}
+			return a.dev(ctxOf(cmd), o, log)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.DataDir, "data-dir", "", "keep the data in this directory (default a temporary one, removed on exit)")
+	fs.StringVar(&o.HTTPAddr, "http-addr", ":8848", "address the HTTP API listens on")
+	fs.StringVar(&o.RaftAddr, "raft-addr", "127.0.0.1:7848", "address the Raft transport listens on")
+	fs.StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn or error")
+	fs.IntVar(&o.MetadataMaxBytes, "metadata-max-bytes", store.DefaultMetadataSize, "largest metadata map, in bytes of JSON")
+	return cmd
+}
+
+// dev runs a self-bootstrapping single node until ctx is done.
+func (a *app) dev(ctx context.Context, o nodeOptions, log *slog.Logger) (err error) {
+	o.NodeID = devNodeID
+	temp := o.DataDir == ""
+	if temp {
+		if o.DataDir, err = os.MkdirTemp("", "roster-dev-"); err != nil {
+			return err
+		}
+		defer func() {
+			if rerr := os.RemoveAll(o.DataDir); rerr != nil && err == nil {
+				err = rerr
+			}
+		}()
+	}
+	o.RaftAdvertise = dialableAddr(o.RaftAddr)
+	o.Peers = o.NodeID + "=" + o.RaftAdvertise
+
+	addr, stop, err := a.startNode(o, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if serr := stop(); serr != nil && err == nil {
+			err = serr
+		}
+	}()
+	httpAddr := dialableAddr(addr)
+	if err := waitReady(ctx, client.New(httpAddr, client.WithTimeout(2*time.Second)), 30*time.Second); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		fmt.Fprintf(a.stderr, "roster: warning: the dev node is not ready yet: %v\n", err)
+	}
+	fmt.Fprint(a.stderr, devBanner(httpAddr, o.DataDir, temp))
+	<-ctx.Done()
+	fmt.Fprintln(a.stderr, "roster dev: stopping")
+	return nil
+}
+
+// waitReady polls the node's readiness until it is ready, ctx is done or limit passes.
+func waitReady(ctx context.Context, c *client.Client, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		r, err := c.Ready(ctx)
+		if err == nil && r.Ready {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = fmt.Errorf("%s", orDash(r.Reason))
+			}
+			return err
+		case <-tick.C:
+		}
+	}
+}
+
+// dialableAddr turns a listen address into one a local client can dial: an empty or
+// unspecified host (":8848", "0.0.0.0:8848", "[::]:8848") becomes 127.0.0.1.
+func dialableAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// devBanner is what `roster dev` prints once the node is up: where it is and how to try it.
+func devBanner(httpAddr, dataDir string, temp bool) string {
+	base := "http://" + httpAddr
+	svc := base + "/v1/namespaces/public/groups/DEFAULT_GROUP/services/demo"
+	inst := svc + "/instances/127.0.0.1:9000"
+	addrFlag := ""
+	if httpAddr != defaultAddr {
+		addrFlag = " --addr " + httpAddr
+	}
+	data := "data in " + dataDir
+	if temp {
+		data += " (removed on exit)"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nRoster dev node %q is ready at %s, %s.\n\n", devNodeID, base, data)
+	b.WriteString("Try it:\n")
+	b.WriteString("  # register an instance (its TCP health check fails unless something listens on 127.0.0.1:9000)\n")
+	fmt.Fprintf(&b, "  curl -X PUT -H 'Content-Type: application/json' -d '{\"weight\":1,\"metadata\":{\"version\":\"v1\"}}' \\\n    %s\n", inst)
+	b.WriteString("  # list the service's instances\n")
+	fmt.Fprintf(&b, "  curl %s/instances\n", svc)
+	b.WriteString("  # deregister it\n")
+	fmt.Fprintf(&b, "  curl -X DELETE %s\n\n", inst)
+	fmt.Fprintf(&b, "Or with the CLI:\n  roster register demo 127.0.0.1:9000%[1]s\n  roster instances demo%[1]s\n  roster deregister demo 127.0.0.1:9000%[1]s\n\n", addrFlag)
+	b.WriteString("Press Ctrl-C to stop.\n")
+	return b.String()
+}

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/rosterhq/roster/httpapi"
+	"github.com/rosterhq/roster/raftnode"
+	"github.com/rosterhq/roster/server"
+)
+
+// startNode builds the server configuration from o, opens the node and starts serving.
+// It returns the address the API listens on and a function that stops the node.
+func startNode(o nodeOptions, log *slog.Logger) (string, func() error, error) {
+	var peers []raftnode.Peer
+	if o.Peers != "" {
+		p, err := raftnode.ParsePeers(o.Peers)
+		if err != nil {
+			return "", nil, fmt.Errorf("--peers: %w", err)
+		}
+		peers = p
+	}
+	srv, err := server.New(server.Config{
+		NodeID:           o.NodeID,
+		DataDir:          o.DataDir,
+		HTTPAddr:         o.HTTPAddr,
+		HTTPAdvertise:    o.HTTPAdvertise,
+		RaftAddr:         o.RaftAddr,
+		RaftAdvertise:    o.RaftAdvertise,
+		Peers:            peers,
+		Join:             o.Join,
+		MetadataMaxBytes: o.MetadataMaxBytes,
+		Logger:           log,
+		Version:          version,
+		Snapshot:         httpapi.SnapshotConfig{MaxBytes: o.SnapshotMaxBytes},
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	if err := srv.Start(); err != nil {
+		_ = srv.Close()
+		return "", nil, err
+	}
+	return srv.HTTPAddr(), srv.Close, nil
+}
