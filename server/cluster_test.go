@@ -1,0 +1,253 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/client"
+	"github.com/rosterhq/roster/server/servertest"
+)
+
+const (
+	ns    = "public"
+	group = "DEFAULT_GROUP"
+)
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func register(ctx context.Context, t *testing.T, c *client.Client, svc, ip string, port int) uint64 {
+	t.Helper()
+	idx, err := c.RegisterInstance(ctx, ns, group, svc, ip, port, api.InstanceRequest{Metadata: map[string]string{"k": "v"}})
+	if err != nil {
+		t.Fatalf("register %s %s:%d via %s: %v", svc, ip, port, c.Addr(), err)
+	}
+	return idx
+}
+
+func addrs(in []api.Instance) map[string]int {
+	out := map[string]int{}
+	for _, i := range in {
+		out[i.Addr()]++
+	}
+	return out
+}
+
+// A write sent to a follower is forwarded to the leader and is then readable
+// linearizably from every node, with an index at least the write's.
+func TestCluster_WriteViaFollowerReadableEverywhere(t *testing.T) {
+	c := servertest.New(t, 3, servertest.FastTimeouts())
+	leader := c.MustLeader()
+	ctx := ctxT(t, 30*time.Second)
+	f := c.Followers()[0]
+	idx := register(ctx, t, c.Nodes[f].Client(), "orders", "10.0.0.1", 5432)
+	if idx == 0 {
+		t.Fatal("write returned index 0")
+	}
+	for i, nd := range c.Nodes {
+		resp, meta, err := nd.Client().Instances(ctx, ns, group, "orders", client.InstancesQuery{})
+		if err != nil {
+			t.Fatalf("node %d (leader=%v): %v", i, i == leader, err)
+		}
+		if len(resp.Instances) != 1 || resp.Instances[0].Addr() != "10.0.0.1:5432" || resp.Instances[0].Metadata["k"] != "v" {
+			t.Fatalf("node %d: instances %+v", i, resp.Instances)
+		}
+		if meta.Index < idx || resp.Index < idx {
+			t.Fatalf("node %d: read index %d/%d < write index %d", i, meta.Index, resp.Index, idx)
+		}
+	}
+}
+
+// Stopping the leader elects a new one and writes succeed through a surviving node;
+// nothing acknowledged before is lost.
+func TestCluster_LeaderFailover(t *testing.T) {
+	c := servertest.New(t, 3, servertest.FastTimeouts())
+	old := c.MustLeader()
+	ctx := ctxT(t, 60*time.Second)
+	for p := 1; p <= 20; p++ {
+		register(ctx, t, c.Nodes[(old+1)%3].Client(), "db", "10.0.0.2", p)
+	}
+	c.Stop(old)
+	start := time.Now()
+	nl := c.MustLeader()
+	if nl == old {
+		t.Fatalf("stopped node %d still leader", old)
+	}
+	survivor := c.Nodes[c.Followers()[0]].Client()
+	register(ctx, t, survivor, "db", "10.0.0.2", 21)
+	t.Logf("failover to first write: %v", time.Since(start))
+	for _, i := range []int{nl, c.Followers()[0]} {
+		resp, _, err := c.Nodes[i].Client().Instances(ctx, ns, group, "db", client.InstancesQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Instances) != 21 {
+			t.Fatalf("node %d has %d instances, want 21", i, len(resp.Instances))
+		}
+	}
+}
+
+// All three nodes stopped and restarted on the same data dirs: every acknowledged
+// write is present exactly once and indexes do not go backwards.
+func TestCluster_FullRestartKeepsAcknowledgedWrites(t *testing.T) {
+	c := servertest.New(t, 3, servertest.FastTimeouts())
+	c.MustLeader()
+	ctx := ctxT(t, 60*time.Second)
+	want := map[string]int{}
+	var last uint64
+	for p := 1; p <= 50; p++ {
+		last = register(ctx, t, c.Nodes[p%3].Client(), "cache", "10.0.0.3", p)
+		want[fmt.Sprintf("10.0.0.3:%d", p)] = 1
+	}
+	if _, err := c.Nodes[0].Client().DeregisterInstance(ctx, ns, group, "cache", "10.0.0.3", 7); err != nil {
+		t.Fatal(err)
+	}
+	delete(want, "10.0.0.3:7")
+	c.Close()
+	for i := range c.Nodes {
+		c.Start(i)
+	}
+	c.MustLeader()
+	for i, nd := range c.Nodes {
+		resp, meta, err := nd.Client().Instances(ctx, ns, group, "cache", client.InstancesQuery{QueryOptions: client.QueryOptions{Consistency: api.ConsistencyStale}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := addrs(resp.Instances)
+		if len(got) != len(want) {
+			t.Fatalf("node %d: %d instances after restart, want %d", i, len(got), len(want))
+		}
+		for a, n := range got {
+			if n != 1 || want[a] != 1 {
+				t.Fatalf("node %d: instance %s appears %d times (wanted %d)", i, a, n, want[a])
+			}
+		}
+		if meta.Index < last {
+			t.Fatalf("node %d: index went back from %d to %d", i, last, meta.Index)
+		}
+	}
+}
+
+// A blocking query returns promptly when the service changes and at the wait otherwise.
+func TestCluster_BlockingQuery(t *testing.T) {
+	c := servertest.New(t, 3, servertest.FastTimeouts())
+	c.MustLeader()
+	ctx := ctxT(t, 30*time.Second)
+	cl := c.Nodes[c.Followers()[0]].Client()
+	idx := register(ctx, t, cl, "web", "10.0.0.4", 80)
+
+	// No change: returns at the wait with the same index.
+	start := time.Now()
+	_, meta, err := cl.Instances(ctx, ns, group, "web", client.InstancesQuery{QueryOptions: client.QueryOptions{WaitIndex: idx, WaitTime: 300 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el < 300*time.Millisecond {
+		t.Fatalf("blocking query returned after %v, before the wait", el)
+	}
+	if meta.Index != idx {
+		t.Fatalf("index changed without a write: %d -> %d", idx, meta.Index)
+	}
+
+	// A change: returns long before the 30 s wait.
+	type res struct {
+		resp api.InstancesResponse
+		err  error
+	}
+	done := make(chan res, 1)
+	go func() {
+		r, _, err := cl.Instances(ctx, ns, group, "web", client.InstancesQuery{QueryOptions: client.QueryOptions{WaitIndex: idx, WaitTime: 30 * time.Second}})
+		done <- res{r, err}
+	}()
+	// Make sure the query is parked before writing: another service's write must not wake it.
+	register(ctx, t, cl, "other", "10.0.0.9", 1)
+	select {
+	case r := <-done:
+		t.Fatalf("blocking query woke for another service's write: %+v %v", r.resp.Index, r.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	w := register(ctx, t, cl, "web", "10.0.0.4", 81)
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if r.resp.Index < w || len(r.resp.Instances) != 2 {
+			t.Fatalf("woke with index %d (write %d), %d instances", r.resp.Index, w, len(r.resp.Instances))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("blocking query did not return after a change")
+	}
+}
+
+// Bad input is refused with a 400 naming the field and never reaches the Raft log.
+func TestCluster_BadInputDoesNotTouchLog(t *testing.T) {
+	c := servertest.New(t, 3, servertest.FastTimeouts())
+	l := c.MustLeader()
+	ctx := ctxT(t, 30*time.Second)
+	register(ctx, t, c.Nodes[l].Client(), "svc", "10.0.0.5", 1)
+	r := c.Nodes[l].Server.Node().Raft()
+	before := r.LastIndex()
+	base := "http://" + c.Nodes[c.Followers()[0]].HTTPAddr + "/v1/namespaces/public/groups/DEFAULT_GROUP/services/"
+	cases := []struct {
+		method, path, body, field string
+	}{
+		{"PUT", "svc/instances/10.0.0.5:70000", `{}`, "port"},
+		{"PUT", "svc/instances/not_an_ip!:80", `{}`, "ip"},
+		{"PUT", "svc/instances/10.0.0.5:80", `{"weight":10001}`, "weight"},
+		{"PUT", "svc/instances/10.0.0.5:80", `{"cluster":"bad cluster"}`, "cluster"},
+		{"PUT", "svc/instances/10.0.0.5:80", `{"metadata":{"k":"` + strings.Repeat("x", 2000) + `"}}`, "metadata"},
+		{"PUT", "svc/instances/10.0.0.5:80", `{"nope":1}`, "nope"},
+		{"PUT", "svc", `{"protectThreshold":2}`, "protectThreshold"},
+		{"PUT", "svc/clusters/DEFAULT", `{"healthCheck":{"type":"HTTP","interval":"500ms"}}`, "healthCheck.interval"},
+		{"PUT", "svc/clusters/DEFAULT", `{"healthCheck":{"rise":11}}`, "healthCheck.rise"},
+	}
+	for _, tc := range cases {
+		req, _ := http.NewRequestWithContext(ctx, tc.method, base+tc.path, strings.NewReader(tc.body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body api.ErrorBody
+		err = decodeJSON(resp, &body)
+		if resp.StatusCode != 400 || err != nil || body.Error.Field != tc.field {
+			t.Errorf("%s %s %s: status %d field %q (want 400 %q) err %v", tc.method, tc.path, tc.body, resp.StatusCode, body.Error.Field, tc.field, err)
+		}
+	}
+	if after := r.LastIndex(); after != before {
+		t.Fatalf("raft last index moved from %d to %d on bad input", before, after)
+	}
+}
+
+// With no quorum, a write is answered 503 within the request timeout, never hangs.
+func TestCluster_WriteWithoutLeaderIs503(t *testing.T) {
+	c := servertest.New(t, 3, servertest.FastTimeouts())
+	l := c.MustLeader()
+	survivor := (l + 1) % 3
+	for i := range c.Nodes {
+		if i != survivor {
+			c.Stop(i)
+		}
+	}
+	ctx := ctxT(t, 30*time.Second)
+	start := time.Now()
+	_, err := c.Nodes[survivor].Client().RegisterInstance(ctx, ns, group, "x", "10.0.0.6", 1, api.InstanceRequest{})
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable {
+		t.Fatalf("write without quorum: %v, want a 503", err)
+	}
+	if el := time.Since(start); el > 15*time.Second {
+		t.Fatalf("503 took %v", el)
+	}
+}

@@ -1,0 +1,241 @@
+package server_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/client"
+	"github.com/rosterhq/roster/server/servertest"
+)
+
+// backend is a real TCP listener an instance points at; Close/Reopen make it fail/pass probes.
+type backend struct {
+	t    *testing.T
+	addr string
+	ln   net.Listener
+}
+
+func newBackend(t *testing.T) *backend {
+	b := &backend{t: t, addr: servertest.FreePort(t)}
+	b.Reopen()
+	t.Cleanup(b.Close)
+	return b
+}
+
+func (b *backend) Reopen() {
+	b.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ln, err := net.Listen("tcp", b.addr)
+		if err == nil {
+			b.ln = ln
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					_ = c.Close()
+				}
+			}()
+			return
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("reopen %s: %v", b.addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (b *backend) Close() {
+	if b.ln != nil {
+		_ = b.ln.Close()
+		b.ln = nil
+	}
+}
+
+func (b *backend) port() int {
+	_, p, _ := net.SplitHostPort(b.addr)
+	var n int
+	for _, c := range p {
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+const (
+	probeInterval = time.Second
+	probeTimeout  = 300 * time.Millisecond
+	probeFall     = 2
+)
+
+// probedService creates service "svc" whose DEFAULT cluster is TCP-probed every second.
+func probedService(ctx context.Context, t *testing.T, c *client.Client) {
+	t.Helper()
+	_, err := c.UpsertCluster(ctx, ns, group, "svc", "DEFAULT", api.ClusterRequest{HealthCheck: &api.HealthCheckSpec{
+		Type: "TCP", Interval: probeInterval.String(), Timeout: probeTimeout.String(), Rise: 2, Fall: probeFall,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitHealth polls every running node (stale reads) until the instance has the wanted
+// health everywhere, and returns how long it took.
+func waitHealth(ctx context.Context, t *testing.T, cl *servertest.Cluster, port int, want bool, within time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	deadline := start.Add(within)
+	for {
+		all := true
+		for _, nd := range cl.Nodes {
+			if !nd.Running() {
+				continue
+			}
+			res, _, err := nd.Client().Instance(ctx, ns, group, "svc", "127.0.0.1", port, client.QueryOptions{Consistency: api.ConsistencyStale})
+			if err != nil || res.Instance.Healthy != want {
+				all = false
+				break
+			}
+		}
+		if all {
+			return time.Since(start)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("instance 127.0.0.1:%d not healthy=%v on every node within %v", port, want, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The leader probes: an instance registered unhealthy becomes healthy while its
+// listener is up, unhealthy within interval×fall+timeout+1s after it closes, healthy
+// again when it reopens; every transition reaches every node.
+func TestHealth_ProbesDriveTransitions(t *testing.T) {
+	c := servertest.New(t, 3, servertest.FastTimeouts())
+	c.MustLeader()
+	ctx := ctxT(t, 60*time.Second)
+	cl := c.Nodes[c.Followers()[0]].Client()
+	probedService(ctx, t, cl)
+	b := newBackend(t)
+	unhealthy := false
+	if _, err := cl.RegisterInstance(ctx, ns, group, "svc", "127.0.0.1", b.port(), api.InstanceRequest{Healthy: &unhealthy}); err != nil {
+		t.Fatal(err)
+	}
+	waitHealth(ctx, t, c, b.port(), true, 10*time.Second)
+
+	b.Close()
+	bound := probeInterval*probeFall + probeTimeout + time.Second
+	took := waitHealth(ctx, t, c, b.port(), false, bound+2*time.Second)
+	t.Logf("down detected everywhere after %v (bound %v)", took, bound)
+	if took > bound {
+		t.Fatalf("detection took %v, more than interval×fall+timeout+1s = %v", took, bound)
+	}
+
+	// The probe results are served by the leader through any node.
+	res, err := cl.Health(ctx, ns, group, "svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Probing || len(res.Results) != 1 || res.Results[0].Outcome != "failure" || res.Results[0].Error == "" {
+		t.Fatalf("health results: %+v", res)
+	}
+
+	b.Reopen()
+	waitHealth(ctx, t, c, b.port(), true, 10*time.Second)
+}
+
+// A new leader keeps the committed health: an instance that is down stays unhealthy
+// across the handover and is not flipped by it, and one that is up stays healthy.
+func TestHealth_FailoverKeepsCommittedHealth(t *testing.T) {
+	c := servertest.New(t, 3, servertest.FastTimeouts())
+	l := c.MustLeader()
+	ctx := ctxT(t, 60*time.Second)
+	cl := c.Nodes[l].Client()
+	probedService(ctx, t, cl)
+	down, up := newBackend(t), newBackend(t)
+	for _, b := range []*backend{down, up} {
+		if _, err := cl.RegisterInstance(ctx, ns, group, "svc", "127.0.0.1", b.port(), api.InstanceRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	down.Close()
+	waitHealth(ctx, t, c, down.port(), false, 10*time.Second)
+
+	// Record every health value each survivor sees from now until well after the new
+	// leader has probed several rounds.
+	c.Stop(l)
+	c.MustLeader()
+	deadline := time.Now().Add(3 * probeInterval * probeFall)
+	for time.Now().Before(deadline) {
+		for _, nd := range c.Nodes {
+			if !nd.Running() {
+				continue
+			}
+			res, _, err := nd.Client().Instances(ctx, ns, group, "svc", client.InstancesQuery{QueryOptions: client.QueryOptions{Consistency: api.ConsistencyStale}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, in := range res.Instances {
+				if in.Port == down.port() && in.Healthy {
+					t.Fatalf("%s: down instance flipped to healthy after failover", nd.ID)
+				}
+				if in.Port == up.port() && !in.Healthy {
+					t.Fatalf("%s: up instance flipped to unhealthy after failover", nd.ID)
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The new leader's prober runs and still sees the same truth.
+	res, err := c.Nodes[c.Leader()].Client().Health(ctx, ns, group, "svc")
+	if err != nil || !res.Probing || len(res.Results) != 2 {
+		t.Fatalf("new leader's results: %+v %v", res, err)
+	}
+}
+
+// Deregistering an instance whose probe is in flight does not bring it back: the
+// prober's late transition is fenced by the registration epoch.
+func TestHealth_DeregisterDuringProbeStaysGone(t *testing.T) {
+	c := servertest.New(t, 3, servertest.FastTimeouts())
+	l := c.MustLeader()
+	ctx := ctxT(t, 60*time.Second)
+	cl := c.Nodes[l].Client()
+	probedService(ctx, t, cl)
+	// A listener that never answers keeps TCP connects succeeding, so use a closed port:
+	// every probe fails after the timeout and produces a transition to unhealthy.
+	b := newBackend(t)
+	b.Close()
+	var last uint64
+	for round := 0; round < 3; round++ {
+		if _, err := cl.RegisterInstance(ctx, ns, group, "svc", "127.0.0.1", b.port(), api.InstanceRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		// Let the prober get near its transition, then deregister.
+		time.Sleep(probeInterval * time.Duration(probeFall) / 2)
+		idx, err := cl.DeregisterInstance(ctx, ns, group, "svc", "127.0.0.1", b.port())
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = idx
+	}
+	if err := c.WaitApplied(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	end := time.Now().Add(3 * probeInterval * probeFall)
+	for time.Now().Before(end) {
+		for _, nd := range c.Nodes {
+			res, _, err := nd.Client().Instances(ctx, ns, group, "svc", client.InstancesQuery{QueryOptions: client.QueryOptions{Consistency: api.ConsistencyStale}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Instances) != 0 {
+				t.Fatalf("%s: deregistered instance came back: %+v", nd.ID, res.Instances)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,11 @@
+package server_test
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+func decodeJSON(resp *http.Response, v any) error {
+	defer resp.Body.Close()
+	return json.NewDecoder(resp.Body).Decode(v)
+}

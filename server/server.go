@@ -1,0 +1,303 @@
+// Package server wires one Roster node together: the bbolt store, the FSM, the Raft
+// node, the leader-only health prober and the HTTP API.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/healthcheck"
+	"github.com/rosterhq/roster/httpapi"
+	"github.com/rosterhq/roster/raftnode"
+	"github.com/rosterhq/roster/store"
+)
+
+// Config is the validated configuration of one node.
+type Config struct {
+	// NodeID is this node's Raft server ID; it must be unique in the cluster.
+	NodeID string
+	// DataDir holds state.db, the raft/ directory and snapshot-tmp/.
+	DataDir string
+	// HTTPAddr is the address the API listens on (":8848"; port 0 picks a free port).
+	HTTPAddr string
+	// HTTPAdvertise is the address other nodes use to reach this node's API; defaults to
+	// the listen address when it names a host, else to the Raft advertise host.
+	HTTPAdvertise string
+	// RaftAddr is the address the Raft transport listens on.
+	RaftAddr string
+	// RaftAdvertise is the address peers dial for Raft; defaults to RaftAddr.
+	RaftAdvertise string
+	// Peers is the static bootstrap list (the same on every node); ignored when the node has state.
+	Peers []raftnode.Peer
+	// Join is the HTTP address of a member to ask to add this node.
+	Join string
+	// MetadataMaxBytes bounds a metadata map's JSON encoding (0 = 1 KiB).
+	MetadataMaxBytes int
+	// Health configures the leader's prober (zero values take healthcheck's defaults).
+	Health healthcheck.Config
+	// Raft carries optional timing overrides (zero values take raftnode's defaults).
+	Raft RaftTuning
+	// NoSync disables fsync of the state file (tests only).
+	NoSync bool
+	// Version is this build's version, recorded in snapshot archives.
+	Version string
+	// Snapshot configures the backup routes; an empty Dir means DataDir/snapshot-tmp.
+	Snapshot httpapi.SnapshotConfig
+	// Logger receives structured logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// RaftTuning overrides raftnode's timing defaults.
+type RaftTuning struct {
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	SnapshotThreshold  uint64
+	SnapshotInterval   time.Duration
+	TrailingLogs       uint64
+}
+
+// Validate fills defaults and rejects unusable settings.
+func (c *Config) Validate() error {
+	if c.NodeID == "" {
+		return errors.New("node-id: must not be empty")
+	}
+	if c.DataDir == "" {
+		return errors.New("data-dir: must not be empty")
+	}
+	if c.HTTPAddr == "" {
+		c.HTTPAddr = ":8848"
+	}
+	if c.RaftAddr == "" {
+		c.RaftAddr = ":7848"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		return fmt.Errorf("http-addr: %w", err)
+	}
+	if _, _, err := net.SplitHostPort(c.RaftAddr); err != nil {
+		return fmt.Errorf("raft-addr: %w", err)
+	}
+	return nil
+}
+
+// Server is one running Roster node.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	store    *store.Store
+	fsm      *fsm.FSM
+	node     *raftnode.Node
+	registry *prometheus.Registry
+	health   *healthcheck.Manager
+	ln       net.Listener
+	http     *http.Server
+	httpAddr string
+
+	closeOnce sync.Once
+	closeErr  error
+	serveDone chan struct{}
+}
+
+// New opens the node's state and Raft log and binds the HTTP listener; Start begins
+// serving. On error everything opened so far is closed again.
+func New(cfg Config) (_ *Server, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), serveDone: make(chan struct{})}
+	var closers []func() error
+	defer func() {
+		if err != nil {
+			for i := len(closers) - 1; i >= 0; i-- {
+				_ = closers[i]()
+			}
+		}
+	}()
+
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("data-dir: %w", err)
+	}
+	if cfg.Snapshot.Dir == "" {
+		cfg.Snapshot.Dir = filepath.Join(cfg.DataDir, snapshotTempDir)
+		if err := resetDir(cfg.Snapshot.Dir); err != nil {
+			return nil, fmt.Errorf("data-dir: %w", err)
+		}
+	}
+	s.store, err = store.Open(raftnode.StatePath(cfg.DataDir), store.Options{
+		Limits: store.Limits{MaxMetadataBytes: cfg.MetadataMaxBytes},
+		NoSync: cfg.NoSync,
+		Logger: s.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open state: %w", err)
+	}
+	closers = append(closers, s.store.Close)
+	s.fsm = fsm.New(s.store, s.log)
+
+	s.ln, err = net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("http-addr: %w", err)
+	}
+	closers = append(closers, s.ln.Close)
+	s.httpAddr = s.ln.Addr().String()
+
+	httpAdv, err := advertise(cfg.HTTPAdvertise, s.httpAddr, cfg.RaftAdvertise, cfg.RaftAddr)
+	if err != nil {
+		return nil, fmt.Errorf("http-advertise: %w", err)
+	}
+
+	s.node, err = raftnode.New(raftnode.Config{
+		NodeID:             cfg.NodeID,
+		DataDir:            cfg.DataDir,
+		RaftBind:           cfg.RaftAddr,
+		RaftAdvertise:      cfg.RaftAdvertise,
+		HTTPAdvertise:      httpAdv,
+		Peers:              cfg.Peers,
+		Join:               cfg.Join,
+		HeartbeatTimeout:   cfg.Raft.HeartbeatTimeout,
+		ElectionTimeout:    cfg.Raft.ElectionTimeout,
+		LeaderLeaseTimeout: cfg.Raft.LeaderLeaseTimeout,
+		SnapshotThreshold:  cfg.Raft.SnapshotThreshold,
+		SnapshotInterval:   cfg.Raft.SnapshotInterval,
+		TrailingLogs:       cfg.Raft.TrailingLogs,
+		Logger:             s.log,
+	}, s.fsm)
+	if err != nil {
+		return nil, fmt.Errorf("raft: %w", err)
+	}
+	closers = append(closers, s.node.Shutdown)
+
+	s.registry = prometheus.NewRegistry()
+	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	hcfg := cfg.Health
+	hcfg.Registerer = s.registry
+	s.health, err = healthcheck.NewManager(hcfg, s.store, s.node, s.log)
+	if err != nil {
+		return nil, fmt.Errorf("health checks: %w", err)
+	}
+	s.node.OnLeadership(s.health.Run)
+
+	handler, err := httpapi.New(httpapi.Config{
+		NodeID:   cfg.NodeID,
+		Store:    s.store,
+		Node:     s.node,
+		Logger:   s.log,
+		Registry: s.registry,
+		Version:  cfg.Version,
+		Snapshot: cfg.Snapshot,
+		Health:   s.health,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("http api: %w", err)
+	}
+	s.http = &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	return s, nil
+}
+
+// advertise picks the address peers use to reach the HTTP API.
+func advertise(explicit, bound, raftAdv, raftBind string) (string, error) {
+	if explicit != "" {
+		if _, _, err := net.SplitHostPort(explicit); err != nil {
+			return "", err
+		}
+		return explicit, nil
+	}
+	host, port, err := net.SplitHostPort(bound)
+	if err != nil {
+		return "", err
+	}
+	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+		return bound, nil
+	}
+	for _, ra := range []string{raftAdv, raftBind} {
+		if ra == "" {
+			continue
+		}
+		rh, _, err := net.SplitHostPort(ra)
+		if err != nil {
+			continue
+		}
+		if ip := net.ParseIP(rh); rh != "" && (ip == nil || !ip.IsUnspecified()) {
+			return net.JoinHostPort(rh, port), nil
+		}
+	}
+	return "", errors.New("cannot derive an address other nodes can reach: the listen address has no host; set --http-advertise")
+}
+
+// Start serves the HTTP API until Close.
+func (s *Server) Start() error {
+	go func() {
+		defer close(s.serveDone)
+		if err := s.http.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("http server stopped", "err", err)
+		}
+	}()
+	s.log.Info("serving", "http", s.httpAddr, "raft", s.cfg.RaftAddr)
+	return nil
+}
+
+// HTTPAddr is the address the API listens on (with the real port when 0 was asked for).
+func (s *Server) HTTPAddr() string { return s.httpAddr }
+
+// Node is the node's Raft wiring.
+func (s *Server) Node() *raftnode.Node { return s.node }
+
+// Store is the node's state.
+func (s *Server) Store() *store.Store { return s.store }
+
+// Close stops serving, leaves Raft running no longer and closes the state. It is idempotent.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		errs := []error{}
+		if err := s.http.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("http: %w", err))
+			_ = s.http.Close()
+		}
+		if h, ok := s.http.Handler.(interface{ CloseIdleConnections() }); ok {
+			h.CloseIdleConnections()
+		}
+		if err := s.node.Shutdown(); err != nil {
+			errs = append(errs, fmt.Errorf("raft: %w", err))
+		}
+		if err := s.store.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("state: %w", err))
+		}
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+// snapshotTempDir, under the data directory, receives uploaded snapshot archives while
+// they are checked. It is emptied at start: anything in it is left from an interrupted
+// upload.
+const snapshotTempDir = "snapshot-tmp"
+
+// resetDir creates dir, or empties it if it exists.
+func resetDir(dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	return os.MkdirAll(dir, 0o750)
+}

@@ -1,0 +1,223 @@
+// Package servertest runs in-process Roster clusters on loopback for tests: every node
+// is a full server (store, FSM, Raft, HTTP API) on ports picked at start.
+package servertest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/rosterhq/roster/client"
+	"github.com/rosterhq/roster/raftnode"
+	"github.com/rosterhq/roster/server"
+)
+
+// Node is one member of a test cluster. Set ROSTER_TEST_LOG=1 to see its logs.
+type Node struct {
+	ID       string
+	DataDir  string
+	RaftAddr string
+	HTTPAddr string
+	Server   *server.Server // nil while stopped
+	cfg      server.Config
+}
+
+// Running reports whether the node is started.
+func (n *Node) Running() bool { return n.Server != nil }
+
+// Client returns an API client for this node.
+func (n *Node) Client() *client.Client { return client.New(n.HTTPAddr) }
+
+// Cluster is a set of nodes bootstrapped together.
+type Cluster struct {
+	t     testing.TB
+	Nodes []*Node
+}
+
+// Option adjusts every node's configuration before it starts.
+type Option func(*server.Config)
+
+// FastTimeouts shortens Raft's timers so elections in tests take well under a second.
+func FastTimeouts() Option {
+	return func(c *server.Config) {
+		c.Raft.HeartbeatTimeout = 300 * time.Millisecond
+		c.Raft.ElectionTimeout = 300 * time.Millisecond
+		c.Raft.LeaderLeaseTimeout = 150 * time.Millisecond
+	}
+}
+
+// FreePort returns a loopback address with a port that was free a moment ago.
+func FreePort(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// New starts an n-node cluster from a static peer list and registers cleanup.
+func New(t testing.TB, n int, opts ...Option) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t}
+	var peers []raftnode.Peer
+	for i := 1; i <= n; i++ {
+		id := "n" + strconv.Itoa(i)
+		nd := &Node{ID: id, DataDir: filepath.Join(t.TempDir(), id), RaftAddr: FreePort(t), HTTPAddr: FreePort(t)}
+		c.Nodes = append(c.Nodes, nd)
+		peers = append(peers, raftnode.Peer{ID: id, Addr: nd.RaftAddr})
+	}
+	logger := slog.New(slog.DiscardHandler)
+	if os.Getenv("ROSTER_TEST_LOG") != "" {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	for _, nd := range c.Nodes {
+		nd.cfg = server.Config{
+			NodeID:   nd.ID,
+			DataDir:  nd.DataDir,
+			HTTPAddr: nd.HTTPAddr,
+			RaftAddr: nd.RaftAddr,
+			Peers:    peers,
+			Logger:   logger,
+		}
+		for _, o := range opts {
+			o(&nd.cfg)
+		}
+	}
+	for i := range c.Nodes {
+		c.Start(i)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// Start starts (or restarts, on the same data dir and addresses) node i.
+func (c *Cluster) Start(i int) {
+	c.t.Helper()
+	nd := c.Nodes[i]
+	if nd.Server != nil {
+		c.t.Fatalf("node %s already running", nd.ID)
+	}
+	var err error
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		nd.Server, err = server.New(nd.cfg)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		// A just-closed listener's port can take a moment to be released.
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		c.t.Fatalf("start %s: %v", nd.ID, err)
+	}
+	if err := nd.Server.Start(); err != nil {
+		c.t.Fatalf("start %s: %v", nd.ID, err)
+	}
+}
+
+// Stop stops node i; its data stays for a later Start.
+func (c *Cluster) Stop(i int) {
+	c.t.Helper()
+	nd := c.Nodes[i]
+	if nd.Server == nil {
+		return
+	}
+	if err := nd.Server.Close(); err != nil {
+		c.t.Logf("stop %s: %v", nd.ID, err)
+	}
+	nd.Server = nil
+}
+
+// Close stops every node.
+func (c *Cluster) Close() {
+	for i := range c.Nodes {
+		c.Stop(i)
+	}
+}
+
+// Leader returns the index of the running node that is leader, or -1.
+func (c *Cluster) Leader() int {
+	for i, nd := range c.Nodes {
+		if nd.Server != nil && nd.Server.Node().IsLeader() {
+			return i
+		}
+	}
+	return -1
+}
+
+// Followers returns the indexes of running nodes that are not leader.
+func (c *Cluster) Followers() []int {
+	var out []int
+	for i, nd := range c.Nodes {
+		if nd.Server != nil && !nd.Server.Node().IsLeader() {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// WaitForLeader waits until exactly one running node is leader, every running node knows
+// it, and every running node reports ready; it returns the leader's index.
+func (c *Cluster) WaitForLeader(ctx context.Context) (int, error) {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if i := c.Leader(); i >= 0 {
+			lid := c.Nodes[i].ID
+			ok := true
+			for _, nd := range c.Nodes {
+				if nd.Server == nil {
+					continue
+				}
+				m, known := nd.Server.Node().Leader()
+				ready, _ := nd.Server.Node().Ready()
+				if !known || m.ID != lid || m.HTTPAddr == "" || !ready {
+					ok = false
+					break
+				}
+			}
+			if ok {
+				return i, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return -1, fmt.Errorf("no leader known to every running node: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// MustLeader is WaitForLeader with a 15 s deadline that fails the test.
+func (c *Cluster) MustLeader() int {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	i, err := c.WaitForLeader(ctx)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return i
+}
+
+// WaitApplied waits until every running node has applied index idx.
+func (c *Cluster) WaitApplied(ctx context.Context, idx uint64) error {
+	for _, nd := range c.Nodes {
+		if nd.Server == nil {
+			continue
+		}
+		if err := nd.Server.Node().FSM().WaitApplied(ctx, idx); err != nil {
+			return fmt.Errorf("%s: %w", nd.ID, err)
+		}
+	}
+	return nil
+}
