@@ -97,12 +97,13 @@ func TestNacosHTTP_V2Lifecycle(t *testing.T) {
 func TestNacosHTTP_BadInputLeavesTheLogAlone(t *testing.T) {
 	c, leader := newCluster(t, 3)
 	follower := "http://" + c.Nodes[c.Followers()[0]].HTTPAddr
-	if r := call(t, http.MethodPost, follower+"/nacos/v1/ns/instance", "serviceName=orders&ip=10.0.0.1&port=8080&ephemeral=false"); r.body != "ok" {
+	// A live backend: the leader's TCP probes succeed, so no health change is written.
+	inst := "serviceName=orders&ip=127.0.0.1&port=" + strconv.Itoa(newBackend(t).port)
+	if r := call(t, http.MethodPost, follower+"/nacos/v1/ns/instance", inst+"&ephemeral=false"); r.body != "ok" {
 		t.Fatalf("register: %d %s", r.status, r.body)
 	}
 	before := lastIndex(c, leader)
 
-	const inst = "serviceName=orders&ip=10.0.0.1&port=8080"
 	tests := []struct {
 		name, method, path, form string
 		status, code             int

@@ -23,7 +23,7 @@ type Node struct {
 	ID       string
 	DataDir  string
 	RaftAddr string
-	HTTPAddr string
+	HTTPAddr string // bound on port 0 at first start, then kept across restarts
 	Server   *server.Server // nil while stopped
 	cfg      server.Config
 }
@@ -71,7 +71,7 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 	var peers []raftnode.Peer
 	for i := 1; i <= n; i++ {
 		id := "n" + strconv.Itoa(i)
-		nd := &Node{ID: id, DataDir: filepath.Join(t.TempDir(), id), RaftAddr: FreePort(t), HTTPAddr: FreePort(t)}
+		nd := &Node{ID: id, DataDir: filepath.Join(t.TempDir(), id), RaftAddr: FreePort(t)}
 		c.Nodes = append(c.Nodes, nd)
 		peers = append(peers, raftnode.Peer{ID: id, Addr: nd.RaftAddr})
 	}
@@ -83,7 +83,7 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 		nd.cfg = server.Config{
 			NodeID:   nd.ID,
 			DataDir:  nd.DataDir,
-			HTTPAddr: nd.HTTPAddr,
+			HTTPAddr: "127.0.0.1:0",
 			RaftAddr: nd.RaftAddr,
 			Peers:    peers,
 			Logger:   logger,
@@ -107,6 +107,10 @@ func (c *Cluster) Start(i int) {
 		c.t.Fatalf("node %s already running", nd.ID)
 	}
 	var err error
+	if nd.HTTPAddr != "" {
+		// A restart keeps its HTTP address so that clients made earlier still work.
+		nd.cfg.HTTPAddr = nd.HTTPAddr
+	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		nd.Server, err = server.New(nd.cfg)
@@ -119,6 +123,7 @@ func (c *Cluster) Start(i int) {
 	if err != nil {
 		c.t.Fatalf("start %s: %v", nd.ID, err)
 	}
+	nd.HTTPAddr = nd.Server.HTTPAddr()
 	if err := nd.Server.Start(); err != nil {
 		c.t.Fatalf("start %s: %v", nd.ID, err)
 	}
