@@ -37,6 +37,9 @@ type Config struct {
 	HTTPAdvertise string
 	// RaftAddr is the address the Raft transport listens on.
 	RaftAddr string
+	// RaftListener, when set, is an already-open listener for the Raft transport (its
+	// address must be RaftAddr); the server owns it from New on.
+	RaftListener net.Listener
 	// RaftAdvertise is the address peers dial for Raft; defaults to RaftAddr.
 	RaftAdvertise string
 	// Peers is the static bootstrap list (the same on every node); ignored when the node has state.
@@ -165,6 +168,7 @@ func New(cfg Config) (_ *Server, err error) {
 		NodeID:             cfg.NodeID,
 		DataDir:            cfg.DataDir,
 		RaftBind:           cfg.RaftAddr,
+		RaftListener:       cfg.RaftListener,
 		RaftAdvertise:      cfg.RaftAdvertise,
 		HTTPAdvertise:      httpAdv,
 		Peers:              cfg.Peers,

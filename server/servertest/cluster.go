@@ -26,6 +26,7 @@ type Node struct {
 	HTTPAddr string // bound on port 0 at first start, then kept across restarts
 	Server   *server.Server // nil while stopped
 	cfg      server.Config
+	raftLn   net.Listener // bound before the first start, so that no other process takes the port
 }
 
 // Running reports whether the node is started.
@@ -71,7 +72,11 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 	var peers []raftnode.Peer
 	for i := 1; i <= n; i++ {
 		id := "n" + strconv.Itoa(i)
-		nd := &Node{ID: id, DataDir: filepath.Join(t.TempDir(), id), RaftAddr: FreePort(t)}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("raft listener: %v", err)
+		}
+		nd := &Node{ID: id, DataDir: filepath.Join(t.TempDir(), id), RaftAddr: ln.Addr().String(), raftLn: ln}
 		c.Nodes = append(c.Nodes, nd)
 		peers = append(peers, raftnode.Peer{ID: id, Addr: nd.RaftAddr})
 	}
@@ -111,9 +116,11 @@ func (c *Cluster) Start(i int) {
 		// A restart keeps its HTTP address so that clients made earlier still work.
 		nd.cfg.HTTPAddr = nd.HTTPAddr
 	}
+	nd.cfg.RaftListener, nd.raftLn = nd.raftLn, nil
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		nd.Server, err = server.New(nd.cfg)
+		nd.cfg.RaftListener = nil
 		if err == nil || time.Now().After(deadline) {
 			break
 		}
@@ -144,8 +151,12 @@ func (c *Cluster) Stop(i int) {
 
 // Close stops every node.
 func (c *Cluster) Close() {
-	for i := range c.Nodes {
+	for i, nd := range c.Nodes {
 		c.Stop(i)
+		if nd.raftLn != nil {
+			_ = nd.raftLn.Close()
+			nd.raftLn = nil
+		}
 	}
 }
 
