@@ -2,6 +2,7 @@ package raftnode
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -41,6 +42,14 @@ func slogLevel(level hclog.Level) slog.Level {
 }
 
 func (h *hcLogger) Log(level hclog.Level, msg string, args ...any) {
+	for i, a := range args {
+		// hclog.Fmt values are printf-style: format them as hclog does.
+		if f, ok := a.(hclog.Format); ok && len(f) > 0 {
+			if format, ok := f[0].(string); ok {
+				args[i] = fmt.Sprintf(format, f[1:]...)
+			}
+		}
+	}
 	h.l.Log(context.Background(), slogLevel(level), msg, args...)
 }
 

@@ -90,7 +90,7 @@ func newNode(cfg Config, sm StateMachine, members MemberLookup, f *fsm.FSM) (*No
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{
 		cfg:      cfg,
-		log:      cfg.Logger.With("node", cfg.NodeID),
+		log:      cfg.Logger,
 		sm:       sm,
 		fsm:      f,
 		members:  members,
@@ -159,6 +159,11 @@ func (n *Node) open() (bool, error) {
 	existing, err := raft.HasExistingState(cache, bolt, snaps)
 	if err != nil {
 		return false, fmt.Errorf("raftnode: read raft state: %w", err)
+	}
+	if existing {
+		if err := n.catchUpFromSnapshot(st.snaps, filepath.Join(cfg.DataDir, raftDirName)); err != nil {
+			return false, err
+		}
 	}
 	rc := cfg.raftConfig(n.notifyCh)
 	rc.Logger = newHCLogger(n.log, "raft")

@@ -32,6 +32,13 @@ type Options struct {
 	Limits Limits
 	// NoSync skips fsync on commit. Only for tests and benchmarks: a crash loses data.
 	NoSync bool
+	// SyncInterval, when positive, takes fsync off the commit path: commits are written
+	// to the file but fsynced together every SyncInterval (and at Close). Only a caller
+	// that can rebuild the state after a crash may use it — Roster's Raft log and
+	// snapshots can. A file left by a crash (no clean Close) is checked whole at Open; a
+	// file that fails the check is moved aside (state.db.corrupt-<unix time>) and an
+	// empty state takes its place, so a torn file is never served.
+	SyncInterval time.Duration
 	// Logger receives the store's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -62,6 +69,12 @@ type Store struct {
 	// retired tracks databases replaced by Restore that close once their
 	// outstanding snapshots are released.
 	retired sync.WaitGroup
+
+	// Interval sync (Options.SyncInterval > 0).
+	unsynced  atomic.Bool
+	stopSync  chan struct{}
+	syncDone  chan struct{}
+	recovered string // where a corrupt file found at Open was moved, if any
 }
 
 // Open opens the state file at path, creating it and its schema when it does not exist.
@@ -84,12 +97,21 @@ func Open(path string, opts Options) (*Store, error) {
 		watches: newWatchRegistry(),
 		feed:    newFeed(),
 	}
+	if opts.SyncInterval > 0 {
+		if err := s.checkAfterCrash(); err != nil {
+			return nil, err
+		}
+	}
 	db, floor, applied, err := s.openDB(path)
 	if err != nil {
 		return nil, err
 	}
 	s.db, s.floor = db, floor
 	s.applied.Store(applied)
+	if opts.SyncInterval > 0 {
+		s.stopSync, s.syncDone = make(chan struct{}), make(chan struct{})
+		go s.syncLoop(opts.SyncInterval)
+	}
 	s.logger.Debug("state opened", "path", path, "applied_index", applied, "index_floor", floor)
 	return s, nil
 }
@@ -102,7 +124,7 @@ func (s *Store) openDB(path string) (*bolt.DB, uint64, uint64, error) {
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout:         openTimeout,
-		NoSync:          s.opts.NoSync,
+		NoSync:          s.opts.NoSync || s.opts.SyncInterval > 0,
 		FreelistType:    bolt.FreelistMapType,
 		InitialMmapSize: initialMmapSize,
 	})
@@ -201,7 +223,15 @@ func (s *Store) Close() error {
 
 	s.watches.fireAll()
 	s.feed.close()
-	err := db.Close()
+	var err error
+	if s.stopSync != nil {
+		close(s.stopSync)
+		<-s.syncDone
+		if err = db.Sync(); err == nil {
+			err = s.markClean()
+		}
+	}
+	err = errors.Join(err, db.Close())
 	s.retired.Wait()
 	return err
 }
@@ -266,6 +296,9 @@ func (s *Store) Update(fn func(tx *Txn) error) error {
 		return fmt.Errorf("commit: %w", err)
 	}
 	s.applied.Store(tx.applied)
+	if s.stopSync != nil {
+		s.unsynced.Store(true)
+	}
 	if len(tx.touched) > 0 {
 		tx.touched[watchAll] = struct{}{}
 		s.watches.fire(tx.touched)

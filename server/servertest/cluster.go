@@ -23,7 +23,7 @@ type Node struct {
 	ID       string
 	DataDir  string
 	RaftAddr string
-	HTTPAddr string // bound on port 0 at first start, then kept across restarts
+	HTTPAddr string         // bound on port 0 at first start, then kept across restarts
 	Server   *server.Server // nil while stopped
 	cfg      server.Config
 	raftLn   net.Listener // bound before the first start, so that no other process takes the port
