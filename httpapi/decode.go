@@ -17,8 +17,9 @@ import (
 // bodyKey holds the buffered request body in the request context.
 type bodyKey struct{}
 
-// bufferBody checks the Content-Type of a request body (application/json or none, else
-// 415), reads it whole within Config.MaxBodyBytes (else 413) and keeps it so that the
+// bufferBody checks the Content-Type of a request body (application/json, none, or
+// curl's default application/x-www-form-urlencoded, whose body is still read as JSON;
+// anything else is 415), reads it whole within Config.MaxBodyBytes (else 413) and keeps it so that the
 // request can be decoded here or forwarded (and forwarded again after a leader change).
 func (s *server) bufferBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -26,7 +27,7 @@ func (s *server) bufferBody(next http.Handler) http.Handler {
 			r.Method == http.MethodPost || r.Method == http.MethodPatch
 		if ct := r.Header.Get("Content-Type"); ct != "" && hasBody {
 			mt, _, err := mime.ParseMediaType(ct)
-			if err != nil || mt != "application/json" {
+			if err != nil || (mt != "application/json" && mt != "application/x-www-form-urlencoded") {
 				s.writeError(w, r, fmt.Errorf("%w: %q (use application/json)", errUnsupportedMedia, ct))
 				return
 			}

@@ -217,7 +217,7 @@ func New(cfg Config) (http.Handler, error) {
 		id:    cfg.NodeID,
 		store: cfg.Store,
 		node:  cfg.Node,
-		log:   cfg.Logger.With("component", "httpapi", "node", cfg.NodeID),
+		log:   cfg.Logger.With("component", "httpapi"),
 	}
 	s.transport = cfg.Transport
 	if s.transport == nil {

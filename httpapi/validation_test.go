@@ -203,12 +203,22 @@ func TestValidation_BodyLimitsAndMediaType(t *testing.T) {
 		t.Fatalf("big body: %d %s", resp.Code, resp.Body)
 	}
 
+	// curl -d sends application/x-www-form-urlencoded: the body is still read as JSON,
+	// so a real form body is malformed JSON (400 naming the body)...
 	req := newRequest(t, http.MethodPut, instPath, `weight=1`)
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	rec := newRecorder()
 	h.ServeHTTP(rec, req)
-	if rec.Code != http.StatusUnsupportedMediaType {
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), `"field":"body"`) {
 		t.Fatalf("form body: %d %s", rec.Code, rec.Body)
+	}
+	// ...and other media types are refused.
+	req = newRequest(t, http.MethodPut, instPath, `{}`)
+	req.Header.Set("Content-Type", "text/xml")
+	rec = newRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusUnsupportedMediaType {
+		t.Fatalf("xml body: %d %s", rec.Code, rec.Body)
 	}
 
 	req = newRequest(t, http.MethodPut, instPath, `{}`)
@@ -227,8 +237,16 @@ func TestValidation_BodyLimitsAndMediaType(t *testing.T) {
 		t.Fatalf("no content type: %d %s", rec.Code, rec.Body)
 	}
 
-	if n := len(node.calls()); n != 2 {
-		t.Fatalf("%d commands applied, want the 2 good ones", n)
+	req = newRequest(t, http.MethodPut, instPath, `{}`)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	rec = newRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("JSON sent with curl's default content type: %d %s", rec.Code, rec.Body)
+	}
+
+	if n := len(node.calls()); n != 3 {
+		t.Fatalf("%d commands applied, want the 3 good ones", n)
 	}
 
 	// The limit is configurable.

@@ -70,6 +70,7 @@ func (a *app) rootCmd() *cobra.Command {
 		a.versionCmd(),
 		a.snapshotCmd(),
 		a.recoverCmd(),
+		a.demoBackendCmd(),
 	)
 	return root
 }
