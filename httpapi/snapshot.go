@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -142,15 +143,16 @@ func (h *snapshotHandler) serveGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer func() { _ = view.Close() }()
+	counts := view.Counts()
 	meta := snapshot.Meta{
 		Index:         view.Index,
 		Term:          view.Term,
 		RosterVersion: s.cfg.Version,
 		CreatedAt:     time.Now(),
 		Counts: snapshot.Counts{
-			Namespaces: view.Counts.Namespaces,
-			Services:   view.Counts.Services,
-			Instances:  view.Counts.Instances,
+			Namespaces: counts.Namespaces,
+			Services:   counts.Services,
+			Instances:  counts.Instances,
 		},
 	}
 	hdr := w.Header()
@@ -203,11 +205,11 @@ func (h *snapshotHandler) put(w http.ResponseWriter, r *http.Request) {
 func (h *snapshotHandler) servePut(w http.ResponseWriter, r *http.Request) {
 	s := h.s
 	if h.cfg.Node == nil {
-		h.refuse(w, r, fmt.Errorf("%w: this node does not serve snapshots", errUnavailable))
+		h.refuseUnread(w, r, fmt.Errorf("%w: this node does not serve snapshots", errUnavailable))
 		return
 	}
 	if !h.restoring.CompareAndSwap(false, true) {
-		h.refuse(w, r, fmt.Errorf("%w: another snapshot restore is in progress", store.ErrConflict))
+		h.refuseUnread(w, r, fmt.Errorf("%w: another snapshot restore is in progress", store.ErrConflict))
 		return
 	}
 	defer h.restoring.Store(false)
@@ -279,6 +281,17 @@ func (h *snapshotHandler) refuse(w http.ResponseWriter, r *http.Request, err err
 	h.s.writeError(w, r, err)
 }
 
+// refuseUnread answers err for a request whose body was not read. A client that waits
+// for "100 Continue" before sending the body (curl does for large uploads) gets the
+// answer instead and sends nothing; any other client's body is discarded as by refuse.
+func (h *snapshotHandler) refuseUnread(w http.ResponseWriter, r *http.Request, err error) {
+	if strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		h.s.writeError(w, r, err)
+		return
+	}
+	h.refuse(w, r, err)
+}
+
 // forward sends r to the leader without buffering its body or bounding its duration:
 // an archive is streamed through in both directions. It is one attempt (a body
 // cannot be sent twice); if this node becomes the leader meanwhile, local serves r
@@ -287,14 +300,14 @@ func (h *snapshotHandler) forward(w http.ResponseWriter, r *http.Request, local 
 	s := h.s
 	if by := r.Header.Get(api.HeaderForwardedBy); by != "" {
 		s.metrics.forwarded.WithLabelValues("loop").Inc()
-		h.refuse(w, r, fmt.Errorf("%w: %s is not the leader and the request was already forwarded by %s",
+		h.refuseUnread(w, r, fmt.Errorf("%w: %s is not the leader and the request was already forwarded by %s",
 			errNotLeader, s.id, by))
 		return
 	}
 	leader, err := s.awaitLeader(r.Context(), "", local != nil)
 	if err != nil {
 		s.metrics.forwarded.WithLabelValues("no_leader").Inc()
-		h.refuse(w, r, err)
+		h.refuseUnread(w, r, err)
 		return
 	}
 	if leader.ID == s.id {
@@ -303,7 +316,7 @@ func (h *snapshotHandler) forward(w http.ResponseWriter, r *http.Request, local 
 	}
 	target, err := leaderURL(leader.HTTPAddr)
 	if err != nil {
-		h.refuse(w, r, fmt.Errorf("%w: leader %s: %v", errUnavailable, leader.ID, err))
+		h.refuseUnread(w, r, fmt.Errorf("%w: leader %s: %v", errUnavailable, leader.ID, err))
 		return
 	}
 	st := &proxyState{target: target, leaderID: leader.ID}

@@ -146,7 +146,9 @@ func Recover(dataDir string, peers []Peer, logger *slog.Logger) (err error) {
 
 	sm := &durableFSM{FSM: fsm.New(state, logger), log: logger}
 	before := state.AppliedIndex()
-	if err := raft.RecoverCluster(rc, sm, st.logs, st.bolt, st.snaps, trans, conf); err != nil {
+	err = raft.RecoverCluster(rc, sm, st.logs, st.bolt, st.snaps, trans, conf)
+	sm.release()
+	if err != nil {
 		return fmt.Errorf("raftnode: recover: %w", err)
 	}
 	logger.Info("raft configuration recovered", "peers", len(peers), "applied_index_before", before,
@@ -157,10 +159,30 @@ func Recover(dataDir string, peers []Peer, logger *slog.Logger) (err error) {
 // durableFSM is the state machine Recover hands to RecoverCluster. Like a starting node
 // (NoSnapshotRestoreOnStart), it keeps the durable state file rather than rolling it back
 // to the latest Raft snapshot: the file already holds everything it applied, and the
-// FSM skips log entries at or below its applied index.
+// FSM skips log entries at or below its applied index. It also releases the snapshot
+// RecoverCluster takes, which RecoverCluster itself never does (its read transaction
+// would keep the state file from closing).
 type durableFSM struct {
 	*fsm.FSM
-	log *slog.Logger
+	log   *slog.Logger
+	snaps []raft.FSMSnapshot
+}
+
+// Snapshot takes a snapshot of the state and remembers it for release.
+func (d *durableFSM) Snapshot() (raft.FSMSnapshot, error) {
+	sn, err := d.FSM.Snapshot()
+	if err == nil {
+		d.snaps = append(d.snaps, sn)
+	}
+	return sn, err
+}
+
+// release releases every snapshot taken.
+func (d *durableFSM) release() {
+	for _, sn := range d.snaps {
+		sn.Release()
+	}
+	d.snaps = nil
 }
 
 // Restore ignores the snapshot and keeps the durable state.

@@ -14,30 +14,18 @@ import (
 	"github.com/rosterhq/roster/store"
 )
 
-// StateSnapshot is a consistent point-in-time view of this node's state together with
-// the Raft log position it reflects. It holds a read transaction of the state file:
-// Close it promptly.
+// StateSnapshot is a consistent point-in-time view of this node's state (the embedded
+// store snapshot: WriteTo, Size, Counts, Close) together with the Raft log position it
+// reflects. It holds a read transaction of the state file: Close it promptly.
 type StateSnapshot struct {
+	*store.Snapshot
 	// Index is the Raft index the view reflects: every entry up to Index is in it, and
 	// no entry after. It is at least the view's own applied index, so a restore of the
 	// view (which moves the log past Index) never replays an entry the view contains.
 	Index uint64
 	// Term is the term of the entry at Index.
 	Term uint64
-	// Counts are the view's record counts.
-	Counts store.Counts
-
-	sn *store.Snapshot
 }
-
-// WriteTo streams the view as a complete state file of exactly Size bytes.
-func (s *StateSnapshot) WriteTo(w io.Writer) (int64, error) { return s.sn.WriteTo(w) }
-
-// Size is the number of bytes WriteTo writes.
-func (s *StateSnapshot) Size() int64 { return s.sn.Size() }
-
-// Close releases the view. It is safe to call more than once.
-func (s *StateSnapshot) Close() error { return s.sn.Close() }
 
 // snapshotAttempts bounds the retries of SnapshotState when a Raft snapshot compacts the
 // log between reading the view and looking up its entry.
@@ -71,7 +59,7 @@ func (n *Node) SnapshotState() (*StateSnapshot, error) {
 			return nil, fmt.Errorf("raftnode: open state snapshot: %w", err)
 		}
 		applied := sn.AppliedIndex()
-		out := &StateSnapshot{Counts: sn.Counts(), sn: sn}
+		out := &StateSnapshot{Snapshot: sn}
 		if snapIdx > 0 && applied <= snapIdx {
 			out.Index, out.Term = snapIdx, snapTerm
 			return out, nil

@@ -146,12 +146,6 @@ func New(cfg Config) (_ *Server, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("data-dir: %w", err)
 	}
-	if cfg.Snapshot.Dir == "" {
-		cfg.Snapshot.Dir = filepath.Join(cfg.DataDir, snapshotTempDir)
-		if err := resetDir(cfg.Snapshot.Dir); err != nil {
-			return nil, fmt.Errorf("data-dir: %w", err)
-		}
-	}
 	s.store, err = store.Open(raftnode.StatePath(cfg.DataDir), store.Options{
 		Limits:       store.Limits{MaxMetadataBytes: cfg.MetadataMaxBytes},
 		NoSync:       cfg.NoSync,
@@ -162,6 +156,13 @@ func New(cfg Config) (_ *Server, err error) {
 		return nil, fmt.Errorf("open state: %w", err)
 	}
 	closers = append(closers, s.store.Close)
+	if cfg.Snapshot.Dir == "" {
+		// Emptied only now that the state file's lock shows no other process uses DataDir.
+		cfg.Snapshot.Dir = filepath.Join(cfg.DataDir, snapshotTempDir)
+		if err := resetDir(cfg.Snapshot.Dir); err != nil {
+			return nil, fmt.Errorf("data-dir: %w", err)
+		}
+	}
 	s.fsm = fsm.New(s.store, s.log)
 
 	s.ln, err = net.Listen("tcp", cfg.HTTPAddr)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -29,11 +30,20 @@ const testVersion = "v0.0.0-snapshot-test"
 // withVersion sets the version recorded in archives.
 func withVersion(c *server.Config) { c.Version = testVersion }
 
+// steadyTimeouts are hashicorp/raft's default timers. The snapshot tests assert that
+// refused restores leave the Raft log alone, and restore with a member down; shorter
+// timers let a busy machine (the race detector, parallel packages) depose leaders.
+func steadyTimeouts(c *server.Config) {
+	c.Raft.HeartbeatTimeout = time.Second
+	c.Raft.ElectionTimeout = time.Second
+	c.Raft.LeaderLeaseTimeout = 500 * time.Millisecond
+}
+
 // newSnapshotCluster starts a 3-node cluster for the snapshot tests and waits until it
 // is settled (every member recorded, every node caught up).
 func newSnapshotCluster(t *testing.T, opts ...servertest.Option) *servertest.Cluster {
 	t.Helper()
-	c := servertest.New(t, 3, append([]servertest.Option{servertest.FastTimeouts(), withVersion}, opts...)...)
+	c := servertest.New(t, 3, append([]servertest.Option{steadyTimeouts, withVersion}, opts...)...)
 	c.MustLeader()
 	waitSettled(t, c)
 	return c
@@ -55,15 +65,38 @@ func checkTarget(t *testing.T) int {
 	return p
 }
 
-func must[T any](t *testing.T, v T, err error) T {
+// wrote fails the test if a write failed and returns the write's index:
+// wrote(t)(cl.RegisterInstance(...)).
+func wrote(t *testing.T) func(uint64, error) uint64 {
+	return func(idx uint64, err error) uint64 {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return idx
+	}
+}
+
+func noErr(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return v
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// manual registers an instance in the "manual" cluster, whose check type is NONE: the
+// leader's prober never changes its health, so the state stays still.
+var manual = api.InstanceRequest{Cluster: ptr("manual")}
+
+// registerUnprobed registers ip:port in service svc of the default namespace and group,
+// in a NONE-checked cluster, and returns the index of the registration.
+func registerUnprobed(ctx context.Context, t *testing.T, cl *client.Client, svc, ip string, port int) uint64 {
+	t.Helper()
+	wrote(t)(cl.UpsertCluster(ctx, "", "", svc, "manual", api.ClusterRequest{HealthCheck: &api.HealthCheckSpec{Type: "NONE"}}))
+	return wrote(t)(cl.RegisterInstance(ctx, "", "", svc, ip, port, manual))
+}
 
 // fill writes a bit of everything through cl: a second namespace, services with a
 // protect threshold and metadata, clusters with HTTP and NONE checks, and instances
@@ -71,47 +104,64 @@ func ptr[T any](v T) *T { return &v }
 func fill(ctx context.Context, t *testing.T, cl *client.Client, checkPort int) uint64 {
 	t.Helper()
 	var last uint64
-	w := func(idx uint64, err error) {
+	// Every write here is idempotent: one that met a leader change is sent again.
+	w := func(write func() (uint64, error)) {
 		t.Helper()
+		idx, err := write()
+		for attempt := 0; isUnavailable(err) && attempt < 20; attempt++ {
+			idx, err = write()
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		last = max(last, idx)
 	}
-	w(cl.UpsertNamespace(ctx, "staging", api.NamespaceRequest{Name: "Staging", Description: "pre-production"}))
+	w(func() (uint64, error) {
+		return cl.UpsertNamespace(ctx, "staging", api.NamespaceRequest{Name: "Staging", Description: "pre-production"})
+	})
 	for _, ns := range []string{store.DefaultNamespace, "staging"} {
 		for s := range 3 {
 			svc := fmt.Sprintf("svc-%d", s)
-			w(cl.UpsertService(ctx, ns, group, svc, api.ServiceRequest{
-				ProtectThreshold: ptr(0.25 * float64(s)),
-				Metadata:         map[string]string{"team": "t" + strconv.Itoa(s), "tier": ns},
-			}))
-			w(cl.UpsertCluster(ctx, ns, group, svc, "web", api.ClusterRequest{
-				HealthCheck: &api.HealthCheckSpec{
-					Type: "HTTP", Port: checkPort, Path: "/health", Headers: map[string]string{"X-Probe": "roster"},
-					ExpectedStatus: []int{200, 204}, Interval: "10s", Timeout: "1s", Rise: 1, Fall: 2,
-				},
-				Metadata: map[string]string{"zone": "a"},
-			}))
-			w(cl.UpsertCluster(ctx, ns, group, svc, "manual", api.ClusterRequest{
-				HealthCheck: &api.HealthCheckSpec{Type: "NONE"},
-			}))
+			w(func() (uint64, error) {
+				return cl.UpsertService(ctx, ns, group, svc, api.ServiceRequest{
+					ProtectThreshold: ptr(0.25 * float64(s)),
+					Metadata:         map[string]string{"team": "t" + strconv.Itoa(s), "tier": ns},
+				})
+			})
+			w(func() (uint64, error) {
+				return cl.UpsertCluster(ctx, ns, group, svc, "web", api.ClusterRequest{
+					HealthCheck: &api.HealthCheckSpec{
+						Type: "HTTP", Port: checkPort, Path: "/health", Headers: map[string]string{"X-Probe": "roster"},
+						ExpectedStatus: []int{200, 204}, Interval: "10s", Timeout: "1s", Rise: 1, Fall: 2,
+					},
+					Metadata: map[string]string{"zone": "a"},
+				})
+			})
+			w(func() (uint64, error) {
+				return cl.UpsertCluster(ctx, ns, group, svc, "manual", api.ClusterRequest{
+					HealthCheck: &api.HealthCheckSpec{Type: "NONE"},
+				})
+			})
 			for i := range 4 {
 				cluster := "web"
 				if i%2 == 1 {
 					cluster = "manual"
 				}
-				w(cl.RegisterInstance(ctx, ns, group, svc, "127.0.0.1", 20000+i, api.InstanceRequest{
-					Cluster:  ptr(cluster),
-					Weight:   ptr(float64(i + 1)),
-					Enabled:  ptr(i != 3),
-					Metadata: map[string]string{"version": "1." + strconv.Itoa(i), "svc": svc},
-				}))
+				w(func() (uint64, error) {
+					return cl.RegisterInstance(ctx, ns, group, svc, "127.0.0.1", 20000+i, api.InstanceRequest{
+						Cluster:  ptr(cluster),
+						Weight:   ptr(float64(i + 1)),
+						Enabled:  ptr(i != 3),
+						Metadata: map[string]string{"version": "1." + strconv.Itoa(i), "svc": svc},
+					})
+				})
 			}
 		}
 	}
 	// One manual health flip, so the health field carries information.
-	w(cl.SetInstanceHealth(ctx, "staging", group, "svc-1", "127.0.0.1", 20001, false))
+	w(func() (uint64, error) {
+		return cl.SetInstanceHealth(ctx, "staging", group, "svc-1", "127.0.0.1", 20001, false)
+	})
 	return last
 }
 
@@ -126,6 +176,7 @@ func fillBulk(ctx context.Context, t *testing.T, cl *client.Client, n int) uint6
 		wg   sync.WaitGroup
 		errs = make(chan error, 16)
 	)
+	wrote(t)(cl.UpsertCluster(ctx, "", "", "bulk", "manual", api.ClusterRequest{HealthCheck: &api.HealthCheckSpec{Type: "NONE"}}))
 	next := make(chan int)
 	for range 16 {
 		wg.Add(1)
@@ -134,10 +185,14 @@ func fillBulk(ctx context.Context, t *testing.T, cl *client.Client, n int) uint6
 			for i := range next {
 				blob := make([]byte, 675)
 				_, _ = rand.Read(blob)
-				idx, err := cl.RegisterInstance(ctx, store.DefaultNamespace, group, "bulk",
-					fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255), 8080, api.InstanceRequest{
-						Metadata: map[string]string{"blob": base64.StdEncoding.EncodeToString(blob)},
-					})
+				req := api.InstanceRequest{Cluster: ptr("manual"), Metadata: map[string]string{"blob": base64.StdEncoding.EncodeToString(blob)}}
+				ip := fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
+				idx, err := cl.RegisterInstance(ctx, store.DefaultNamespace, group, "bulk", ip, 8080, req)
+				// A leader change under this load is possible with the tests' short
+				// timeouts; registering again is idempotent.
+				for attempt := 0; isUnavailable(err) && attempt < 20; attempt++ {
+					idx, err = cl.RegisterInstance(ctx, store.DefaultNamespace, group, "bulk", ip, 8080, req)
+				}
 				if err != nil {
 					errs <- err
 					return
@@ -165,6 +220,12 @@ func fillBulk(ctx context.Context, t *testing.T, cl *client.Client, n int) uint6
 	default:
 	}
 	return last
+}
+
+// isUnavailable reports whether err is a 503 or 504 answer (no leader, leadership lost).
+func isUnavailable(err error) bool {
+	var e *client.APIError
+	return errors.As(err, &e) && (e.Status == http.StatusServiceUnavailable || e.Status == http.StatusGatewayTimeout)
 }
 
 // logical is the content of a state without its indexes, which legitimately differ
@@ -207,7 +268,11 @@ func (l logical) withoutMembers() logical {
 
 func dump(t *testing.T, nd *servertest.Node) store.State {
 	t.Helper()
-	return must(t, nd.Server.Store().Dump())
+	st, err := nd.Server.Store().Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // waitLogical waits until every running node's state, through view, equals want.
@@ -238,7 +303,7 @@ func waitLogical(t *testing.T, c *servertest.Cluster, want logical, view func(lo
 func same(l logical) logical { return l }
 
 // waitSettled waits until every running node has recorded every running node's
-// addresses and all of them have applied the same last Raft index.
+// addresses, knows every entry committed, and has applied all of it to its state.
 func waitSettled(t *testing.T, c *servertest.Cluster) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -253,7 +318,8 @@ func waitSettled(t *testing.T, c *servertest.Cluster) {
 			if last == 0 {
 				last = r.LastIndex()
 			}
-			if r.LastIndex() != last || r.AppliedIndex() != last {
+			ready, _ := nd.Server.Node().Ready()
+			if !ready || r.LastIndex() != last || r.CommitIndex() != last {
 				ok = false
 			}
 			for _, other := range c.Nodes {

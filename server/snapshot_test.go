@@ -3,8 +3,10 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -23,7 +25,7 @@ func TestSnapshot_RoundTripRestoresExactState(t *testing.T) {
 	leader := c.MustLeader()
 	f := c.Followers()[0]
 	last := fill(ctx, t, c.Nodes[f].Client(), checkTarget(t))
-	must(t, 0, c.WaitApplied(ctx, last))
+	noErr(t, c.WaitApplied(ctx, last))
 	saved := logicalOf(dump(t, c.Nodes[leader]))
 
 	// Saved through a follower: the leader serves it.
@@ -47,12 +49,12 @@ func TestSnapshot_RoundTripRestoresExactState(t *testing.T) {
 
 	// Change things: add, delete, modify.
 	lc := c.Nodes[leader].Client()
-	must(t, lc.RegisterInstance(ctx, "staging", group, "svc-2", "10.9.9.9", 1, api.InstanceRequest{}))
-	must(t, lc.DeregisterInstance(ctx, store.DefaultNamespace, group, "svc-0", "127.0.0.1", 20000))
-	must(t, lc.UpsertService(ctx, store.DefaultNamespace, group, "svc-1", api.ServiceRequest{Metadata: map[string]string{"changed": "yes"}}))
-	must(t, lc.UpsertNamespace(ctx, "extra", api.NamespaceRequest{}))
-	mutatedIdx := must(t, lc.UpdateInstance(ctx, "staging", group, "svc-0", "127.0.0.1", 20002, api.InstanceRequest{Weight: ptr(9.0)}))
-	must(t, 0, c.WaitApplied(ctx, mutatedIdx))
+	wrote(t)(lc.RegisterInstance(ctx, "staging", group, "svc-2", "10.9.9.9", 1, manual))
+	wrote(t)(lc.DeregisterInstance(ctx, store.DefaultNamespace, group, "svc-0", "127.0.0.1", 20000))
+	wrote(t)(lc.UpsertService(ctx, store.DefaultNamespace, group, "svc-1", api.ServiceRequest{Metadata: map[string]string{"changed": "yes"}}))
+	wrote(t)(lc.UpsertNamespace(ctx, "extra", api.NamespaceRequest{}))
+	mutatedIdx := wrote(t)(lc.UpdateInstance(ctx, "staging", group, "svc-0", "127.0.0.1", 20002, api.InstanceRequest{Weight: ptr(9.0)}))
+	noErr(t, c.WaitApplied(ctx, mutatedIdx))
 	if reflect.DeepEqual(logicalOf(dump(t, c.Nodes[leader])), saved) {
 		t.Fatal("the mutations changed nothing")
 	}
@@ -136,7 +138,7 @@ func TestSnapshot_RoundTripRestoresExactState(t *testing.T) {
 	}
 
 	// The cluster keeps working, forwarding included (the member table is intact).
-	idx := must(t, c.Nodes[f].Client().RegisterInstance(ctx, "staging", group, "svc-2", "10.1.1.1", 2, api.InstanceRequest{}))
+	idx := wrote(t)(c.Nodes[f].Client().RegisterInstance(ctx, "staging", group, "svc-2", "10.1.1.1", 2, manual))
 	if idx <= before {
 		t.Errorf("write after the restore at index %d, not above %d", idx, before)
 	}
@@ -173,14 +175,17 @@ func TestSnapshot_RestoreIntoFreshCluster(t *testing.T) {
 	src := newSnapshotCluster(t)
 	ctx := ctxT(t, 90*time.Second)
 	last := fill(ctx, t, src.Nodes[src.MustLeader()].Client(), checkTarget(t))
-	must(t, 0, src.WaitApplied(ctx, last))
+	noErr(t, src.WaitApplied(ctx, last))
 	archive, meta, _ := save(ctx, t, src.Nodes[0].Client(), false)
 	want := logicalOf(dump(t, src.Nodes[src.MustLeader()]))
 	src.Close()
 
 	dst := newSnapshotCluster(t)
 	dl := dst.MustLeader()
-	must(t, dst.Nodes[dl].Client().RegisterInstance(ctx, "", "", "only-in-dst", "10.0.0.1", 1, api.InstanceRequest{}))
+	dstIdx := registerUnprobed(ctx, t, dst.Nodes[dl].Client(), "only-in-dst", "10.0.0.1", 1)
+	noErr(t, dst.WaitApplied(ctx, dstIdx))
+	_, before := readIndexes(ctx, t, dst)
+	before = max(before, dstIdx)
 	dstMembers := dump(t, dst.Nodes[dl]).Members
 	if err := dst.Nodes[dl].Client().RestoreSnapshot(ctx, bytes.NewReader(archive)); err != nil {
 		t.Fatalf("restore: %v", err)
@@ -195,13 +200,12 @@ func TestSnapshot_RestoreIntoFreshCluster(t *testing.T) {
 	// Writes through a follower work (forwarding needs the member table) and land past
 	// the archive's index.
 	f := dst.Followers()[0]
-	idx := must(t, dst.Nodes[f].Client().RegisterInstance(ctx, "", "", "after", "10.0.0.2", 2, api.InstanceRequest{}))
+	idx := registerUnprobed(ctx, t, dst.Nodes[f].Client(), "after", "10.0.0.2", 2)
 	if idx <= meta.Index {
 		t.Errorf("write after restore at %d, not above the archive's index %d", idx, meta.Index)
 	}
-	_, m, err := dst.Nodes[f].Client().Instances(ctx, "staging", group, "svc-1", client.InstancesQuery{})
-	if err != nil || m.Index <= meta.Index-1 {
-		t.Fatalf("read after restore: index %d, err %v", m.Index, err)
+	if lo, _ := readIndexes(ctx, t, dst); lo <= before {
+		t.Errorf("an index read after the restore (%d) is not above every index read before (%d)", lo, before)
 	}
 }
 
@@ -212,15 +216,15 @@ func TestSnapshot_FollowerDownDuringRestoreCatchesUp(t *testing.T) {
 	ctx := ctxT(t, 90*time.Second)
 	leader := c.MustLeader()
 	last := fill(ctx, t, c.Nodes[leader].Client(), checkTarget(t))
-	must(t, 0, c.WaitApplied(ctx, last))
+	noErr(t, c.WaitApplied(ctx, last))
 	archive, _, _ := save(ctx, t, c.Nodes[leader].Client(), false)
 	want := logicalOf(dump(t, c.Nodes[leader]))
 
 	down := c.Followers()[0]
 	c.Stop(down)
 	lc := c.Nodes[leader].Client()
-	must(t, lc.DeregisterInstance(ctx, "staging", group, "svc-1", "127.0.0.1", 20003))
-	must(t, lc.UpsertNamespace(ctx, "gone", api.NamespaceRequest{}))
+	wrote(t)(lc.DeregisterInstance(ctx, "staging", group, "svc-1", "127.0.0.1", 20003))
+	wrote(t)(lc.UpsertNamespace(ctx, "gone", api.NamespaceRequest{}))
 	if err := lc.RestoreSnapshot(ctx, bytes.NewReader(archive)); err != nil {
 		t.Fatalf("restore with a follower down: %v", err)
 	}
@@ -242,7 +246,7 @@ func TestSnapshot_StaleSaveFromFollowerWithoutLeader(t *testing.T) {
 	ctx := ctxT(t, 60*time.Second)
 	leader := c.MustLeader()
 	last := fill(ctx, t, c.Nodes[leader].Client(), checkTarget(t))
-	must(t, 0, c.WaitApplied(ctx, last))
+	noErr(t, c.WaitApplied(ctx, last))
 	f := c.Followers()[0]
 	want := logicalOf(dump(t, c.Nodes[f]))
 
@@ -263,7 +267,7 @@ func TestSnapshot_StaleSaveFromFollowerWithoutLeader(t *testing.T) {
 	defer cancel()
 	_, err := c.Nodes[f].Client().SaveSnapshot(short, &sink, false)
 	var apiErr *client.APIError
-	if !client.IsNoLeader(err) && !(asAPIError(err, &apiErr) && apiErr.Status == http.StatusServiceUnavailable) {
+	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusServiceUnavailable {
 		t.Fatalf("save without a leader: %v, want a 503", err)
 	}
 	archive, _, _ := save(ctx, t, c.Nodes[f].Client(), true)
@@ -277,7 +281,9 @@ func TestSnapshot_StaleSaveFromFollowerWithoutLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = st.Close() }()
-	if got := logicalOf(must(t, st.Dump())); !reflect.DeepEqual(got, want) {
+	got, err := st.Dump()
+	noErr(t, err)
+	if got := logicalOf(got); !reflect.DeepEqual(got, want) {
 		t.Fatalf("stale archive holds %+v, want %+v", got, want)
 	}
 }
@@ -289,8 +295,9 @@ func TestSnapshotState_PositionMatchesRaft(t *testing.T) {
 	ctx := ctxT(t, 60*time.Second)
 	leader := c.MustLeader()
 	node := c.Nodes[leader].Server.Node()
-	idx := must(t, c.Nodes[leader].Client().RegisterInstance(ctx, "", "", "pos", "10.0.0.1", 1, api.InstanceRequest{}))
-	view := must(t, node.SnapshotState())
+	idx := registerUnprobed(ctx, t, c.Nodes[leader].Client(), "pos", "10.0.0.1", 1)
+	view, err := node.SnapshotState()
+	noErr(t, err)
 	if view.Index != idx || view.Term != node.Raft().CurrentTerm() {
 		t.Errorf("after a write at %d (term %d): view at %d term %d", idx, node.Raft().CurrentTerm(), view.Index, view.Term)
 	}
@@ -310,13 +317,14 @@ func TestSnapshotState_PositionMatchesRaft(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = rc.Close()
-	view = must(t, node.SnapshotState())
+	view, err = node.SnapshotState()
+	noErr(t, err)
 	defer func() { _ = view.Close() }()
 	if sm.Index <= idx || view.Index != sm.Index || view.Term != sm.Term {
 		t.Errorf("raft snapshot at %d term %d (last write %d): view at %d term %d", sm.Index, sm.Term, idx, view.Index, view.Term)
 	}
-	if view.Counts.Instances != 1 || view.Counts.Namespaces != 1 || view.Counts.Members != 3 {
-		t.Errorf("view counts %+v", view.Counts)
+	if n := view.Counts(); n.Instances != 1 || n.Namespaces != 1 || n.Members != 3 {
+		t.Errorf("view counts %+v", n)
 	}
 }
 
@@ -327,7 +335,7 @@ func TestSnapshot_LargeArchiveThroughFollower(t *testing.T) {
 	ctx := ctxT(t, 120*time.Second)
 	leader := c.MustLeader()
 	last := fillBulk(ctx, t, c.Nodes[leader].Client(), 2000)
-	must(t, 0, c.WaitApplied(ctx, last))
+	noErr(t, c.WaitApplied(ctx, last))
 	want := logicalOf(dump(t, c.Nodes[leader]))
 	f := c.Followers()[0]
 	archive, meta, _ := save(ctx, t, c.Nodes[f].Client(), false)
@@ -335,10 +343,61 @@ func TestSnapshot_LargeArchiveThroughFollower(t *testing.T) {
 		t.Fatalf("archive of %d bytes with %d instances; the test needs more than 1 MiB", len(archive), meta.Counts.Instances)
 	}
 	for i := range 50 {
-		must(t, c.Nodes[leader].Client().DeregisterInstance(ctx, "", "", "bulk", "10.0.0."+itoa(i), 8080))
+		wrote(t)(c.Nodes[leader].Client().DeregisterInstance(ctx, "", "", "bulk", "10.0.0."+strconv.Itoa(i), 8080))
 	}
 	if err := c.Nodes[f].Client().RestoreSnapshot(ctx, bytes.NewReader(archive)); err != nil {
 		t.Fatalf("restore through a follower: %v", err)
 	}
 	waitLogical(t, c, want, same)
+}
+
+// The leader's health prober learns the restored instances (the store's EventReset
+// makes it rescan): instances that exist only in the archive are probed after the
+// restore.
+func TestSnapshot_RestoreReschedulesProber(t *testing.T) {
+	c := newSnapshotCluster(t)
+	ctx := ctxT(t, 60*time.Second)
+	lc := c.Nodes[c.MustLeader()].Client()
+	wrote(t)(lc.UpsertCluster(ctx, "", "", "probed", "web", api.ClusterRequest{HealthCheck: &api.HealthCheckSpec{
+		Type: "HTTP", Port: checkTarget(t), Path: "/health", Interval: "1s", Timeout: "500ms", Rise: 1, Fall: 1,
+	}}))
+	web := api.InstanceRequest{Cluster: ptr("web")}
+	wrote(t)(lc.RegisterInstance(ctx, "", "", "probed", "127.0.0.1", 30001, web))
+	wrote(t)(lc.RegisterInstance(ctx, "", "", "probed", "127.0.0.1", 30002, web))
+	archive, _, _ := save(ctx, t, lc, false)
+	wrote(t)(lc.DeregisterInstance(ctx, "", "", "probed", "127.0.0.1", 30001))
+	wrote(t)(lc.DeregisterInstance(ctx, "", "", "probed", "127.0.0.1", 30002))
+	waitProbes(ctx, t, lc, func(h api.HealthResponse) bool { return len(h.Results) == 0 })
+
+	restored := time.Now()
+	if err := lc.RestoreSnapshot(ctx, bytes.NewReader(archive)); err != nil {
+		t.Fatal(err)
+	}
+	waitProbes(ctx, t, lc, func(h api.HealthResponse) bool {
+		probed := 0
+		for _, r := range h.Results {
+			if r.Outcome == "success" && r.LastCheck.After(restored) {
+				probed++
+			}
+		}
+		return probed == 2
+	})
+}
+
+// waitProbes polls the leader's probe results of service "probed" until ok accepts them.
+func waitProbes(ctx context.Context, t *testing.T, cl *client.Client, ok func(api.HealthResponse) bool) {
+	t.Helper()
+	var last api.HealthResponse
+	for {
+		h, err := cl.Health(ctx, "", "", "probed")
+		if err == nil && ok(h) {
+			return
+		}
+		last = h
+		select {
+		case <-ctx.Done():
+			t.Fatalf("probe results never matched: %+v (last error %v)", last, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

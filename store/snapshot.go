@@ -62,6 +62,20 @@ func (sn *Snapshot) Size() int64 { return sn.btx.Size() }
 // AppliedIndex returns the applied index of the view.
 func (sn *Snapshot) AppliedIndex() uint64 { return sn.applied }
 
+// Counts returns the number of records of each kind in the view: the counts CheckFile
+// reports for the file WriteTo writes. It walks the buckets' pages without decoding any
+// record.
+func (sn *Snapshot) Counts() Counts {
+	keys := func(name []byte) int { return sn.btx.Bucket(name).Stats().KeyN }
+	return Counts{
+		Namespaces: keys(bucketNamespaces),
+		Services:   keys(bucketServices),
+		Clusters:   keys(bucketClusters),
+		Instances:  keys(bucketInstances),
+		Members:    keys(bucketMembers),
+	}
+}
+
 // Close releases the view. It is safe to call more than once.
 func (sn *Snapshot) Close() error {
 	var err error
@@ -309,9 +323,12 @@ func checkRecords(btx *bolt.Tx, c valueCodec) (Counts, error) {
 		})
 	}
 	if err == nil {
+		// Instances are most of a large state: decode them the way reads do, without a
+		// generic decoder per record.
+		d := instanceDecoder{codec: c}
 		err = check(bucketInstances, &n.Instances, func(v []byte) ([]byte, error) {
 			var in Instance
-			err := c.decode(v, &in)
+			err := d.decode(v, &in)
 			return instanceKey(in.Ref()), err
 		})
 	}

@@ -330,3 +330,28 @@ func TestRestore_ConcurrentReadersAndWaitersKeepWorking(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestSnapshot_CountsMatchCheckFile(t *testing.T) {
+	s := mustNewStore(t)
+	populate(t, s, 0)
+	sn, err := s.Snapshot()
+	mustDo(t, err)
+	defer func() { _ = sn.Close() }()
+	// A write after the view opened is not counted.
+	mustDo(t, s.RegisterInstance(100, testInstance("10.9.9.9", 1)))
+
+	path := filepath.Join(t.TempDir(), "state.db")
+	f, err := os.Create(path)
+	mustDo(t, err)
+	_, err = sn.WriteTo(f)
+	mustDo(t, err)
+	mustDo(t, f.Close())
+	want, _, err := CheckFile(path)
+	mustDo(t, err)
+	if got := sn.Counts(); got != want {
+		t.Fatalf("Counts = %+v, CheckFile of the same view = %+v", got, want)
+	}
+	if want.Instances != 5 {
+		t.Fatalf("view counts %d instances, want 5", want.Instances)
+	}
+}

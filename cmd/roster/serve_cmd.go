@@ -79,7 +79,7 @@ func (a *app) serverCmd() *cobra.Command {
 	fs.StringVar(&o.Join, "join", "", "HTTP address of a cluster member to ask to add this node")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.IntVar(&o.MetadataMaxBytes, "metadata-max-bytes", store.DefaultMetadataSize, "largest metadata map, in bytes of JSON")
-	fs.Int64Var(&o.SnapshotMaxBytes, "snapshot-max-bytes", httpapi.DefaultSnapshotMaxBytes, "largest snapshot archive a restore accepts, in bytes")
+	fs.Int64Var(&o.SnapshotMaxBytes, "snapshot-max-bytes", 0, fmt.Sprintf("largest snapshot archive a restore accepts, in bytes (0: %d)", int64(httpapi.DefaultSnapshotMaxBytes)))
 	return cmd
 }
 

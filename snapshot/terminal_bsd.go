@@ -1,0 +1,16 @@
+//go:build darwin || dragonfly || freebsd || netbsd || openbsd
+
+package snapshot
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// IsTerminal reports whether f is a terminal, so that the CLI shows progress only to
+// a person watching.
+func IsTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TIOCGETA)
+	return err == nil
+}
