@@ -13,7 +13,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rosterhq/roster/client"
+	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/httpapi"
+	"github.com/rosterhq/roster/raftnode"
+	"github.com/rosterhq/roster/server"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -29,6 +32,12 @@ type nodeOptions struct {
 	Join             string
 	MetadataMaxBytes int
 	SnapshotMaxBytes int64 // largest snapshot archive PUT /v1/snapshot accepts (0: the default)
+	// Raft timing and state-file durability (0: the defaults).
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	StateSyncInterval  time.Duration
+	ProbeConcurrency   int
 }
 
 // newLogger returns a text logger on w at the named level (debug, info, warn or error).
@@ -80,6 +89,11 @@ func (a *app) serverCmd() *cobra.Command {
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.IntVar(&o.MetadataMaxBytes, "metadata-max-bytes", store.DefaultMetadataSize, "largest metadata map, in bytes of JSON")
 	fs.Int64Var(&o.SnapshotMaxBytes, "snapshot-max-bytes", 0, fmt.Sprintf("largest snapshot archive a restore accepts, in bytes (0: %d)", int64(httpapi.DefaultSnapshotMaxBytes)))
+	fs.DurationVar(&o.HeartbeatTimeout, "raft-heartbeat-timeout", 0, fmt.Sprintf("time without leader contact before a follower calls an election (0: %s); raise it on loaded or slow machines", raftnode.DefaultHeartbeatTimeout))
+	fs.DurationVar(&o.ElectionTimeout, "raft-election-timeout", 0, fmt.Sprintf("time a candidate waits for votes (0: %s)", raftnode.DefaultElectionTimeout))
+	fs.DurationVar(&o.LeaderLeaseTimeout, "raft-leader-lease-timeout", 0, fmt.Sprintf("time a leader keeps leading without hearing from a quorum (0: %s; at most the heartbeat timeout)", raftnode.DefaultLeaderLeaseTimeout))
+	fs.DurationVar(&o.StateSyncInterval, "state-sync-interval", 0, fmt.Sprintf("how often the state file is fsynced; the Raft log is fsynced on every write regardless (0: %s; negative: fsync every commit)", server.DefaultStateSyncInterval))
+	fs.IntVar(&o.ProbeConcurrency, "probe-concurrency", 0, fmt.Sprintf("health probes in flight at once on the leader (0: %d)", healthcheck.DefaultMaxConcurrent))
 	return cmd
 }
 

@@ -81,33 +81,41 @@ func TestServer_FlagsAndEnvBuildNodeOptions(t *testing.T) {
 		cancel() // as if SIGTERM arrived right after the start
 	}}
 	env := map[string]string{
-		"ROSTER_NODE_ID":            "n1",
-		"ROSTER_DATA_DIR":           "/var/lib/roster",
-		"ROSTER_HTTP_ADDR":          ":9000",
-		"ROSTER_RAFT_ADDR":          ":9001",
-		"ROSTER_HTTP_ADVERTISE":     "roster1:9000",
-		"ROSTER_RAFT_ADVERTISE":     "roster1:9001",
-		"ROSTER_PEERS":              "n1=roster1:9001,n2=roster2:9001",
-		"ROSTER_JOIN":               "roster2:9000",
-		"ROSTER_METADATA_MAX_BYTES": "2048",
-		"ROSTER_LOG_LEVEL":          "debug",
+		"ROSTER_NODE_ID":                "n1",
+		"ROSTER_DATA_DIR":               "/var/lib/roster",
+		"ROSTER_HTTP_ADDR":              ":9000",
+		"ROSTER_RAFT_ADDR":              ":9001",
+		"ROSTER_HTTP_ADVERTISE":         "roster1:9000",
+		"ROSTER_RAFT_ADVERTISE":         "roster1:9001",
+		"ROSTER_PEERS":                  "n1=roster1:9001,n2=roster2:9001",
+		"ROSTER_JOIN":                   "roster2:9000",
+		"ROSTER_METADATA_MAX_BYTES":     "2048",
+		"ROSTER_LOG_LEVEL":              "debug",
+		"ROSTER_RAFT_HEARTBEAT_TIMEOUT": "2s",
+		"ROSTER_STATE_SYNC_INTERVAL":    "-1s",
 	}
 	a, stdout, stderr := newTestApp(t, env)
 	a.startNode = node.start
-	code := run(ctx, []string{"server", "--raft-addr", "10.0.0.1:7000", "--node-id", "n9"}, a)
+	code := run(ctx, []string{"server", "--raft-addr", "10.0.0.1:7000", "--node-id", "n9",
+		"--raft-election-timeout", "3s", "--raft-leader-lease-timeout", "1s", "--probe-concurrency", "64"}, a)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %s", code, stderr.String())
 	}
 	want := nodeOptions{
-		NodeID:           "n9",
-		DataDir:          "/var/lib/roster",
-		HTTPAddr:         ":9000",
-		HTTPAdvertise:    "roster1:9000",
-		RaftAddr:         "10.0.0.1:7000",
-		RaftAdvertise:    "roster1:9001",
-		Peers:            "n1=roster1:9001,n2=roster2:9001",
-		Join:             "roster2:9000",
-		MetadataMaxBytes: 2048,
+		NodeID:             "n9",
+		DataDir:            "/var/lib/roster",
+		HTTPAddr:           ":9000",
+		HTTPAdvertise:      "roster1:9000",
+		RaftAddr:           "10.0.0.1:7000",
+		RaftAdvertise:      "roster1:9001",
+		Peers:              "n1=roster1:9001,n2=roster2:9001",
+		Join:               "roster2:9000",
+		MetadataMaxBytes:   2048,
+		HeartbeatTimeout:   2 * time.Second,
+		ElectionTimeout:    3 * time.Second,
+		LeaderLeaseTimeout: time.Second,
+		StateSyncInterval:  -time.Second,
+		ProbeConcurrency:   64,
 	}
 	if got := node.options(t); got != want {
 		t.Fatalf("options\n got %+v\nwant %+v", got, want)

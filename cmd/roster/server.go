@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/httpapi"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/server"
@@ -33,6 +34,13 @@ func startNode(o nodeOptions, log *slog.Logger) (string, func() error, error) {
 		Logger:           log,
 		Version:          version,
 		Snapshot:         httpapi.SnapshotConfig{MaxBytes: o.SnapshotMaxBytes},
+		Raft: server.RaftTuning{
+			HeartbeatTimeout:   o.HeartbeatTimeout,
+			ElectionTimeout:    o.ElectionTimeout,
+			LeaderLeaseTimeout: o.LeaderLeaseTimeout,
+		},
+		StateSyncInterval: o.StateSyncInterval,
+		Health:            healthcheck.Config{MaxConcurrent: o.ProbeConcurrency},
 	})
 	if err != nil {
 		return "", nil, err
