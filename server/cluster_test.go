@@ -195,7 +195,13 @@ func TestCluster_BadInputDoesNotTouchLog(t *testing.T) {
 	c := servertest.New(t, 3, servertest.FastTimeouts())
 	l := c.MustLeader()
 	ctx := ctxT(t, 30*time.Second)
+	// A NONE cluster: no probe may commit a health transition during the test.
+	if _, err := c.Nodes[l].Client().UpsertCluster(ctx, ns, group, "svc", "DEFAULT",
+		api.ClusterRequest{HealthCheck: &api.HealthCheckSpec{Type: "NONE"}}); err != nil {
+		t.Fatal(err)
+	}
 	register(ctx, t, c.Nodes[l].Client(), "svc", "10.0.0.5", 1)
+	waitMembersKnown(ctx, t, c, l)
 	r := c.Nodes[l].Server.Node().Raft()
 	before := r.LastIndex()
 	base := "http://" + c.Nodes[c.Followers()[0]].HTTPAddr + "/v1/namespaces/public/groups/DEFAULT_GROUP/services/"
@@ -249,5 +255,30 @@ func TestCluster_WriteWithoutLeaderIs503(t *testing.T) {
 	}
 	if el := time.Since(start); el > 15*time.Second {
 		t.Fatalf("503 took %v", el)
+	}
+}
+
+// waitMembersKnown waits until the leader's member table has every node's HTTP address,
+// so that no follower's self-registration lands in the log afterwards.
+func waitMembersKnown(ctx context.Context, t *testing.T, c *servertest.Cluster, leader int) {
+	t.Helper()
+	for {
+		res, _, err := c.Nodes[leader].Client().Members(ctx, client.QueryOptions{})
+		if err == nil {
+			known := 0
+			for _, m := range res.Members {
+				if m.HTTPAddr != "" {
+					known++
+				}
+			}
+			if known == len(c.Nodes) {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("member addresses not all known: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }
