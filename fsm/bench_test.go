@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -11,11 +12,29 @@ import (
 )
 
 // BenchmarkFSM_ApplyBatch applies batches of register commands to a store that fsyncs
-// every commit, as in production. One op is one batch.
+// every commit (sync=commit) and to one that fsyncs on an interval, as a server does by
+// default (sync=interval). One op is one batch.
 func BenchmarkFSM_ApplyBatch(b *testing.B) {
-	for _, size := range []int{1, 64, 512} {
-		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
-			s, err := store.Open(filepath.Join(b.TempDir(), "state.db"), store.Options{})
+	modes := []struct {
+		name string
+		opts store.Options
+	}{
+		{"commit", store.Options{}},
+		{"interval", store.Options{SyncInterval: time.Second}},
+	}
+	for _, mode := range modes {
+		for _, size := range []int{1, 64, 512} {
+			b.Run(fmt.Sprintf("sync=%s/batch=%d", mode.name, size), func(b *testing.B) {
+				benchApplyBatch(b, mode.opts, size)
+			})
+		}
+	}
+}
+
+func benchApplyBatch(b *testing.B, opts store.Options, size int) {
+	{
+		{
+			s, err := store.Open(filepath.Join(b.TempDir(), "state.db"), opts)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -44,6 +63,6 @@ func BenchmarkFSM_ApplyBatch(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "entries/s")
-		})
+		}
 	}
 }
