@@ -35,6 +35,7 @@ type benchOptions struct {
 	writeTarget   string
 	readTarget    string
 	timeout       time.Duration
+	healthChecks  bool
 	cpuPids       []int
 	label         string
 	jsonPath      string
@@ -77,6 +78,9 @@ func newBenchCmd() *cobra.Command {
 	f.StringVar(&o.writeTarget, "write-target", bench.TargetLeader, "where writes go: leader, or all (spread over every endpoint)")
 	f.StringVar(&o.readTarget, "read-target", bench.TargetLeader, "where reads and watches go: leader, or all")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "bound on each request")
+	f.BoolVar(&o.healthChecks, "health-checks", false,
+		"roster: keep the default TCP health check on the bench's services (by default their DEFAULT cluster gets type NONE:\n"+
+			"the bench's instances have unreachable addresses, and etcd has no health checking)")
 	f.IntSliceVar(&o.cpuPids, "cpu-pids", nil, "PIDs of the cluster's processes, whose CPU use is reported per point")
 	f.StringVar(&o.label, "label", "", "tag stored in every result (for example the round)")
 	f.StringVar(&o.jsonPath, "json", "", "write the JSON report to this file (- for stdout)")
@@ -97,6 +101,7 @@ func runBench(cmd *cobra.Command, o *benchOptions) error {
 	cfg := bench.SuiteConfig{
 		Client: bench.ClientConfig{
 			System: o.system, Endpoints: o.endpoints, WriteTarget: o.writeTarget, ReadTarget: o.readTarget, Timeout: o.timeout,
+			HealthChecks: o.healthChecks,
 		},
 		Workloads:     o.workloads,
 		Consistencies: o.consistencies,
@@ -256,6 +261,7 @@ func newBenchFailoverCmd() *cobra.Command {
 	f.DurationVar(&cfg.ProbeEvery, "probe-every", 10*time.Millisecond, "interval between writes after the kill (the resolution)")
 	f.DurationVar(&cfg.Timeout, "timeout", 5*time.Second, "bound on each write")
 	f.DurationVar(&cfg.MaxWait, "max-wait", 60*time.Second, "give up when no write succeeded this long after the kill")
+	f.BoolVar(&cfg.HealthChecks, "health-checks", false, "roster: keep the default TCP health check on the written services")
 	f.StringVar(&jsonPath, "json", "", "append the trial as a JSON line to this file")
 	return cmd
 }

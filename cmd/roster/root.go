@@ -71,6 +71,7 @@ func (a *app) rootCmd() *cobra.Command {
 		a.snapshotCmd(),
 		a.recoverCmd(),
 		a.demoBackendCmd(),
+		newBenchCmd(),
 	)
 	return root
 }

@@ -1,0 +1,220 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// rosterHeaderIndex is the header carrying the index of the data read.
+const rosterHeaderIndex = "X-Roster-Index"
+
+// rosterPrefix is the path of the default namespace and group.
+const rosterPrefix = "/v1/namespaces/public/groups/DEFAULT_GROUP/services/"
+
+// rosterClient drives Roster's native REST API.
+type rosterClient struct {
+	h            *httpClients
+	healthChecks bool
+	all          []string
+	writeTo      []string
+	readTo       []string
+}
+
+func newRosterClient(ctx context.Context, h *httpClients, eps []string, cfg ClientConfig) (*rosterClient, error) {
+	c := &rosterClient{h: h, all: eps, writeTo: eps, readTo: eps, healthChecks: cfg.HealthChecks}
+	if cfg.WriteTarget == TargetLeader || cfg.ReadTarget == TargetLeader {
+		leader, err := RosterLeader(ctx, h.req, eps)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.WriteTarget == TargetLeader {
+			c.writeTo = []string{leader}
+		}
+		if cfg.ReadTarget == TargetLeader {
+			c.readTo = []string{leader}
+		}
+	}
+	return c, nil
+}
+
+// RosterLeader asks the endpoints in turn for GET /v1/status/leader and returns the
+// leader's HTTP base URL.
+func RosterLeader(ctx context.Context, hc *http.Client, eps []string) (string, error) {
+	var lastErr error
+	for _, ep := range eps {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL(ep)+"/v1/status/leader", nil)
+		if err != nil {
+			return "", err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		var l struct {
+			ID       string `json:"id"`
+			HTTPAddr string `json:"httpAddr"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&l)
+		_ = resp.Body.Close()
+		switch {
+		case resp.StatusCode != http.StatusOK:
+			lastErr = fmt.Errorf("%s: leader: http %d", ep, resp.StatusCode)
+		case err != nil:
+			lastErr = fmt.Errorf("%s: leader: %w", ep, err)
+		case l.HTTPAddr == "":
+			lastErr = fmt.Errorf("%s: leader %q has no HTTP address", ep, l.ID)
+		default:
+			return baseURL(l.HTTPAddr), nil
+		}
+	}
+	return "", fmt.Errorf("bench: no roster leader found: %w", lastErr)
+}
+
+func (c *rosterClient) System() string { return SystemRoster }
+func (c *rosterClient) Close()         { c.h.close() }
+
+func rosterInstanceURL(base string, k InstanceKey) string {
+	return base + rosterPrefix + k.Service + "/instances/" + k.Addr()
+}
+
+// rosterRegisterBody is the JSON body of a registration: small metadata carrying gen.
+func rosterRegisterBody(gen uint64) []byte {
+	return []byte(`{"metadata":{"k":"v","gen":"` + strconv.FormatUint(gen, 10) + `"}}`)
+}
+
+func parseWriteIndex(b []byte) (uint64, error) {
+	var r struct {
+		Index uint64 `json:"index"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return 0, fmt.Errorf("decode write result: %w", err)
+	}
+	return r.Index, nil
+}
+
+func (c *rosterClient) Register(ctx context.Context, w int, k InstanceKey, gen uint64) (uint64, error) {
+	_, b, err := c.h.do(ctx, http.MethodPut, rosterInstanceURL(pick(c.writeTo, w), k), rosterRegisterBody(gen))
+	if err != nil {
+		return 0, err
+	}
+	return parseWriteIndex(b)
+}
+
+func (c *rosterClient) Deregister(ctx context.Context, w int, k InstanceKey) (uint64, error) {
+	_, b, err := c.h.do(ctx, http.MethodDelete, rosterInstanceURL(pick(c.writeTo, w), k), nil)
+	var se *statusError
+	if errors.As(err, &se) && se.code == http.StatusNotFound {
+		return 0, ErrNotFound
+	}
+	if err != nil {
+		return 0, err
+	}
+	return parseWriteIndex(b)
+}
+
+// PrepareService sets the DEFAULT cluster's health check to NONE (see Client).
+func (c *rosterClient) PrepareService(ctx context.Context, service string) error {
+	if c.healthChecks {
+		return nil
+	}
+	_, _, err := c.h.do(ctx, http.MethodPut, c.writeTo[0]+rosterPrefix+service+"/clusters/DEFAULT",
+		[]byte(`{"healthCheck":{"type":"NONE"}}`))
+	if err != nil {
+		return fmt.Errorf("prepare %s: %w", service, err)
+	}
+	return nil
+}
+
+// rosterInstances is the part of the instances list the bench decodes.
+type rosterInstances struct {
+	Index     uint64 `json:"index"`
+	Instances []struct {
+		IP   string `json:"ip"`
+		Port int    `json:"port"`
+	} `json:"instances"`
+}
+
+func (c *rosterClient) listURL(base, service, mode string) string {
+	return base + rosterPrefix + service + "/instances?consistency=" + mode
+}
+
+func (c *rosterClient) readFrom(ctx context.Context, hc *http.Client, url string) (uint64, *rosterInstances, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, nil, shortenNetErr(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		_, b, _ := drain(resp)
+		return 0, nil, &statusError{code: resp.StatusCode, body: b}
+	}
+	var out rosterInstances
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return 0, nil, fmt.Errorf("decode instances: %w", err)
+	}
+	_, _, _ = drain(resp)
+	idx, err := strconv.ParseUint(resp.Header.Get(rosterHeaderIndex), 10, 64)
+	if err != nil {
+		return 0, nil, fmt.Errorf("bad %s header %q", rosterHeaderIndex, resp.Header.Get(rosterHeaderIndex))
+	}
+	return idx, &out, nil
+}
+
+func (c *rosterClient) Read(ctx context.Context, w int, service, mode string) (uint64, int, error) {
+	idx, out, err := c.readFrom(ctx, c.h.req, c.listURL(pick(c.readTo, w), service, mode))
+	if err != nil {
+		return 0, 0, err
+	}
+	return idx, len(out.Instances), nil
+}
+
+func (c *rosterClient) List(ctx context.Context, service string) ([]InstanceKey, error) {
+	_, out, err := c.readFrom(ctx, c.h.req, c.listURL(c.writeTo[0], service, Leader))
+	var se *statusError
+	if errors.As(err, &se) && se.code == http.StatusNotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]InstanceKey, 0, len(out.Instances))
+	for _, in := range out.Instances {
+		keys = append(keys, InstanceKey{Service: service, IP: in.IP, Port: in.Port})
+	}
+	return keys, nil
+}
+
+// Watch runs blocking queries (?index=N&wait=30s) in a loop.
+func (c *rosterClient) Watch(ctx context.Context, w int, service, mode string, seen func(uint64, time.Time)) error {
+	base := c.listURL(pick(c.readTo, w), service, mode)
+	idx, _, err := c.readFrom(ctx, c.h.req, base)
+	if err != nil {
+		return err
+	}
+	seen(idx, time.Now())
+	for ctx.Err() == nil {
+		got, _, err := c.readFrom(ctx, c.h.stream, base+"&wait=30s&index="+strconv.FormatUint(idx, 10))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		now := time.Now()
+		if got > idx {
+			seen(got, now)
+		}
+		idx = got
+	}
+	return nil
+}
