@@ -11,6 +11,7 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/client"
+	"github.com/rosterhq/roster/server"
 	"github.com/rosterhq/roster/server/servertest"
 )
 
@@ -280,5 +281,30 @@ func waitMembersKnown(ctx context.Context, t *testing.T, c *servertest.Cluster, 
 			t.Fatalf("member addresses not all known: %v", err)
 		case <-time.After(20 * time.Millisecond):
 		}
+	}
+}
+
+// --pprof serves the profiling endpoints next to the API; without it they are 404.
+func TestServer_Pprof(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		c := servertest.New(t, 1, servertest.FastTimeouts(), func(cfg *server.Config) { cfg.Pprof = on })
+		c.MustLeader()
+		resp, err := http.Get("http://" + c.Nodes[0].HTTPAddr + "/debug/pprof/cmdline")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		want := http.StatusNotFound
+		if on {
+			want = http.StatusOK
+		}
+		if resp.StatusCode != want {
+			t.Fatalf("pprof=%v: status %d, want %d", on, resp.StatusCode, want)
+		}
+		ready, err := c.Nodes[0].Client().Ready(ctxT(t, 10*time.Second))
+		if err != nil || !ready.Ready {
+			t.Fatalf("pprof=%v: API behind the profiling mux: %+v %v", on, ready, err)
+		}
+		c.Close()
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"sync"
@@ -52,6 +53,8 @@ type Config struct {
 	Health healthcheck.Config
 	// Raft carries optional timing overrides (zero values take raftnode's defaults).
 	Raft RaftTuning
+	// Pprof serves Go's profiling endpoints under /debug/pprof/ on the HTTP API.
+	Pprof bool
 	// NoSync disables fsync of the state file (tests only).
 	NoSync bool
 	// StateSyncInterval is how often the state file is fsynced (default 1s). Commits are
@@ -118,6 +121,7 @@ type Server struct {
 	node     *raftnode.Node
 	registry *prometheus.Registry
 	health   *healthcheck.Manager
+	api      http.Handler
 	ln       net.Listener
 	http     *http.Server
 	httpAddr string
@@ -223,6 +227,10 @@ func New(cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("http api: %w", err)
 	}
+	s.api = handler
+	if cfg.Pprof {
+		handler = withPprof(handler)
+	}
 	s.http = &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -292,7 +300,7 @@ func (s *Server) Close() error {
 			errs = append(errs, fmt.Errorf("http: %w", err))
 			_ = s.http.Close()
 		}
-		if h, ok := s.http.Handler.(interface{ CloseIdleConnections() }); ok {
+		if h, ok := s.api.(interface{ CloseIdleConnections() }); ok {
 			h.CloseIdleConnections()
 		}
 		if err := s.node.Shutdown(); err != nil {
@@ -317,4 +325,17 @@ func resetDir(dir string) error {
 		return err
 	}
 	return os.MkdirAll(dir, 0o750)
+}
+
+// withPprof serves net/http/pprof's handlers under /debug/pprof/ and everything else
+// through next.
+func withPprof(next http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/", next)
+	return mux
 }

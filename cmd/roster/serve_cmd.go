@@ -38,6 +38,7 @@ type nodeOptions struct {
 	LeaderLeaseTimeout time.Duration
 	StateSyncInterval  time.Duration
 	ProbeConcurrency   int
+	Pprof              bool
 }
 
 // newLogger returns a text logger on w at the named level (debug, info, warn or error).
@@ -93,6 +94,7 @@ func (a *app) serverCmd() *cobra.Command {
 	fs.DurationVar(&o.ElectionTimeout, "raft-election-timeout", 0, fmt.Sprintf("time a candidate waits for votes (0: %s)", raftnode.DefaultElectionTimeout))
 	fs.DurationVar(&o.LeaderLeaseTimeout, "raft-leader-lease-timeout", 0, fmt.Sprintf("time a leader keeps leading without hearing from a quorum (0: %s; at most the heartbeat timeout)", raftnode.DefaultLeaderLeaseTimeout))
 	fs.DurationVar(&o.StateSyncInterval, "state-sync-interval", 0, fmt.Sprintf("how often the state file is fsynced; the Raft log is fsynced on every write regardless (0: %s; negative: fsync every commit)", server.DefaultStateSyncInterval))
+	fs.BoolVar(&o.Pprof, "pprof", false, "serve Go's profiling endpoints under /debug/pprof/ on the HTTP address")
 	fs.IntVar(&o.ProbeConcurrency, "probe-concurrency", 0, fmt.Sprintf("health probes in flight at once on the leader (0: %d)", healthcheck.DefaultMaxConcurrent))
 	return cmd
 }

@@ -40,6 +40,7 @@ func startNode(o nodeOptions, log *slog.Logger) (string, func() error, error) {
 			LeaderLeaseTimeout: o.LeaderLeaseTimeout,
 		},
 		StateSyncInterval: o.StateSyncInterval,
+		Pprof:             o.Pprof,
 		Health:            healthcheck.Config{MaxConcurrent: o.ProbeConcurrency},
 	})
 	if err != nil {
