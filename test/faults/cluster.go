@@ -1,0 +1,504 @@
+//go:build linux
+
+package faults
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rosterhq/roster/client"
+)
+
+// BuildBinary builds cmd/roster (without the race detector, whatever the test binary
+// uses) into dir and returns its path. modDir is the module root.
+func BuildBinary(ctx context.Context, modDir, dir string) (string, error) {
+	bin := filepath.Join(dir, "roster")
+	// `go test` puts its own Go first on PATH.
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/roster")
+	cmd.Dir = modDir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build ./cmd/roster: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// ClusterConfig describes a cluster to start.
+type ClusterConfig struct {
+	// Binary is the roster binary.
+	Binary string
+	// Dir holds each node's data directory and log file.
+	Dir string
+	// Nodes is the number of nodes (3 or 5).
+	Nodes int
+	// Logf receives the harness's own events.
+	Logf func(format string, args ...any)
+}
+
+// Cluster is a set of roster server processes on loopback whose Raft and HTTP
+// advertise addresses are proxies on Net.
+type Cluster struct {
+	cfg   ClusterConfig
+	Net   *Network
+	Nodes []*Node
+	logf  func(format string, args ...any)
+
+	hcOnce sync.Once
+	hc     *http.Client
+}
+
+// HeaderOpID carries a workload operation's id on its request; Roster forwards it
+// with the request, so the HTTP proxies can tell which operations they delivered.
+const HeaderOpID = "X-Roster-Test-Op"
+
+type opIDKey struct{}
+
+// withOpID tags the requests made with ctx with a workload operation id.
+func withOpID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, opIDKey{}, id)
+}
+
+// opTagger sets HeaderOpID from the request's context.
+type opTagger struct{ base http.RoundTripper }
+
+func (t opTagger) RoundTrip(r *http.Request) (*http.Response, error) {
+	if id, ok := r.Context().Value(opIDKey{}).(string); ok {
+		r = r.Clone(r.Context())
+		r.Header.Set(HeaderOpID, id)
+	}
+	return t.base.RoundTrip(r)
+}
+
+// httpClient is the HTTP client every node's API client shares.
+func (c *Cluster) httpClient() *http.Client {
+	c.hcOnce.Do(func() {
+		c.hc = &http.Client{Transport: opTagger{base: &http.Transport{
+			Proxy:               nil,
+			DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
+			MaxIdleConnsPerHost: 32,
+			IdleConnTimeout:     30 * time.Second,
+		}}}
+	})
+	return c.hc
+}
+
+// Node is one roster server process; it keeps its id, data directory, log file and
+// proxies across restarts. Its real listen ports change at every start.
+type Node struct {
+	ID      string
+	DataDir string
+	LogPath string
+
+	raft *raftProxy
+	http *httpProxy
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	httpAddr string // real API address, "" while down
+	raftAddr string // real Raft address, "" while down
+	paused   bool
+	client   *client.Client
+	starts   int
+}
+
+// StartCluster starts every node of a new cluster (bootstrapped from the same peer
+// list on every node) and its proxies. It does not wait for a leader.
+func StartCluster(cfg ClusterConfig) (*Cluster, error) {
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	c := &Cluster{cfg: cfg, Net: NewNetwork(), logf: cfg.Logf}
+	for i := 1; i <= cfg.Nodes; i++ {
+		n := &Node{ID: fmt.Sprintf("n%d", i)}
+		n.DataDir = filepath.Join(cfg.Dir, n.ID, "data")
+		n.LogPath = filepath.Join(cfg.Dir, n.ID+".log")
+		c.Nodes = append(c.Nodes, n)
+		err := os.MkdirAll(n.DataDir, 0o755)
+		if err == nil {
+			n.raft, err = newRaftProxy(n.ID, c.Net, n.upstreamRaft)
+		}
+		if err == nil {
+			n.http, err = newHTTPProxy(n.ID, c.Net, n.upstreamHTTP)
+		}
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	for _, n := range c.Nodes {
+		if err := c.Start(n); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (n *Node) upstreamRaft() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.raftAddr
+}
+
+func (n *Node) upstreamHTTP() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.httpAddr
+}
+
+// Client returns a client for the node's API (with ClientTimeout), or nil while the
+// node is down.
+func (n *Node) Client() *client.Client {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.client
+}
+
+// Running reports whether the node's process is up (paused or not).
+func (n *Node) Running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd != nil
+}
+
+// Paused reports whether the node is stopped with SIGSTOP.
+func (n *Node) Paused() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.paused
+}
+
+func (c *Cluster) peers() string {
+	parts := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		parts[i] = n.ID + "=" + n.raft.Addr()
+	}
+	return strings.Join(parts, ",")
+}
+
+// freePort reserves a loopback port by listening on port 0 and closing the listener.
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := ln.Addr().String()
+	return addr, ln.Close()
+}
+
+// ClientTimeout bounds every workload request: short, so that a partition or a paused
+// node turns into an unknown outcome quickly.
+const ClientTimeout = 2 * time.Second
+
+// Start starts the node's process (which must be down) on fresh ports and returns once
+// its API accepts connections. A port taken between reservation and use is retried.
+func (c *Cluster) Start(n *Node) error {
+	var last error
+	for attempt := 0; attempt < 3; attempt++ {
+		if last = c.startOnce(n); last == nil {
+			return nil
+		}
+		c.logf("start %s failed (attempt %d): %v", n.ID, attempt+1, last)
+	}
+	return last
+}
+
+func (c *Cluster) startOnce(n *Node) error {
+	httpAddr, err := freePort()
+	if err != nil {
+		return err
+	}
+	raftAddr, err := freePort()
+	if err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	if n.cmd != nil {
+		n.mu.Unlock()
+		_ = logf.Close()
+		return fmt.Errorf("%s is already running", n.ID)
+	}
+	n.starts++
+	fmt.Fprintf(logf, "==== harness: start %d of %s at %s (http %s, raft %s)\n", n.starts, n.ID, time.Now().Format(time.RFC3339Nano), httpAddr, raftAddr)
+	cmd := exec.Command(c.cfg.Binary, "server",
+		"--node-id", n.ID,
+		"--data-dir", n.DataDir,
+		"--http-addr", httpAddr,
+		"--http-advertise", n.http.Addr(),
+		"--raft-addr", raftAddr,
+		"--raft-advertise", n.raft.Addr(),
+		"--peers", c.peers(),
+		"--log-level", "info",
+	)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = os.Environ()
+	cmd.SysProcAttr = procAttr()
+	if err := cmd.Start(); err != nil {
+		n.mu.Unlock()
+		_ = logf.Close()
+		return err
+	}
+	exited := make(chan struct{})
+	n.cmd, n.exited, n.paused = cmd, exited, false
+	n.httpAddr, n.raftAddr = httpAddr, raftAddr
+	n.client = client.New(httpAddr, client.WithTimeout(ClientTimeout), client.WithHTTPClient(c.httpClient()))
+	n.mu.Unlock()
+	go func() {
+		_ = cmd.Wait()
+		_ = logf.Close()
+		close(exited)
+	}()
+
+	// Wait until the API accepts connections (or the process dies, e.g. on a port clash).
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			c.reap(n, cmd)
+			return fmt.Errorf("%s exited during start (see %s)", n.ID, n.LogPath)
+		default:
+		}
+		conn, err := net.DialTimeout("tcp", httpAddr, 200*time.Millisecond)
+		if err == nil {
+			_ = conn.Close()
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.Kill(n)
+	return fmt.Errorf("%s did not open its API within 15s (see %s)", n.ID, n.LogPath)
+}
+
+// reap forgets a process that exited.
+func (c *Cluster) reap(n *Node, cmd *exec.Cmd) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == cmd {
+		n.cmd, n.httpAddr, n.raftAddr, n.client, n.paused = nil, "", "", nil, false
+	}
+}
+
+// Kill sends SIGKILL to the node's process group and waits until it is gone.
+func (c *Cluster) Kill(n *Node) {
+	n.mu.Lock()
+	cmd, exited := n.cmd, n.exited
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		c.logf("%s: process %d did not exit 10s after SIGKILL", n.ID, cmd.Process.Pid)
+	}
+	c.reap(n, cmd)
+}
+
+// Pause stops the node's process group with SIGSTOP.
+func (c *Cluster) Pause(n *Node) error {
+	return c.signal(n, syscall.SIGSTOP, true)
+}
+
+// Resume continues a paused node with SIGCONT.
+func (c *Cluster) Resume(n *Node) error {
+	return c.signal(n, syscall.SIGCONT, false)
+}
+
+func (c *Cluster) signal(n *Node, sig syscall.Signal, paused bool) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return fmt.Errorf("%s: %w", n.ID, errNotRunning)
+	}
+	if err := syscall.Kill(-n.cmd.Process.Pid, sig); err != nil {
+		return fmt.Errorf("%s: %v: %w", n.ID, sig, err)
+	}
+	n.paused = paused
+	return nil
+}
+
+// Close kills every process (continuing paused ones first) and closes the proxies.
+func (c *Cluster) Close() {
+	for _, n := range c.Nodes {
+		n.mu.Lock()
+		if n.cmd != nil && n.paused {
+			_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGCONT)
+		}
+		n.mu.Unlock()
+		c.Kill(n)
+	}
+	c.Net.closeAll()
+	if c.hc != nil {
+		c.hc.CloseIdleConnections()
+	}
+	for _, n := range c.Nodes {
+		if n.raft != nil {
+			n.raft.close()
+		}
+		if n.http != nil {
+			n.http.close()
+		}
+	}
+}
+
+// Node returns the node with the given id, or nil.
+func (c *Cluster) Node(id string) *Node {
+	for _, n := range c.Nodes {
+		if n.ID == id {
+			return n
+		}
+	}
+	return nil
+}
+
+// IDs returns the node ids.
+func (c *Cluster) IDs() []string {
+	ids := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		ids[i] = n.ID
+	}
+	return ids
+}
+
+// errUnhealthy is returned by WaitHealthy when the deadline passes.
+var errUnhealthy = errors.New("cluster did not become healthy")
+
+// WaitHealthy polls until every running, unpaused node reports ready with the same
+// leader, which is one of them, and returns that leader.
+func (c *Cluster) WaitHealthy(ctx context.Context, limit time.Duration) (*Node, error) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	var why string
+	for {
+		leader, reason := c.healthy(ctx)
+		if leader != nil {
+			return leader, nil
+		}
+		why = reason
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w within %s: %s", errUnhealthy, limit, why)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Cluster) healthy(ctx context.Context) (*Node, string) {
+	var leaderID string
+	up := 0
+	for _, n := range c.Nodes {
+		cl := n.Client()
+		if cl == nil || n.Paused() {
+			continue
+		}
+		up++
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		r, err := cl.Ready(rctx)
+		cancel()
+		switch {
+		case err != nil:
+			return nil, fmt.Sprintf("%s: %v", n.ID, err)
+		case !r.Ready:
+			return nil, fmt.Sprintf("%s not ready: %s", n.ID, r.Reason)
+		case leaderID == "":
+			leaderID = r.Leader
+		case leaderID != r.Leader:
+			return nil, fmt.Sprintf("leaders differ: %s and %s", leaderID, r.Leader)
+		}
+	}
+	if up == 0 {
+		return nil, "no node is running"
+	}
+	l := c.Node(leaderID)
+	if l == nil || !l.Running() || l.Paused() {
+		return nil, fmt.Sprintf("leader %q is not a running node", leaderID)
+	}
+	return l, ""
+}
+
+// Leader returns the node every running node names as leader, waiting for one.
+func (c *Cluster) Leader(ctx context.Context) (*Node, error) {
+	return c.WaitHealthy(ctx, 20*time.Second)
+}
+
+// CopyLogs copies every node's log file into dir.
+func (c *Cluster) CopyLogs(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, n := range c.Nodes {
+		if err := copyFile(n.LogPath, filepath.Join(dir, filepath.Base(n.LogPath))); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// CopyData copies every node's data directory (state.db, the Raft log and snapshots)
+// into dir/<node>/. The nodes should be stopped.
+func (c *Cluster) CopyData(dir string) error {
+	for _, n := range c.Nodes {
+		err := filepath.WalkDir(n.DataDir, func(path string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, err := filepath.Rel(n.DataDir, path)
+			if err != nil {
+				return err
+			}
+			dst := filepath.Join(dir, n.ID, rel)
+			if d.IsDir() {
+				return os.MkdirAll(dst, 0o755)
+			}
+			return copyFile(path, dst)
+		})
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		_ = out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func discardLog() *log.Logger { return log.New(io.Discard, "", 0) }
+
+// procAttr puts a node in its own process group (so SIGKILL and SIGSTOP reach all of
+// it) and kills it if the harness dies.
+func procAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
