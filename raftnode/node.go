@@ -179,7 +179,7 @@ func (n *Node) open() (bool, error) {
 		}
 		n.log.Info("bootstrapped raft cluster", "peers", len(cfg.Peers))
 	}
-	r, err := raft.NewRaft(rc, n.sm, cache, bolt, snaps, n.trans)
+	r, err := raft.NewRaft(rc, n.sm, cache, bolt, snaps, noHeartbeatFastPath{n.trans})
 	if err != nil {
 		return false, fmt.Errorf("raftnode: start raft: %w", err)
 	}
