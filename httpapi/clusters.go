@@ -16,11 +16,8 @@ func (s *server) listClusters(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var list []store.Cluster
-	idx, err := s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
-		idx, l, err := s.store.Clusters(ws, key)
-		list = l
-		return idx, err
+	idx, list, err := readValue(s, w, r, func(ws *store.WatchSet) (uint64, []store.Cluster, error) {
+		return s.store.Clusters(ws, key)
 	})
 	if err != nil {
 		return err
@@ -35,11 +32,8 @@ func (s *server) getCluster(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var c store.Cluster
-	idx, err := s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
-		idx, cl, err := s.store.Cluster(ws, key, name)
-		c = cl
-		return idx, err
+	idx, c, err := readValue(s, w, r, func(ws *store.WatchSet) (uint64, store.Cluster, error) {
+		return s.store.Cluster(ws, key, name)
 	})
 	if err != nil {
 		return err

@@ -85,6 +85,18 @@ func (s *server) readRoute(next http.Handler) http.Handler {
 // read runs fn under the request's consistency and blocking options and sets the read
 // headers. fn keeps what it read in its closure; the last run's data is what the
 // handler answers with.
+// readValue is s.read for a fetch that also returns the value read: it returns the
+// index and the value of the fetch that served the request.
+func readValue[T any](s *server, w http.ResponseWriter, r *http.Request, fetch func(ws *store.WatchSet) (uint64, T, error)) (uint64, T, error) {
+	var v T
+	idx, err := s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
+		i, got, err := fetch(ws)
+		v = got
+		return i, err
+	})
+	return idx, v, err
+}
+
 func (s *server) read(w http.ResponseWriter, r *http.Request, fn func(ws *store.WatchSet) (uint64, error)) (uint64, error) {
 	o := s.readOpts(r)
 	s.setLeaderHeaders(w, o.mode)

@@ -24,7 +24,8 @@ func (s *server) getHealth(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := s.store.ServiceView(nil, key); err != nil {
+	// The service must exist; its clusters are the cheapest read that says so.
+	if _, _, err := s.store.Clusters(nil, key); err != nil {
 		return err
 	}
 	if s.cfg.Health == nil {

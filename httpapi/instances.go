@@ -106,11 +106,8 @@ func (s *server) listInstances(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var view store.ServiceView
-	idx, err := s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
-		idx, v, err := s.store.ServiceView(ws, key)
-		view = v
-		return idx, err
+	idx, view, err := readValue(s, w, r, func(ws *store.WatchSet) (uint64, store.ServiceView, error) {
+		return s.store.ServiceView(ws, key)
 	})
 	if err != nil {
 		return err
@@ -131,11 +128,8 @@ func (s *server) getInstance(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var in store.Instance
-	idx, err := s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
-		idx, i, err := s.store.Instance(ws, ref)
-		in = i
-		return idx, err
+	idx, in, err := readValue(s, w, r, func(ws *store.WatchSet) (uint64, store.Instance, error) {
+		return s.store.Instance(ws, ref)
 	})
 	if err != nil {
 		return err

@@ -11,11 +11,8 @@ import (
 
 // listNamespaces serves GET /v1/namespaces.
 func (s *server) listNamespaces(w http.ResponseWriter, r *http.Request) error {
-	var list []store.Namespace
-	idx, err := s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
-		idx, l, err := s.store.Namespaces(ws)
-		list = l
-		return idx, err
+	idx, list, err := readValue(s, w, r, func(ws *store.WatchSet) (uint64, []store.Namespace, error) {
+		return s.store.Namespaces(ws)
 	})
 	if err != nil {
 		return err
@@ -30,11 +27,8 @@ func (s *server) getNamespace(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var ns store.Namespace
-	idx, err := s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
-		idx, n, err := s.store.Namespace(ws, id)
-		ns = n
-		return idx, err
+	idx, ns, err := readValue(s, w, r, func(ws *store.WatchSet) (uint64, store.Namespace, error) {
+		return s.store.Namespace(ws, id)
 	})
 	if err != nil {
 		return err

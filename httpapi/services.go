@@ -48,11 +48,8 @@ func (s *server) getService(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var view store.ServiceView
-	idx, err := s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
-		idx, v, err := s.store.ServiceView(ws, key)
-		view = v
-		return idx, err
+	idx, view, err := readValue(s, w, r, func(ws *store.WatchSet) (uint64, store.ServiceView, error) {
+		return s.store.ServiceView(ws, key)
 	})
 	if err != nil {
 		return err
