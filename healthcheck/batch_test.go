@@ -233,7 +233,7 @@ func TestProber_SubmitPathChecksContext(t *testing.T) {
 	p := mustNewProber(t, Config{}, newFakeSource(), app)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	ref := inst("10.0.0.1", 80, true).Ref()
+	ref := inst("127.100.0.1", 80, true).Ref()
 	p.submitUpdates(ctx, nil, []store.HealthUpdate{{Ref: ref, Epoch: 1}})
 	r := <-p.submitted
 	if !errors.Is(r.err, context.Canceled) {

@@ -8,7 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -100,15 +100,22 @@ func probeURL(addr string, s *spec) string { return "http://" + addr + s.hc.Path
 // outcome is what one probe observed.
 type outcome struct {
 	ok      bool
-	status  int // HTTP status, 0 if none
-	err     string
+	class   string // OutcomeSuccess or a failure class (outcome.go)
+	status  int    // HTTP status, 0 if none
+	err     string // written by the prober; never bytes read from the target
 	latency time.Duration
-	timeout bool // an I/O deadline (the probe's timeout) expired
 }
 
-// failed is the outcome of a probe that ended with err.
-func failed(err error) outcome {
-	return outcome{err: err.Error(), timeout: errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded)}
+// dialFailed is the outcome of a probe whose connection could not be opened or written.
+func dialFailed(err error) outcome {
+	class, msg := classifyDial(err)
+	return outcome{class: class, err: msg}
+}
+
+// readFailed is the outcome of a probe whose response could not be read.
+func readFailed(err error) outcome {
+	class, msg := classifyRead(err)
+	return outcome{class: class, err: msg}
 }
 
 // checker performs single probes. It is safe for concurrent use.
@@ -123,18 +130,34 @@ func failed(err error) outcome {
 // "Connection: close" and reads one response with net/http's own request writer and
 // response parser; redirects are reported as their status, never followed. The only
 // bound on concurrent probes is Config.MaxConcurrent.
+//
+// Every connection goes through the probe Policy: the default dialer checks each
+// resolved address in its Control hook, before the socket connects; an injected
+// Config.Dial is given only addresses whose IP literal the policy allows (it
+// resolves names itself, and must enforce the policy on what they resolve to).
 type checker struct {
-	dial    func(ctx context.Context, network, address string) (net.Conn, error)
+	dial    DialFunc
+	policy  Policy
 	maxBody int64
 }
 
 func newChecker(cfg Config) *checker {
 	dial := cfg.Dial
 	if dial == nil {
-		d := &net.Dialer{KeepAlive: -1}
-		dial = d.DialContext
+		dial = cfg.Policy.Dialer()
 	}
-	return &checker{dial: dial, maxBody: cfg.MaxBodyBytes}
+	return &checker{dial: dial, policy: cfg.Policy, maxBody: cfg.MaxBodyBytes}
+}
+
+// connect opens a probe connection to addr, refusing an IP literal outside the policy
+// without calling the dialer.
+func (c *checker) connect(ctx context.Context, addr string) (net.Conn, error) {
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		if ip, err := netip.ParseAddr(host); err == nil && !c.policy.Allowed(ip) {
+			return nil, &DeniedError{Addr: ip.Unmap().WithZone("")}
+		}
+	}
+	return c.dial(ctx, "tcp", addr)
 }
 
 // probe runs one check of s's type against addr (TCP) or rawURL (HTTP, whose
@@ -150,11 +173,13 @@ func (c *checker) probe(ctx context.Context, s *spec, addr, rawURL string) outco
 	case store.CheckHTTP:
 		o = c.probeHTTP(ctx, s, addr, rawURL)
 	default:
-		o = outcome{err: fmt.Sprintf("check type %q is not probed", s.hc.Type)}
+		o = outcome{class: OutcomeError, err: fmt.Sprintf("check type %q is not probed", s.hc.Type)}
 	}
 	o.latency = time.Since(start)
-	if !o.ok && (errors.Is(ctx.Err(), context.DeadlineExceeded) || (o.timeout && ctx.Err() == nil)) {
-		o.err = fmt.Sprintf("timeout after %s", s.timeout)
+	if o.ok {
+		o.class = OutcomeSuccess
+	} else if o.class != OutcomeDenied && (o.class == OutcomeTimeout || errors.Is(ctx.Err(), context.DeadlineExceeded)) {
+		o.class, o.err = OutcomeTimeout, fmt.Sprintf("timeout after %s", s.timeout)
 	}
 	return o
 }
@@ -169,9 +194,9 @@ func closeReset(conn net.Conn) {
 
 // probeTCP succeeds when a connection is established.
 func (c *checker) probeTCP(ctx context.Context, addr string) outcome {
-	conn, err := c.dial(ctx, "tcp", addr)
+	conn, err := c.connect(ctx, addr)
 	if err != nil {
-		return failed(err)
+		return dialFailed(err)
 	}
 	closeReset(conn)
 	return outcome{ok: true}
@@ -183,14 +208,14 @@ func (c *checker) probeTCP(ctx context.Context, addr string) outcome {
 func (c *checker) probeHTTP(ctx context.Context, s *spec, addr, rawURL string) outcome {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
-		return outcome{err: err.Error()}
+		return outcome{class: OutcomeError, err: "invalid probe URL"}
 	}
 	req.Header = s.header // only read by Request.Write
 	req.Host = s.host
 	req.Close = true
-	conn, err := c.dial(ctx, "tcp", addr)
+	conn, err := c.connect(ctx, addr)
 	if err != nil {
-		return failed(err)
+		return dialFailed(err)
 	}
 	defer closeReset(conn)
 	if dl, ok := ctx.Deadline(); ok {
@@ -199,7 +224,7 @@ func (c *checker) probeHTTP(ctx context.Context, s *spec, addr, rawURL string) o
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	if err := req.Write(conn); err != nil {
-		return failed(err)
+		return dialFailed(err)
 	}
 	// Bound everything read from the connection: headers, interim responses and the
 	// body share one budget.
@@ -207,7 +232,7 @@ func (c *checker) probeHTTP(ctx context.Context, s *spec, addr, rawURL string) o
 	for {
 		resp, err := http.ReadResponse(br, req)
 		if err != nil {
-			return failed(err)
+			return readFailed(err)
 		}
 		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
 			continue
@@ -219,7 +244,7 @@ func (c *checker) probeHTTP(ctx context.Context, s *spec, addr, rawURL string) o
 			if len(s.hc.ExpectedStatus) > 0 {
 				want = fmt.Sprint(s.hc.ExpectedStatus)
 			}
-			return outcome{status: resp.StatusCode, err: fmt.Sprintf("status %d, expected %s", resp.StatusCode, want)}
+			return outcome{class: OutcomeStatus, status: resp.StatusCode, err: fmt.Sprintf("status %d, expected %s", resp.StatusCode, want)}
 		}
 		return outcome{ok: true, status: resp.StatusCode}
 	}

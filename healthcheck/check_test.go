@@ -237,8 +237,8 @@ func TestProbeAddr_PortAndAddressForms(t *testing.T) {
 		sp   *spec
 		want string
 	}{
-		{"instance port", ref("10.0.0.1", 8080), own, "10.0.0.1:8080"},
-		{"check port overrides", ref("10.0.0.1", 8080), other, "10.0.0.1:9090"},
+		{"instance port", ref("127.100.0.1", 8080), own, "127.100.0.1:8080"},
+		{"check port overrides", ref("127.100.0.1", 8080), other, "127.100.0.1:9090"},
 		{"ipv6 bracketed", ref("2001:db8::1", 8080), own, "[2001:db8::1]:8080"},
 		{"dns name", ref("db-1.example.com", 5432), own, "db-1.example.com:5432"},
 	}
@@ -380,5 +380,50 @@ func TestHTTPProbe_AbortsOnCancel(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("probe did not stop when its context was cancelled")
+	}
+}
+
+func TestHTTPProbe_ErrorsNeverEchoTargetBytes(t *testing.T) {
+	const secret = "AKIA-SECRET-CREDENTIAL"
+	c := mustNewChecker(t, Config{})
+	sp := httpSpec("/", nil, nil, 2*time.Second)
+	tests := []struct {
+		name, reply, class string
+	}{
+		{"not HTTP at all", secret + "\r\n\r\n", OutcomeMalformed},
+		{"bad status code", "HTTP/1.1 " + secret + " OK\r\n\r\n", OutcomeMalformed},
+		{"bad header", "HTTP/1.1 200 OK\r\n" + secret + "\r\n\r\n", OutcomeMalformed},
+		{"bad version", secret + "/1.1 200 OK\r\n\r\n", OutcomeMalformed},
+		{"closed mid-headers", "HTTP/1.1 200 OK\r\nX-Token: " + secret, OutcomeReset},
+		{"closed before anything", "", OutcomeReset},
+		{"unexpected status", "HTTP/1.1 503 " + secret + "\r\nContent-Length: 0\r\n\r\n", OutcomeStatus},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			addr := rawServer(t, func(c net.Conn) {
+				_, _ = c.Read(make([]byte, 4096))
+				_, _ = io.WriteString(c, tt.reply)
+			})
+			o := c.probe(context.Background(), sp, addr, probeURL(addr, sp))
+			if o.ok || o.class != tt.class {
+				t.Fatalf("outcome %+v, want class %q", o, tt.class)
+			}
+			if strings.Contains(o.err, "SECRET") || strings.Contains(o.err, "AKIA") {
+				t.Fatalf("error %q echoes bytes the target sent", o.err)
+			}
+		})
+	}
+}
+
+func TestProbe_ClassifiesConnectFailures(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	_ = ln.Close()
+	c := mustNewChecker(t, Config{})
+	if o := c.probe(context.Background(), tcpSpec(), closed, ""); o.class != OutcomeRefused || o.err != "connection refused" {
+		t.Fatalf("closed port: %+v, want refused", o)
 	}
 }

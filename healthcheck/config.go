@@ -1,9 +1,7 @@
 package healthcheck
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,8 +38,15 @@ type Config struct {
 	// Clock drives scheduling and batching (nil: the system clock). Probe timeouts and
 	// latencies always use real time.
 	Clock Clock
-	// Dial opens the connections of TCP and HTTP probes (nil: a net.Dialer).
-	Dial func(ctx context.Context, network, address string) (net.Conn, error)
+	// Policy decides which addresses may be probed (the zero Policy allows every
+	// address; servers build it with ParsePolicy, whose deny list defaults to
+	// DefaultProbeDeny). A refused probe fails with outcome "denied" and sends nothing.
+	Policy Policy
+	// Dial opens the connections of TCP and HTTP probes (nil: Policy.Dialer(), which
+	// enforces the policy on every resolved address). An injected dialer only receives
+	// addresses whose IP literal the policy allows; it must enforce the policy on the
+	// addresses names resolve to (wrap Policy.Dialer()).
+	Dial DialFunc
 	// Registerer receives the prober's metrics (nil: metrics are kept but not exported).
 	Registerer prometheus.Registerer
 }

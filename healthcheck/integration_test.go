@@ -80,9 +80,9 @@ func TestProber_WithStoreAndFSM(t *testing.T) {
 	app.mustApply(t, fsm.UpsertClusterType, cluster(store.DefaultCluster, tcpCheck(time.Second, 1, 1)))
 	app.mustApply(t, fsm.UpsertClusterType, cluster("manual", store.HealthCheck{Type: store.CheckNone,
 		Interval: store.Duration(time.Second), Timeout: store.Duration(time.Second / 2), Rise: 1, Fall: 1}))
-	a := inst("10.0.0.1", 8080, false)
+	a := inst("127.100.0.1", 8080, false)
 	app.mustApply(t, fsm.RegisterInstanceType, fsm.RegisterInstanceRequest{Instance: a})
-	manual := inst("10.0.0.2", 8080, false)
+	manual := inst("127.100.0.2", 8080, false)
 	manual.Cluster = "manual"
 	app.mustApply(t, fsm.RegisterInstanceType, fsm.RegisterInstanceRequest{Instance: manual})
 
@@ -113,11 +113,11 @@ func TestProber_WithStoreAndFSM(t *testing.T) {
 		Path: "/hz", Interval: store.Duration(2 * time.Second), Timeout: store.Duration(time.Second), Rise: 1, Fall: 1}))
 	waitFor(t, 5*time.Second, "HTTP spec applied", func() bool {
 		r, _ := resultFor(p, a.IP, a.Port)
-		return r.CheckType == store.CheckHTTP && r.Target == "http://10.0.0.1:8080/hz"
+		return r.CheckType == store.CheckHTTP && r.Target == "http://127.100.0.1:8080/hz"
 	})
 
 	// An instance registered into a new cluster gets the implicit cluster's spec.
-	c := inst("10.0.0.3", 9000, true)
+	c := inst("127.100.0.3", 9000, true)
 	c.Cluster = "fresh"
 	app.mustApply(t, fsm.RegisterInstanceType, fsm.RegisterInstanceRequest{Instance: c})
 	waitFor(t, 5*time.Second, "new instance scheduled", func() bool {

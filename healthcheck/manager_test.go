@@ -15,7 +15,7 @@ import (
 func TestManager_RunsOneProberPerTerm(t *testing.T) {
 	src := newFakeSource()
 	src.setCheck(testSvc, store.DefaultCluster, tcpCheck(10*time.Second, 2, 3), false)
-	in := src.register(inst("10.0.0.1", 8080, true), false)
+	in := src.register(inst("127.100.0.1", 8080, true), false)
 	reg := prometheus.NewRegistry()
 	fnet := newFakeNet()
 	m, err := NewManager(Config{Registerer: reg, Clock: newFakeClock(), Dial: fnet.dial}, src, &fakeApplier{src: src}, nil)
@@ -103,13 +103,13 @@ func TestConfig_Validate(t *testing.T) {
 }
 
 func TestResult_JSON(t *testing.T) {
-	r := Result{IP: "10.0.0.1", Port: 80, CheckType: store.CheckTCP, Interval: store.Duration(5 * time.Second)}
+	r := Result{IP: "127.100.0.1", Port: 80, CheckType: store.CheckTCP, Interval: store.Duration(5 * time.Second)}
 	b, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(b)
-	for _, want := range []string{`"ip":"10.0.0.1"`, `"checkType":"TCP"`, `"interval":"5s"`, `"consecutiveFailures":0`} {
+	for _, want := range []string{`"ip":"127.100.0.1"`, `"checkType":"TCP"`, `"interval":"5s"`, `"consecutiveFailures":0`} {
 		if !strings.Contains(s, want) {
 			t.Fatalf("%s lacks %s", s, want)
 		}

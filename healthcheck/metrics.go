@@ -7,11 +7,9 @@ import (
 	"github.com/rosterhq/roster/store"
 )
 
-// Probe outcomes, as reported in Result.Outcome and the probes metric.
-const (
-	OutcomeSuccess = "success"
-	OutcomeFailure = "failure"
-)
+// metricFailure is the outcome label of failed probes in roster_health_probes_total
+// (Result.Outcome classifies them further; the metric keeps two values).
+const metricFailure = "failure"
 
 // metrics are created once per Manager (or Prober) and shared by its runs.
 type metrics struct {
@@ -24,6 +22,7 @@ type metrics struct {
 	targets      prometheus.Gauge
 	skipped      prometheus.Counter
 	discarded    prometheus.Counter
+	denied       prometheus.Counter
 
 	// Resolved children for the hot path.
 	tcpOK, tcpFail, httpOK, httpFail prometheus.Counter
@@ -75,6 +74,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "roster_health_results_discarded_total",
 			Help: "Probe results discarded because their instance was removed, re-registered or re-specified meanwhile.",
 		}),
+		denied: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roster_health_probes_denied_total",
+			Help: "Probes refused by the probe target policy before any packet was sent.",
+		}),
 	}
 	if reg != nil {
 		var err error
@@ -105,11 +108,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		if m.discarded, err = register(reg, m.discarded); err != nil {
 			return nil, err
 		}
+		if m.denied, err = register(reg, m.denied); err != nil {
+			return nil, err
+		}
 	}
 	m.tcpOK = m.probes.WithLabelValues(string(store.CheckTCP), OutcomeSuccess)
-	m.tcpFail = m.probes.WithLabelValues(string(store.CheckTCP), OutcomeFailure)
+	m.tcpFail = m.probes.WithLabelValues(string(store.CheckTCP), metricFailure)
 	m.httpOK = m.probes.WithLabelValues(string(store.CheckHTTP), OutcomeSuccess)
-	m.httpFail = m.probes.WithLabelValues(string(store.CheckHTTP), OutcomeFailure)
+	m.httpFail = m.probes.WithLabelValues(string(store.CheckHTTP), metricFailure)
 	m.tcpLatency = m.latency.WithLabelValues(string(store.CheckTCP))
 	m.httpLatency = m.latency.WithLabelValues(string(store.CheckHTTP))
 	m.toHealthy = m.transitions.WithLabelValues("healthy")

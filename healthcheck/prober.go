@@ -331,6 +331,9 @@ func (p *Prober) handleResult(r probeResult, now time.Time) {
 	p.inFlight--
 	p.met.inFlight.Dec()
 	p.met.observeProbe(r.kind, r.out.ok, r.out.latency.Seconds())
+	if r.out.class == OutcomeDenied {
+		p.met.denied.Inc()
+	}
 	t := r.t
 	t.probing = false
 	if p.targets[t.ref] != t || t.gen != r.gen {

@@ -30,7 +30,7 @@ func newFakeEnv(hc store.HealthCheck) *fakeEnv {
 func (e *fakeEnv) addInstances(n int, healthy bool) []store.Instance {
 	out := make([]store.Instance, n)
 	for i := range out {
-		out[i] = e.src.register(inst("10.0."+strconv.Itoa(i/250)+"."+strconv.Itoa(i%250+1), 8080, healthy), false)
+		out[i] = e.src.register(inst("127.100."+strconv.Itoa(i/250)+"."+strconv.Itoa(i%250+1), 8080, healthy), false)
 	}
 	return out
 }
@@ -125,7 +125,7 @@ func TestProber_ReschedulesOnClusterChange(t *testing.T) {
 	if r.ConsecutiveFailures != 0 || r.Outcome != "" {
 		t.Fatalf("counters not reset: %+v", r)
 	}
-	if r.Interval.D() != 20*time.Second || r.Fall != 2 || r.Target != "http://10.0.0.1:9000/hz" {
+	if r.Interval.D() != 20*time.Second || r.Fall != 2 || r.Target != "http://127.100.0.1:9000/hz" {
 		t.Fatalf("spec not applied: %+v", r)
 	}
 	if r.NextCheck.Before(now) || !r.NextCheck.Before(now.Add(20*time.Second)) {
@@ -139,7 +139,7 @@ func TestProber_ReschedulesOnClusterChange(t *testing.T) {
 		return r.ConsecutiveFailures == 1
 	})
 	e.src.setCheck(testSvc, store.DefaultCluster, hc, true)
-	marker := e.src.register(inst("10.9.9.9", 1, true), true)
+	marker := e.src.register(inst("127.109.9.9", 1, true), true)
 	waitFor(t, 5*time.Second, "events processed", func() bool { _, ok := resultFor(p, marker.IP, marker.Port); return ok })
 	if r, _ := resultFor(p, in.IP, in.Port); r.ConsecutiveFailures != 1 {
 		t.Fatalf("an unchanged spec reset the counters: %+v", r)
@@ -153,7 +153,7 @@ func TestProber_ReschedulesOnClusterChange(t *testing.T) {
 	})
 	dials, _, _ := e.net.stats()
 	e.clk.Advance(time.Minute)
-	marker2 := e.src.register(inst("10.9.9.10", 1, true), true)
+	marker2 := e.src.register(inst("127.109.9.10", 1, true), true)
 	waitFor(t, 5*time.Second, "events processed", func() bool { _, ok := resultFor(p, marker2.IP, marker2.Port); return ok })
 	if d, _, _ := e.net.stats(); d != dials {
 		t.Fatalf("a NONE cluster was probed %d times", d-dials)
@@ -165,7 +165,7 @@ func TestProber_LearnsSpecOfClusterWithoutInstances(t *testing.T) {
 	// The cluster exists with a NONE spec but had no instances at the scan.
 	e.src.setCheck(testSvc, "manual", store.HealthCheck{Type: store.CheckNone}, false)
 	p, _ := e.start(t)
-	in := inst("10.0.0.7", 80, true)
+	in := inst("127.100.0.7", 80, true)
 	in.Cluster = "manual"
 	e.src.register(in, true)
 	waitFor(t, 5*time.Second, "instance seen", func() bool { _, ok := resultFor(p, in.IP, in.Port); return ok })
@@ -176,11 +176,11 @@ func TestProber_LearnsSpecOfClusterWithoutInstances(t *testing.T) {
 
 func TestProber_RescansOnReset(t *testing.T) {
 	e := newFakeEnv(tcpCheck(10*time.Second, 2, 3))
-	a := e.src.register(inst("10.0.0.1", 80, true), false)
+	a := e.src.register(inst("127.100.0.1", 80, true), false)
 	p, _ := e.start(t)
 	// Changes whose events were dropped, then the reset.
 	e.src.deregister(a.Ref(), false)
-	b := e.src.register(inst("10.0.0.2", 80, false), false)
+	b := e.src.register(inst("127.100.0.2", 80, false), false)
 	e.src.emit(store.Event{Kind: store.EventReset})
 	waitFor(t, 5*time.Second, "rescan", func() bool {
 		_, hasA := resultFor(p, a.IP, a.Port)
@@ -201,7 +201,7 @@ func TestProber_RetriesRescanAfterError(t *testing.T) {
 		defer e.src.mu.Unlock()
 		return e.src.scans == 2
 	})
-	b := e.src.register(inst("10.0.0.2", 80, true), false)
+	b := e.src.register(inst("127.100.0.2", 80, true), false)
 	e.src.mu.Lock()
 	e.src.scanErr = nil
 	e.src.mu.Unlock()
@@ -214,7 +214,7 @@ func TestProber_RetriesRescanAfterError(t *testing.T) {
 
 func TestProber_FollowsCommittedHealthFromFeed(t *testing.T) {
 	e := newFakeEnv(tcpCheck(10*time.Second, 2, 3))
-	a := e.src.register(inst("10.0.0.1", 80, true), false)
+	a := e.src.register(inst("127.100.0.1", 80, true), false)
 	p, _ := e.start(t)
 
 	changed := a
@@ -230,7 +230,7 @@ func TestProber_FollowsCommittedHealthFromFeed(t *testing.T) {
 	}
 	// A replayed older event does not roll the view back.
 	e.src.emit(store.Event{Kind: store.EventInstanceUpsert, Instance: a, Ref: a.Ref()})
-	marker := e.src.register(inst("10.9.9.9", 1, true), true)
+	marker := e.src.register(inst("127.109.9.9", 1, true), true)
 	waitFor(t, 5*time.Second, "events processed", func() bool { _, ok := resultFor(p, marker.IP, marker.Port); return ok })
 	if r, _ := resultFor(p, a.IP, a.Port); r.Healthy {
 		t.Fatal("a stale event rolled the committed health back")
@@ -239,15 +239,15 @@ func TestProber_FollowsCommittedHealthFromFeed(t *testing.T) {
 
 func TestProber_IgnoresReplayedDeleteOfEarlierEpoch(t *testing.T) {
 	e := newFakeEnv(tcpCheck(10*time.Second, 2, 3))
-	e.src.register(inst("10.0.0.1", 80, true), false) // epoch 2
-	e.src.deregister(inst("10.0.0.1", 80, true).Ref(), false)
-	cur := e.src.register(inst("10.0.0.1", 80, true), false) // a later epoch
+	e.src.register(inst("127.100.0.1", 80, true), false) // epoch 2
+	e.src.deregister(inst("127.100.0.1", 80, true).Ref(), false)
+	cur := e.src.register(inst("127.100.0.1", 80, true), false) // a later epoch
 	p, _ := e.start(t)
 
 	old := cur
 	old.CreateIndex = 2
 	e.src.emit(store.Event{Kind: store.EventInstanceDelete, Ref: cur.Ref(), Instance: old})
-	marker := e.src.register(inst("10.9.9.9", 1, true), true)
+	marker := e.src.register(inst("127.109.9.9", 1, true), true)
 	waitFor(t, 5*time.Second, "events processed", func() bool { _, ok := resultFor(p, marker.IP, marker.Port); return ok })
 	if r, ok := resultFor(p, cur.IP, cur.Port); !ok || r.Epoch != cur.CreateIndex {
 		t.Fatalf("a replayed delete of epoch 2 removed epoch %d: %+v", cur.CreateIndex, r)

@@ -40,10 +40,7 @@ func (t *target) result() Result {
 		o := t.last.outcome
 		r.LastCheck = t.last.at
 		r.Latency = store.Duration(o.latency)
-		r.Outcome = OutcomeFailure
-		if o.ok {
-			r.Outcome = OutcomeSuccess
-		}
+		r.Outcome = o.class
 		r.Status = o.status
 		r.Error = o.err
 	}

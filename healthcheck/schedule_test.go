@@ -122,8 +122,8 @@ func TestProber_BoundsProbesInFlight(t *testing.T) {
 func TestProber_StartsFromCommittedHealth(t *testing.T) {
 	const interval = 10 * time.Second
 	e := newFakeEnv(tcpCheck(interval, 2, 2))
-	up := e.src.register(inst("10.0.0.1", 8080, false), false)  // reachable, committed unhealthy
-	down := e.src.register(inst("10.0.0.2", 8080, true), false) // unreachable, committed healthy
+	up := e.src.register(inst("127.100.0.1", 8080, false), false)  // reachable, committed unhealthy
+	down := e.src.register(inst("127.100.0.2", 8080, true), false) // unreachable, committed healthy
 	e.net.setDown(down.Addr(), true)
 	p, _ := e.start(t)
 
