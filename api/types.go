@@ -249,11 +249,15 @@ type ProbeResult struct {
 	// since the cluster's spec changed).
 	LastCheck time.Time      `json:"lastCheck,omitzero"`
 	Latency   store.Duration `json:"latency,omitzero"`
-	// Outcome is OutcomeSuccess or OutcomeFailure, empty before the first probe.
+	// Outcome is "success" or the class of the failure: "denied" (outside the probe
+	// policy; nothing was sent), "refused", "timeout", "reset", "unreachable", "dns",
+	// "status" (an unexpected HTTP status), "malformed response" or "error"; empty
+	// before the first probe.
 	Outcome string `json:"outcome,omitempty"`
 	// Status is the HTTP status of the last HTTP probe that got a response.
-	Status int    `json:"status,omitempty"`
-	Error  string `json:"error,omitempty"`
+	Status int `json:"status,omitempty"`
+	// Error describes a failure in Roster's words; it never contains bytes the target sent.
+	Error string `json:"error,omitempty"`
 
 	ConsecutiveSuccesses int            `json:"consecutiveSuccesses"`
 	ConsecutiveFailures  int            `json:"consecutiveFailures"`
@@ -276,4 +280,13 @@ type HealthResponse struct {
 	// has applied every entry of earlier terms).
 	Probing bool          `json:"probing"`
 	Results []ProbeResult `json:"results"`
+}
+
+// ProbePolicyResponse is the body of GET /v1/operator/probe-policy: the ranges the
+// answering node's prober may connect to (Allow empty: every address) and never
+// connects to.
+type ProbePolicyResponse struct {
+	Node  string   `json:"node"`
+	Allow []string `json:"allow"`
+	Deny  []string `json:"deny"`
 }

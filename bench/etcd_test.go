@@ -47,8 +47,8 @@ func unb64(t *testing.T, v any) string {
 }
 
 func TestEtcdEncoding_RequestsAreBase64JSON(t *testing.T) {
-	k := InstanceKey{Service: "orders", IP: "10.1.2.3", Port: 8080}
-	if got := EtcdKey(k); got != "/registry/orders/10.1.2.3:8080" {
+	k := InstanceKey{Service: "orders", IP: "127.101.2.3", Port: 8080}
+	if got := EtcdKey(k); got != "/registry/orders/127.101.2.3:8080" {
 		t.Fatalf("key %q", got)
 	}
 	val := EtcdValue(k, 42)
@@ -59,12 +59,12 @@ func TestEtcdEncoding_RequestsAreBase64JSON(t *testing.T) {
 	if err := json.Unmarshal(val, &doc); err != nil {
 		t.Fatalf("value is not JSON: %v", err)
 	}
-	if doc["ip"] != "10.1.2.3" || doc["port"] != float64(8080) || doc["metadata"].(map[string]any)["gen"] != "42" {
+	if doc["ip"] != "127.101.2.3" || doc["port"] != float64(8080) || doc["metadata"].(map[string]any)["gen"] != "42" {
 		t.Errorf("value %s", val)
 	}
 
 	put := decodeJSON(t, EncodePut(EtcdKey(k), val))
-	if unb64(t, put["key"]) != "/registry/orders/10.1.2.3:8080" || unb64(t, put["value"]) != string(val) {
+	if unb64(t, put["key"]) != "/registry/orders/127.101.2.3:8080" || unb64(t, put["value"]) != string(val) {
 		t.Errorf("put %v", put)
 	}
 
@@ -80,8 +80,8 @@ func TestEtcdEncoding_RequestsAreBase64JSON(t *testing.T) {
 		t.Errorf("serializable keys-only range %v", ser)
 	}
 
-	del := decodeJSON(t, EncodeDelete("/registry/orders/10.1.2.3:8080"))
-	if unb64(t, del["key"]) != "/registry/orders/10.1.2.3:8080" || len(del) != 1 {
+	del := decodeJSON(t, EncodeDelete("/registry/orders/127.101.2.3:8080"))
+	if unb64(t, del["key"]) != "/registry/orders/127.101.2.3:8080" || len(del) != 1 {
 		t.Errorf("delete %v", del)
 	}
 
@@ -94,12 +94,12 @@ func TestEtcdEncoding_RequestsAreBase64JSON(t *testing.T) {
 
 func TestDecodeRange_ParsesGatewayAnswer(t *testing.T) {
 	body := `{"header":{"cluster_id":"1","member_id":"2","revision":"17","raft_term":"3"},` +
-		`"kvs":[{"key":"` + b64("/registry/s/10.0.0.1:80") + `","create_revision":"5","mod_revision":"9","version":"2","value":"` + b64(`{"a":1}`) + `"}],"count":"1"}`
+		`"kvs":[{"key":"` + b64("/registry/s/127.100.0.1:80") + `","create_revision":"5","mod_revision":"9","version":"2","value":"` + b64(`{"a":1}`) + `"}],"count":"1"}`
 	rev, keys, vals, err := DecodeRange([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rev != 17 || len(keys) != 1 || keys[0] != "/registry/s/10.0.0.1:80" || string(vals[0]) != `{"a":1}` {
+	if rev != 17 || len(keys) != 1 || keys[0] != "/registry/s/127.100.0.1:80" || string(vals[0]) != `{"a":1}` {
 		t.Fatalf("rev %d keys %v vals %q", rev, keys, vals)
 	}
 	// An empty range has neither kvs nor count.

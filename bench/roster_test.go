@@ -12,7 +12,7 @@ func TestRosterClient_RegisterReadDeregisterWatch(t *testing.T) {
 	srv := newFakeRoster(t, st)
 	c := mustNewClient(t, ClientConfig{System: SystemRoster, Endpoints: []string{srv.URL}})
 	ctx := testCtx(t)
-	k := InstanceKey{Service: "orders", IP: "10.0.0.1", Port: 8080}
+	k := InstanceKey{Service: "orders", IP: "127.100.0.1", Port: 8080}
 	idx, err := c.Register(ctx, 0, k, 7)
 	if err != nil || idx == 0 {
 		t.Fatalf("register: %d %v", idx, err)

@@ -143,14 +143,14 @@ func (g *addrGen) next(services int) (InstanceKey, uint64) {
 	}
 	return InstanceKey{
 		Service: fmt.Sprintf("bench-svc-%03d", n%uint64(services)),
-		IP:      fmt.Sprintf("10.%d.%d.%d", a>>16, (a>>8)&0xff, a&0xff),
+		IP:      fmt.Sprintf("127.%d.%d.%d", a>>16, (a>>8)&0xff, a&0xff),
 		Port:    port,
 	}, n + 1
 }
 
-// fixedKey is the i-th instance of a set-up service: 10.250.x.y:8080.
+// fixedKey is the i-th instance of a set-up service: 127.250.x.y:8080 (loopback).
 func fixedKey(service string, i int) InstanceKey {
-	return InstanceKey{Service: service, IP: fmt.Sprintf("10.250.%d.%d", i/256, i%256), Port: 8080}
+	return InstanceKey{Service: service, IP: fmt.Sprintf("127.250.%d.%d", i/256, i%256), Port: 8080}
 }
 
 // svcNames formats n service names from a pattern with one %d verb.

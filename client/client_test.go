@@ -245,10 +245,10 @@ func routeCases() []routeCase {
 		{
 			name: "RegisterInstance",
 			call: func(ctx context.Context, c *Client) (any, error) {
-				return c.RegisterInstance(ctx, "", "", "orders", "10.0.0.1", 8080, api.InstanceRequest{
+				return c.RegisterInstance(ctx, "", "", "orders", "127.100.0.1", 8080, api.InstanceRequest{
 					Cluster: ptr("east"), Weight: ptr(2.0), Enabled: ptr(true), Metadata: map[string]string{"v": "1"}})
 			},
-			method: "PUT", path: svcPath + "/instances/10.0.0.1:8080",
+			method: "PUT", path: svcPath + "/instances/127.100.0.1:8080",
 			body: `{"cluster":"east","weight":2,"enabled":true,"metadata":{"v":"1"}}`,
 			resp: `{"index":17}`, want: uint64(17),
 		},
@@ -264,9 +264,9 @@ func routeCases() []routeCase {
 		{
 			name: "UpdateInstance",
 			call: func(ctx context.Context, c *Client) (any, error) {
-				return c.UpdateInstance(ctx, "", "", "orders", "10.0.0.1", 8080, api.InstanceRequest{Enabled: ptr(false)})
+				return c.UpdateInstance(ctx, "", "", "orders", "127.100.0.1", 8080, api.InstanceRequest{Enabled: ptr(false)})
 			},
-			method: "PATCH", path: svcPath + "/instances/10.0.0.1:8080",
+			method: "PATCH", path: svcPath + "/instances/127.100.0.1:8080",
 			body: `{"enabled":false}`,
 			resp: `{"index":19}`, want: uint64(19),
 		},
@@ -281,23 +281,23 @@ func routeCases() []routeCase {
 		{
 			name: "SetInstanceHealth",
 			call: func(ctx context.Context, c *Client) (any, error) {
-				return c.SetInstanceHealth(ctx, "", "", "orders", "10.0.0.1", 8080, false)
+				return c.SetInstanceHealth(ctx, "", "", "orders", "127.100.0.1", 8080, false)
 			},
-			method: "PUT", path: svcPath + "/instances/10.0.0.1:8080/health",
+			method: "PUT", path: svcPath + "/instances/127.100.0.1:8080/health",
 			body: `{"healthy":false}`,
 			resp: `{"index":21}`, want: uint64(21),
 		},
 		{
 			name: "Instance",
 			call: func(ctx context.Context, c *Client) (any, error) {
-				r, _, err := c.Instance(ctx, "", "", "orders", "10.0.0.1", 8080, QueryOptions{})
+				r, _, err := c.Instance(ctx, "", "", "orders", "127.100.0.1", 8080, QueryOptions{})
 				return r, err
 			},
-			method: "GET", path: svcPath + "/instances/10.0.0.1:8080",
-			resp: `{"index":22,"instance":{"ip":"10.0.0.1","port":8080,"cluster":"DEFAULT","weight":1,"enabled":true,"healthy":true,"instanceId":"10.0.0.1#8080#DEFAULT#DEFAULT_GROUP@@orders"}}`,
+			method: "GET", path: svcPath + "/instances/127.100.0.1:8080",
+			resp: `{"index":22,"instance":{"ip":"127.100.0.1","port":8080,"cluster":"DEFAULT","weight":1,"enabled":true,"healthy":true,"instanceId":"127.100.0.1#8080#DEFAULT#DEFAULT_GROUP@@orders"}}`,
 			want: api.InstanceResponse{Index: 22, Instance: api.Instance{
-				Instance:   store.Instance{IP: "10.0.0.1", Port: 8080, Cluster: "DEFAULT", Weight: 1, Enabled: true, Healthy: true},
-				InstanceID: "10.0.0.1#8080#DEFAULT#DEFAULT_GROUP@@orders"}},
+				Instance:   store.Instance{IP: "127.100.0.1", Port: 8080, Cluster: "DEFAULT", Weight: 1, Enabled: true, Healthy: true},
+				InstanceID: "127.100.0.1#8080#DEFAULT#DEFAULT_GROUP@@orders"}},
 		},
 		{
 			name: "Instances filtered blocking",
@@ -319,8 +319,8 @@ func routeCases() []routeCase {
 				return c.Leader(ctx)
 			},
 			method: "GET", path: "/v1/status/leader",
-			resp: `{"id":"n1","raftAddr":"10.0.0.1:7848","httpAddr":"10.0.0.1:8848"}`,
-			want: api.Leader{ID: "n1", RaftAddr: "10.0.0.1:7848", HTTPAddr: "10.0.0.1:8848"},
+			resp: `{"id":"n1","raftAddr":"127.100.0.1:7848","httpAddr":"127.100.0.1:8848"}`,
+			want: api.Leader{ID: "n1", RaftAddr: "127.100.0.1:7848", HTTPAddr: "127.100.0.1:8848"},
 		},
 		{
 			name: "Members",
@@ -338,10 +338,10 @@ func routeCases() []routeCase {
 		{
 			name: "Join",
 			call: func(ctx context.Context, c *Client) (any, error) {
-				return c.Join(ctx, api.JoinRequest{ID: "n3", RaftAddr: "10.0.0.3:7848", HTTPAddr: "10.0.0.3:8848", NonVoter: true})
+				return c.Join(ctx, api.JoinRequest{ID: "n3", RaftAddr: "127.100.0.3:7848", HTTPAddr: "127.100.0.3:8848", NonVoter: true})
 			},
 			method: "POST", path: "/v1/cluster/join",
-			body: `{"id":"n3","raftAddr":"10.0.0.3:7848","httpAddr":"10.0.0.3:8848","nonVoter":true}`,
+			body: `{"id":"n3","raftAddr":"127.100.0.3:7848","httpAddr":"127.100.0.3:8848","nonVoter":true}`,
 			resp: `{"index":30}`, want: uint64(30),
 		},
 		{
@@ -471,9 +471,9 @@ func TestClient_APIErrorFromErrorBody(t *testing.T) {
 		},
 		{
 			name: "not found", status: 404,
-			body:     `{"error":{"code":"not_found","message":"instance 10.0.0.1:80 not found"}}`,
-			want:     APIError{Status: 404, Code: api.CodeNotFound, Message: "instance 10.0.0.1:80 not found"},
-			text:     "instance 10.0.0.1:80 not found (404 not_found)",
+			body:     `{"error":{"code":"not_found","message":"instance 127.100.0.1:80 not found"}}`,
+			want:     APIError{Status: 404, Code: api.CodeNotFound, Message: "instance 127.100.0.1:80 not found"},
+			text:     "instance 127.100.0.1:80 not found (404 not_found)",
 			notFound: true,
 		},
 		{
@@ -506,7 +506,7 @@ func TestClient_APIErrorFromErrorBody(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeAPI(t, tc.status, nil, tc.body)
-			_, err := f.client().RegisterInstance(context.Background(), "", "", "orders", "10.0.0.1", 80, api.InstanceRequest{})
+			_, err := f.client().RegisterInstance(context.Background(), "", "", "orders", "127.100.0.1", 80, api.InstanceRequest{})
 			var ae *APIError
 			if !errors.As(err, &ae) {
 				t.Fatalf("err = %v (%T), want *APIError", err, err)
@@ -612,9 +612,9 @@ func TestClient_EmptyNamesFailWithoutRequest(t *testing.T) {
 	c := f.client()
 	ctx := context.Background()
 	checks := map[string]error{}
-	_, checks["service"] = c.RegisterInstance(ctx, "", "", "", "10.0.0.1", 80, api.InstanceRequest{})
+	_, checks["service"] = c.RegisterInstance(ctx, "", "", "", "127.100.0.1", 80, api.InstanceRequest{})
 	_, checks["ip"] = c.RegisterInstance(ctx, "", "", "svc", "", 80, api.InstanceRequest{})
-	_, checks["port"] = c.RegisterInstance(ctx, "", "", "svc", "10.0.0.1", 0, api.InstanceRequest{})
+	_, checks["port"] = c.RegisterInstance(ctx, "", "", "svc", "127.100.0.1", 0, api.InstanceRequest{})
 	_, _, checks["cluster"] = c.Cluster(ctx, "", "", "svc", "", QueryOptions{})
 	_, checks["id"] = c.RemoveMember(ctx, "")
 	for name, err := range checks {
@@ -698,7 +698,7 @@ func TestClient_ReusesConnections(t *testing.T) {
 	f.status, f.resp = http.StatusNotFound, `{"error":{"code":"not_found","message":"x"}}`
 	f.mu.Unlock()
 	for i := 0; i < 3; i++ {
-		if _, err := c.DeregisterInstance(ctx, "", "", "svc", "10.0.0.1", 80); !IsNotFound(err) {
+		if _, err := c.DeregisterInstance(ctx, "", "", "svc", "127.100.0.1", 80); !IsNotFound(err) {
 			t.Fatalf("err = %v", err)
 		}
 	}

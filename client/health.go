@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/rosterhq/roster/api"
 )
@@ -11,5 +12,13 @@ import (
 func (c *Client) Health(ctx context.Context, ns, group, service string) (api.HealthResponse, error) {
 	var out api.HealthResponse
 	_, err := c.read(ctx, newPath("v1").service(ns, group, service).lit("health"), QueryOptions{}, nil, &out)
+	return out, err
+}
+
+// ProbePolicy returns the serving node's probe target policy
+// (GET /v1/operator/probe-policy; answered by the node asked, never forwarded).
+func (c *Client) ProbePolicy(ctx context.Context) (api.ProbePolicyResponse, error) {
+	var out api.ProbePolicyResponse
+	_, err := c.do(ctx, request{method: http.MethodGet, path: newPath("v1", "operator", "probe-policy")}, &out)
 	return out, err
 }

@@ -18,7 +18,7 @@ import (
 // mixedBatch returns entries first..first+8 of every kind, including one refused command.
 func mixedBatch(t testing.TB, first uint64) []*raft.Log {
 	t.Helper()
-	a, b := testInstance("10.0.0.1", 80), testInstance("10.0.0.2", 80)
+	a, b := testInstance("127.100.0.1", 80), testInstance("127.100.0.2", 80)
 	idx := first - 1
 	next := func() uint64 { idx++; return idx }
 	return []*raft.Log{
@@ -58,7 +58,7 @@ func TestApplyBatch_MixedCommands(t *testing.T) {
 	if err != nil || len(ins) != 1 {
 		t.Fatalf("instances %+v %v", ins, err)
 	}
-	if a := ins[0]; a.IP != "10.0.0.1" || a.Healthy || a.CreateIndex != 2 || a.ModifyIndex != 7 {
+	if a := ins[0]; a.IP != "127.100.0.1" || a.Healthy || a.CreateIndex != 2 || a.ModifyIndex != 7 {
 		t.Fatalf("instance a = %+v", a)
 	}
 	if _, ns, err := s.Namespace(nil, "dev"); err != nil || ns.Description != "d" {
@@ -74,10 +74,10 @@ func TestApplyBatch_MixedCommands(t *testing.T) {
 
 func TestApplyBatch_DomainErrorsAreStoreErrors(t *testing.T) {
 	f := mustNewFSM(t)
-	bad := testInstance("10.0.0.1", 0)
+	bad := testInstance("127.100.0.1", 0)
 	logs := []*raft.Log{
 		cmdLog(t, 1, RegisterInstanceType, RegisterInstanceRequest{Instance: bad}),
-		cmdLog(t, 2, DeregisterInstanceType, DeregisterInstanceRequest{Ref: testInstance("10.0.0.1", 80).Ref()}),
+		cmdLog(t, 2, DeregisterInstanceType, DeregisterInstanceRequest{Ref: testInstance("127.100.0.1", 80).Ref()}),
 		cmdLog(t, 3, DeleteNamespaceType, DeleteNamespaceRequest{ID: store.DefaultNamespace}),
 		cmdLog(t, 4, RemoveMemberType, RemoveMemberRequest{ID: "ghost"}),
 	}
@@ -114,7 +114,7 @@ func TestApplyBatch_ReplayChangesNothing(t *testing.T) {
 		t.Fatalf("service index %d after replay, want %d", idx, idxBefore)
 	}
 	// A batch that overlaps the applied index applies only the new entries.
-	more := append(logs[len(logs)-2:], cmdLog(t, 10, DeregisterInstanceType, DeregisterInstanceRequest{Ref: testInstance("10.0.0.1", 80).Ref()}))
+	more := append(logs[len(logs)-2:], cmdLog(t, 10, DeregisterInstanceType, DeregisterInstanceRequest{Ref: testInstance("127.100.0.1", 80).Ref()}))
 	applyOK(t, f, more...)
 	if _, ins, _ := f.Store().Instances(nil, testKey); len(ins) != 0 {
 		t.Fatalf("instances after overlapping batch: %+v", ins)
@@ -148,7 +148,7 @@ func TestApplyBatch_RestartThenReplayIsNoOp(t *testing.T) {
 	if after := mustDump(t, s2); !reflect.DeepEqual(before, after) {
 		t.Fatalf("replay after restart changed the state:\nbefore %+v\nafter  %+v", before, after)
 	}
-	applyOK(t, f2, cmdLog(t, 10, RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance("10.0.0.3", 80)}))
+	applyOK(t, f2, cmdLog(t, 10, RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance("127.100.0.3", 80)}))
 	if f2.AppliedIndex() != 10 {
 		t.Fatalf("AppliedIndex = %d, want 10", f2.AppliedIndex())
 	}
@@ -176,7 +176,7 @@ func TestApplyBatch_ConfigurationAndIgnorableEntriesAdvanceAppliedIndex(t *testi
 	}
 	// The flag does not make a known command skippable: it is applied (here, undecodable → panic).
 	mustPanic(t, "known command with the ignore flag and a bad payload", func() { f.Apply(logs[2]) })
-	data, _ := Encode(IgnoreUnknownFlag|RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance("10.0.0.1", 80)})
+	data, _ := Encode(IgnoreUnknownFlag|RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance("127.100.0.1", 80)})
 	applyOK(t, f, &raft.Log{Index: 4, Type: raft.LogCommand, Data: data})
 	if _, ins, _ := f.Store().Instances(nil, testKey); len(ins) != 1 {
 		t.Fatalf("flagged known command not applied: %+v", ins)
@@ -185,7 +185,7 @@ func TestApplyBatch_ConfigurationAndIgnorableEntriesAdvanceAppliedIndex(t *testi
 
 func TestApplyBatch_UnknownOrUndecodablePanicsAndRollsBack(t *testing.T) {
 	good := func(idx uint64) *raft.Log {
-		return cmdLog(t, idx, RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance("10.0.0.1", 80)})
+		return cmdLog(t, idx, RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance("127.100.0.1", 80)})
 	}
 	for name, bad := range map[string]*raft.Log{
 		"unknown type": {Index: 2, Type: raft.LogCommand, Data: []byte{0x33, 0x80}},
@@ -247,7 +247,7 @@ func TestFSM_SnapshotRestoreRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Entries applied after the snapshot are not in it.
-	applyOK(t, src, cmdLog(t, 10, RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance("10.0.0.9", 80)}))
+	applyOK(t, src, cmdLog(t, 10, RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance("127.100.0.9", 80)}))
 	sink := &memSink{}
 	if err := snap.Persist(sink); err != nil {
 		t.Fatal(err)
@@ -266,7 +266,7 @@ func TestFSM_SnapshotRestoreRoundTrip(t *testing.T) {
 		t.Fatalf("restored AppliedIndex = %d, want 9", dst.AppliedIndex())
 	}
 	// Replaying the entry after the snapshot brings the copy level with the source.
-	applyOK(t, dst, cmdLog(t, 10, RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance("10.0.0.9", 80)}))
+	applyOK(t, dst, cmdLog(t, 10, RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance("127.100.0.9", 80)}))
 	if got := mustDump(t, dst.Store()); !reflect.DeepEqual(got, want) {
 		t.Fatalf("restored state differs:\n got %+v\nwant %+v", got, want)
 	}

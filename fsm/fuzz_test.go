@@ -73,14 +73,14 @@ func fuzzSeeds(f *testing.F) [][]byte {
 		}
 		seeds = append(seeds, b)
 	}
-	ref := testInstance("10.0.0.1", 8080).Ref()
+	ref := testInstance("127.100.0.1", 8080).Ref()
 	weight, cluster := 2.5, "blue"
 	md := map[string]string{"v": "2"}
 	extra := []struct {
 		t   MessageType
 		msg any
 	}{
-		{RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance("10.0.0.2", 1)}},
+		{RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance("127.100.0.2", 1)}},
 		{UpdateInstanceType, UpdateInstanceRequest{Ref: ref, Patch: store.InstancePatch{Weight: &weight, Cluster: &cluster, Metadata: &md}}},
 		{UpsertClusterType, UpsertClusterRequest{Cluster: store.Cluster{Namespace: "dev", Group: "g1", Service: "orders", Name: "c1",
 			HealthCheck: store.HealthCheck{Type: store.CheckHTTP, Headers: map[string]string{"a": "b"}, ExpectedStatus: []int{200}}}}},
@@ -210,18 +210,18 @@ func fuzzFSM(t *testing.T) *FSM {
 	md := map[string]string{"zone": "b"}
 	none := store.Cluster{Namespace: "dev", Group: "g1", Service: "orders", Name: "manual",
 		HealthCheck: store.HealthCheck{Type: store.CheckNone}}
-	manual := testInstance("10.0.0.9", 9)
+	manual := testInstance("127.100.0.9", 9)
 	manual.Cluster = "manual"
 	applyOK(t, f,
 		cmdLog(t, 1, UpsertNamespaceType, UpsertNamespaceRequest{Namespace: store.Namespace{ID: "empty"}}),
-		cmdLog(t, 2, RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance("10.0.0.1", 8080)}),
+		cmdLog(t, 2, RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance("127.100.0.1", 8080)}),
 		cmdLog(t, 3, RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance("fe80::1", 80)}),
 		cmdLog(t, 4, UpsertClusterType, UpsertClusterRequest{Cluster: none}),
 		cmdLog(t, 5, RegisterInstanceType, RegisterInstanceRequest{Instance: manual}),
-		cmdLog(t, 6, UpdateInstanceType, UpdateInstanceRequest{Ref: testInstance("10.0.0.1", 8080).Ref(),
+		cmdLog(t, 6, UpdateInstanceType, UpdateInstanceRequest{Ref: testInstance("127.100.0.1", 8080).Ref(),
 			Patch: store.InstancePatch{Weight: &weight, Metadata: &md}}),
 		cmdLog(t, 7, UpsertServiceType, UpsertServiceRequest{Service: store.Service{Namespace: "dev", Group: "g1", Name: "idle"}}),
-		cmdLog(t, 8, UpsertMemberType, UpsertMemberRequest{Member: store.Member{ID: "n1", RaftAddr: "10.0.0.1:7848", HTTPAddr: "10.0.0.1:8848"}}),
+		cmdLog(t, 8, UpsertMemberType, UpsertMemberRequest{Member: store.Member{ID: "n1", RaftAddr: "127.100.0.1:7848", HTTPAddr: "127.100.0.1:8848"}}),
 	)
 	return f
 }

@@ -75,7 +75,7 @@ func TestBlocking_ReturnsPromptlyOnChange(t *testing.T) {
 	case r := <-done:
 		t.Fatalf("returned without blocking: %d %s", r.resp.Code, r.resp.Body)
 	}
-	mustDo(t, h, http.MethodPut, svcPath+"/instances/10.0.0.2:8080", `{}`, 200)
+	mustDo(t, h, http.MethodPut, svcPath+"/instances/127.100.0.2:8080", `{}`, 200)
 	r := awaitResult(t, done, 5*time.Second)
 	if r.resp.Code != http.StatusOK {
 		t.Fatalf("%d %s", r.resp.Code, r.resp.Body)

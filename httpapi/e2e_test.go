@@ -72,7 +72,7 @@ func TestEndToEnd_Lifecycle(t *testing.T) {
 	h, st, _ := newStoreAPI(t)
 	const (
 		svc  = "/v1/namespaces/dev/groups/g1/services/pay"
-		inst = svc + "/instances/10.1.0.1:80"
+		inst = svc + "/instances/127.101.0.1:80"
 		v6   = svc + "/instances/%5Bfe80::1%5D:80"
 	)
 	mustDo(t, h, http.MethodPut, "/v1/namespaces/dev", `{"name":"Development","description":"d"}`, 200)
@@ -109,7 +109,7 @@ func TestEndToEnd_Lifecycle(t *testing.T) {
 	var in api.InstanceResponse
 	mustDo(t, h, http.MethodGet, inst, nil, 200).decode(t, &in)
 	if in.Instance.Weight != 5 || in.Instance.Cluster != "manual" || !in.Instance.Healthy ||
-		in.Instance.InstanceID != "10.1.0.1#80#manual#g1@@pay" {
+		in.Instance.InstanceID != "127.101.0.1#80#manual#g1@@pay" {
 		t.Fatalf("%+v", in)
 	}
 	mustDo(t, h, http.MethodGet, svc+"/instances/[fe80::1]:80", nil, 200).decode(t, &in)
@@ -123,12 +123,12 @@ func TestEndToEnd_Lifecycle(t *testing.T) {
 	if in.Instance.Enabled || in.Instance.Weight != 5 || in.Instance.Metadata["v"] != "1" {
 		t.Fatalf("after patch %+v", in)
 	}
-	mustDo(t, h, http.MethodPatch, svc+"/instances/10.1.0.9:80", `{"enabled":true}`, 404)
+	mustDo(t, h, http.MethodPatch, svc+"/instances/127.101.0.9:80", `{"enabled":true}`, 404)
 
 	// Health by API: only on NONE clusters.
 	mustDo(t, h, http.MethodPut, inst+"/health", `{"healthy":false}`, 200)
 	mustDo(t, h, http.MethodPut, v6+"/health", `{"healthy":true}`, 409)
-	mustDo(t, h, http.MethodPut, svc+"/instances/10.1.0.9:80/health", `{"healthy":true}`, 404)
+	mustDo(t, h, http.MethodPut, svc+"/instances/127.101.0.9:80/health", `{"healthy":true}`, 404)
 	// A re-registration keeps the stored health.
 	mustDo(t, h, http.MethodPut, inst, `{"cluster":"manual","healthy":true}`, 200)
 	mustDo(t, h, http.MethodGet, inst, nil, 200).decode(t, &in)
@@ -197,9 +197,9 @@ func TestEndToEnd_ProtectThreshold(t *testing.T) {
 	mustDo(t, h, http.MethodPut, svc, `{"protectThreshold":0.5}`, 200)
 	mustDo(t, h, http.MethodPut, svc+"/clusters/m", `{"healthCheck":{"type":"NONE"}}`, 200)
 	for i := 1; i <= 4; i++ {
-		mustDo(t, h, http.MethodPut, fmt.Sprintf("%s/instances/10.0.0.%d:80", svc, i), `{"cluster":"m"}`, 200)
+		mustDo(t, h, http.MethodPut, fmt.Sprintf("%s/instances/127.100.0.%d:80", svc, i), `{"cluster":"m"}`, 200)
 	}
-	mustDo(t, h, http.MethodPut, svc+"/instances/10.0.0.5:80", `{"cluster":"m","enabled":false}`, 200)
+	mustDo(t, h, http.MethodPut, svc+"/instances/127.100.0.5:80", `{"cluster":"m","enabled":false}`, 200)
 	get := func() api.InstancesResponse {
 		var out api.InstancesResponse
 		mustDo(t, h, http.MethodGet, svc+"/instances?healthy=true", nil, 200).decode(t, &out)
@@ -208,11 +208,11 @@ func TestEndToEnd_ProtectThreshold(t *testing.T) {
 	if out := get(); len(out.Instances) != 4 || out.ProtectThresholdReached {
 		t.Fatalf("all healthy: %v %v", addrs(out.Instances), out.ProtectThresholdReached)
 	}
-	mustDo(t, h, http.MethodPut, svc+"/instances/10.0.0.1:80/health", `{"healthy":false}`, 200)
+	mustDo(t, h, http.MethodPut, svc+"/instances/127.100.0.1:80/health", `{"healthy":false}`, 200)
 	if out := get(); len(out.Instances) != 3 || out.ProtectThresholdReached {
 		t.Fatalf("3/4 healthy: %v %v", addrs(out.Instances), out.ProtectThresholdReached)
 	}
-	mustDo(t, h, http.MethodPut, svc+"/instances/10.0.0.2:80/health", `{"healthy":false}`, 200)
+	mustDo(t, h, http.MethodPut, svc+"/instances/127.100.0.2:80/health", `{"healthy":false}`, 200)
 	out := get()
 	if len(out.Instances) != 4 || !out.ProtectThresholdReached {
 		t.Fatalf("2/4 healthy: %v %v", addrs(out.Instances), out.ProtectThresholdReached)

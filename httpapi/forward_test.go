@@ -383,7 +383,7 @@ func TestForward_BodyLimitsCheckedBeforeForwarding(t *testing.T) {
 // TestLeaderURL_Forms checks the accepted leader address forms.
 func TestLeaderURL_Forms(t *testing.T) {
 	for in, want := range map[string]string{
-		"10.0.0.1:8848":        "http://10.0.0.1:8848",
+		"127.100.0.1:8848":     "http://127.100.0.1:8848",
 		"[::1]:8848":           "http://[::1]:8848",
 		"http://a.example:80":  "http://a.example:80",
 		"https://a.example:80": "https://a.example:80",

@@ -113,17 +113,17 @@ func FuzzDecodeInstanceRequest(f *testing.F) {
 		ns, group, service, addr string
 		body                     string
 	}{
-		{false, "public", "DEFAULT_GROUP", "orders", "10.0.0.1:8080", `{"weight":2,"metadata":{"v":"1"}}`},
+		{false, "public", "DEFAULT_GROUP", "orders", "127.100.0.1:8080", `{"weight":2,"metadata":{"v":"1"}}`},
 		{false, "dev", "g1", "orders", "[::1]:80", `{"cluster":"blue","enabled":false,"healthy":false}`},
 		{false, "public", "g", "s", "host.example:1", ``},
-		{true, "public", "DEFAULT_GROUP", "orders", "10.0.0.1:8080", `{"metadata":{}}`},
-		{true, "public", "DEFAULT_GROUP", "orders", "10.0.0.1:8080", `{"weight":10000,"cluster":"c-1","enabled":true}`},
-		{true, "public", "DEFAULT_GROUP", "orders", "10.0.0.1:8080", `{"healthy":true}`},
-		{false, "public", "DEFAULT_GROUP", "orders", "10.0.0.1:0", `{"weight":-1}`},
-		{false, "public", "DEFAULT_GROUP", "orders", "10.0.0.1:8080", `{"metadata":{"":"x"}}`},
+		{true, "public", "DEFAULT_GROUP", "orders", "127.100.0.1:8080", `{"metadata":{}}`},
+		{true, "public", "DEFAULT_GROUP", "orders", "127.100.0.1:8080", `{"weight":10000,"cluster":"c-1","enabled":true}`},
+		{true, "public", "DEFAULT_GROUP", "orders", "127.100.0.1:8080", `{"healthy":true}`},
+		{false, "public", "DEFAULT_GROUP", "orders", "127.100.0.1:0", `{"weight":-1}`},
+		{false, "public", "DEFAULT_GROUP", "orders", "127.100.0.1:8080", `{"metadata":{"":"x"}}`},
 		{false, "public", "DEFAULT_GROUP", "a@@b", "1.2.3.4:5", `{"weight":1e309}`},
-		{false, "public", "DEFAULT_GROUP", "orders", "10.0.0.1:8080", `{"cluster":"bad name"} {}`},
-		{true, "public", "DEFAULT_GROUP", "orders", "10.0.0.1:8080", `{"unknown":1}`},
+		{false, "public", "DEFAULT_GROUP", "orders", "127.100.0.1:8080", `{"cluster":"bad name"} {}`},
+		{true, "public", "DEFAULT_GROUP", "orders", "127.100.0.1:8080", `{"unknown":1}`},
 	}
 	for _, s := range seeds {
 		f.Add(s.patch, s.ns, s.group, s.service, s.addr, []byte(s.body))

@@ -41,3 +41,12 @@ func (s *server) getHealth(w http.ResponseWriter, r *http.Request) error {
 	})
 	return nil
 }
+
+// getProbePolicy serves GET /v1/operator/probe-policy: the probe target policy of the
+// node that answers (never forwarded; a node applies its own policy while it leads, so
+// every node should be given the same one).
+func (s *server) getProbePolicy(w http.ResponseWriter, _ *http.Request) error {
+	p := s.cfg.ProbePolicy
+	writeJSON(w, http.StatusOK, api.ProbePolicyResponse{Node: s.id, Allow: p.Allow(), Deny: p.Deny()})
+	return nil
+}

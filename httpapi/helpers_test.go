@@ -465,12 +465,12 @@ func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 const (
 	svcPath  = "/v1/namespaces/public/groups/DEFAULT_GROUP/services/orders"
-	instPath = svcPath + "/instances/10.0.0.1:8080"
+	instPath = svcPath + "/instances/127.100.0.1:8080"
 )
 
 // seededReader holds namespace public with service orders: clusters DEFAULT and
-// manual, instances 10.0.0.1:8080 (healthy), 10.0.0.2:8080 (unhealthy),
-// 10.0.0.3:8080 (healthy, disabled) and [::1]:9090 (manual, healthy).
+// manual, instances 127.100.0.1:8080 (healthy), 127.100.0.2:8080 (unhealthy),
+// 127.100.0.3:8080 (healthy, disabled) and [::1]:9090 (manual, healthy).
 func seededReader() *fakeReader {
 	f := newFakeReader()
 	key := store.ServiceKey{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders"}
@@ -484,9 +484,9 @@ func seededReader() *fakeReader {
 			Cluster: cluster, Weight: 1, Healthy: healthy, Enabled: enabled, CreateIndex: 3, ModifyIndex: 3}
 	}
 	f.instances = []store.Instance{
-		mk("10.0.0.1", 8080, "DEFAULT", true, true),
-		mk("10.0.0.2", 8080, "DEFAULT", false, true),
-		mk("10.0.0.3", 8080, "DEFAULT", true, false),
+		mk("127.100.0.1", 8080, "DEFAULT", true, true),
+		mk("127.100.0.2", 8080, "DEFAULT", false, true),
+		mk("127.100.0.3", 8080, "DEFAULT", true, false),
 		mk("::1", 9090, "manual", true, true),
 	}
 	return f

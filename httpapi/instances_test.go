@@ -24,12 +24,12 @@ func TestSelectInstances_FiltersAndProtectThreshold(t *testing.T) {
 		return store.Instance{IP: ip, Port: 80, Cluster: cluster, Healthy: healthy, Enabled: enabled}
 	}
 	all := []store.Instance{
-		mk("10.0.0.1", "a", true, true),
-		mk("10.0.0.2", "a", false, true),
-		mk("10.0.0.3", "a", false, true),
-		mk("10.0.0.4", "a", true, false),  // disabled
-		mk("10.0.0.5", "b", false, false), // disabled
-		mk("10.0.0.6", "b", true, true),
+		mk("127.100.0.1", "a", true, true),
+		mk("127.100.0.2", "a", false, true),
+		mk("127.100.0.3", "a", false, true),
+		mk("127.100.0.4", "a", true, false),  // disabled
+		mk("127.100.0.5", "b", false, false), // disabled
+		mk("127.100.0.6", "b", true, true),
 	}
 	yes, no := true, false
 	clusters := func(names ...string) map[string]bool {
@@ -47,32 +47,32 @@ func TestSelectInstances_FiltersAndProtectThreshold(t *testing.T) {
 		reached   bool
 	}{
 		{"no filter returns all, disabled included", 0, instanceFilter{},
-			[]string{"10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80", "10.0.0.4:80", "10.0.0.5:80", "10.0.0.6:80"}, false},
+			[]string{"127.100.0.1:80", "127.100.0.2:80", "127.100.0.3:80", "127.100.0.4:80", "127.100.0.5:80", "127.100.0.6:80"}, false},
 		{"no filter ignores the threshold", 0.9, instanceFilter{},
-			[]string{"10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80", "10.0.0.4:80", "10.0.0.5:80", "10.0.0.6:80"}, false},
+			[]string{"127.100.0.1:80", "127.100.0.2:80", "127.100.0.3:80", "127.100.0.4:80", "127.100.0.5:80", "127.100.0.6:80"}, false},
 		{"healthy excludes unhealthy and disabled", 0, instanceFilter{healthy: &yes},
-			[]string{"10.0.0.1:80", "10.0.0.6:80"}, false},
+			[]string{"127.100.0.1:80", "127.100.0.6:80"}, false},
 		{"unhealthy only", 0, instanceFilter{healthy: &no},
-			[]string{"10.0.0.2:80", "10.0.0.3:80", "10.0.0.5:80"}, false},
+			[]string{"127.100.0.2:80", "127.100.0.3:80", "127.100.0.5:80"}, false},
 		{"cluster filter", 0, instanceFilter{clusters: clusters("b")},
-			[]string{"10.0.0.5:80", "10.0.0.6:80"}, false},
+			[]string{"127.100.0.5:80", "127.100.0.6:80"}, false},
 		{"cluster list", 0, instanceFilter{clusters: clusters("a", "b")},
-			[]string{"10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80", "10.0.0.4:80", "10.0.0.5:80", "10.0.0.6:80"}, false},
+			[]string{"127.100.0.1:80", "127.100.0.2:80", "127.100.0.3:80", "127.100.0.4:80", "127.100.0.5:80", "127.100.0.6:80"}, false},
 		{"unknown cluster selects nothing", 0, instanceFilter{clusters: clusters("zz"), healthy: &yes}, []string{}, false},
 		// Enabled: 1,2,3,6; healthy: 1,6 → ratio 0.5.
-		{"ratio above threshold", 0.4, instanceFilter{healthy: &yes}, []string{"10.0.0.1:80", "10.0.0.6:80"}, false},
+		{"ratio above threshold", 0.4, instanceFilter{healthy: &yes}, []string{"127.100.0.1:80", "127.100.0.6:80"}, false},
 		{"ratio equal to threshold reaches it", 0.5, instanceFilter{healthy: &yes},
-			[]string{"10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80", "10.0.0.6:80"}, true},
+			[]string{"127.100.0.1:80", "127.100.0.2:80", "127.100.0.3:80", "127.100.0.6:80"}, true},
 		{"ratio below threshold", 0.8, instanceFilter{healthy: &yes},
-			[]string{"10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80", "10.0.0.6:80"}, true},
+			[]string{"127.100.0.1:80", "127.100.0.2:80", "127.100.0.3:80", "127.100.0.6:80"}, true},
 		// Cluster a: enabled 1,2,3; healthy 1 → ratio 1/3.
 		{"threshold counts selected clusters only", 0.34, instanceFilter{healthy: &yes, clusters: clusters("a")},
-			[]string{"10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80"}, true},
+			[]string{"127.100.0.1:80", "127.100.0.2:80", "127.100.0.3:80"}, true},
 		{"selected cluster above threshold", 0.3, instanceFilter{healthy: &yes, clusters: clusters("a")},
-			[]string{"10.0.0.1:80"}, false},
-		{"zero threshold never reached", 0, instanceFilter{healthy: &yes, clusters: clusters("a")}, []string{"10.0.0.1:80"}, false},
+			[]string{"127.100.0.1:80"}, false},
+		{"zero threshold never reached", 0, instanceFilter{healthy: &yes, clusters: clusters("a")}, []string{"127.100.0.1:80"}, false},
 		{"threshold 1 always reached when anything is unhealthy", 1, instanceFilter{healthy: &yes, clusters: clusters("b")},
-			[]string{"10.0.0.6:80"}, true},
+			[]string{"127.100.0.6:80"}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -106,10 +106,10 @@ func TestListInstances_QueryParameters(t *testing.T) {
 		resp.decode(t, &out)
 		return out
 	}
-	if out := get("?healthy=true"); !reflect.DeepEqual(addrs(out.Instances), []string{"10.0.0.1:8080", "[::1]:9090"}) || out.ProtectThresholdReached {
+	if out := get("?healthy=true"); !reflect.DeepEqual(addrs(out.Instances), []string{"127.100.0.1:8080", "[::1]:9090"}) || out.ProtectThresholdReached {
 		t.Fatalf("healthy: %v %v", addrs(out.Instances), out.ProtectThresholdReached)
 	}
-	if out := get("?healthy=true&cluster=DEFAULT"); !reflect.DeepEqual(addrs(out.Instances), []string{"10.0.0.1:8080"}) {
+	if out := get("?healthy=true&cluster=DEFAULT"); !reflect.DeepEqual(addrs(out.Instances), []string{"127.100.0.1:8080"}) {
 		t.Fatalf("healthy DEFAULT: %v", addrs(out.Instances))
 	}
 	if out := get("?cluster=manual,DEFAULT"); len(out.Instances) != 4 {
@@ -118,10 +118,10 @@ func TestListInstances_QueryParameters(t *testing.T) {
 	if out := get("?cluster=manual&cluster=DEFAULT"); len(out.Instances) != 4 {
 		t.Fatalf("repeated cluster: %v", addrs(out.Instances))
 	}
-	// DEFAULT: enabled 10.0.0.1 (healthy), 10.0.0.2 (unhealthy) → ratio 0.5.
+	// DEFAULT: enabled 127.100.0.1 (healthy), 127.100.0.2 (unhealthy) → ratio 0.5.
 	rd.bump(func(f *fakeReader) { f.services[0].ProtectThreshold = 0.6 })
 	out := get("?healthy=true&cluster=DEFAULT")
-	if !out.ProtectThresholdReached || !reflect.DeepEqual(addrs(out.Instances), []string{"10.0.0.1:8080", "10.0.0.2:8080"}) {
+	if !out.ProtectThresholdReached || !reflect.DeepEqual(addrs(out.Instances), []string{"127.100.0.1:8080", "127.100.0.2:8080"}) {
 		t.Fatalf("threshold: %v %v", addrs(out.Instances), out.ProtectThresholdReached)
 	}
 	if out.Instances[1].Healthy {

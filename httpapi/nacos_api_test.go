@@ -13,7 +13,7 @@ import (
 	"github.com/rosterhq/roster/store"
 )
 
-var ordersRef = store.InstanceRef{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", IP: "10.0.0.1", Port: 8080}
+var ordersRef = store.InstanceRef{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", IP: "127.100.0.1", Port: 8080}
 
 // TestNacosAPI_V1InstanceLifecycle drives register, read, update, patch and deregister
 // through the v1 API against the real store and FSM.
@@ -21,7 +21,7 @@ func TestNacosAPI_V1InstanceLifecycle(t *testing.T) {
 	h, st, node := newStoreAPI(t)
 
 	resp := mustNacos(t, h, http.MethodPost, "/nacos/v1/ns/instance",
-		`serviceName=orders&ip=10.0.0.1&port=8080&ephemeral=false&weight=3&metadata={"v":"1"}`, http.StatusOK)
+		`serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=false&weight=3&metadata={"v":"1"}`, http.StatusOK)
 	if string(resp.Body) != "ok" || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
 		t.Fatalf("register answered %q (%s)", resp.Body, resp.Header.Get("Content-Type"))
 	}
@@ -41,33 +41,33 @@ func TestNacosAPI_V1InstanceLifecycle(t *testing.T) {
 	}
 
 	var detail nacosInstanceDetailV1
-	mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/instance?serviceName=orders&ip=10.0.0.1&port=8080", "", http.StatusOK).decode(t, &detail)
-	if detail.Service != "DEFAULT_GROUP@@orders" || detail.Weight != 3 || detail.InstanceID != "10.0.0.1#8080#DEFAULT#DEFAULT_GROUP@@orders" {
+	mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/instance?serviceName=orders&ip=127.100.0.1&port=8080", "", http.StatusOK).decode(t, &detail)
+	if detail.Service != "DEFAULT_GROUP@@orders" || detail.Weight != 3 || detail.InstanceID != "127.100.0.1#8080#DEFAULT#DEFAULT_GROUP@@orders" {
 		t.Fatalf("detail %+v", detail)
 	}
 
 	// PUT replaces weight, enabled and metadata (defaults for what is left out) and
 	// moves the instance to the cluster given.
-	mustOK(t, h, http.MethodPut, "/nacos/v1/ns/instance", "serviceName=orders&ip=10.0.0.1&port=8080&enabled=false&clusterName=web")
+	mustOK(t, h, http.MethodPut, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=8080&enabled=false&clusterName=web")
 	in = mustInstance(t, st, ordersRef)
 	if in.Weight != 1 || in.Enabled || len(in.Metadata) != 0 || in.Cluster != "web" || !in.Healthy {
 		t.Fatalf("after PUT %+v", in)
 	}
 	// PATCH changes only what is given; the SDK's legacy "enable" is understood.
-	mustOK(t, h, http.MethodPatch, "/nacos/v1/ns/instance", "serviceName=orders&ip=10.0.0.1&port=8080&enable=true&metadata=a%3D1")
+	mustOK(t, h, http.MethodPatch, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=8080&enable=true&metadata=a%3D1")
 	in = mustInstance(t, st, ordersRef)
 	if in.Weight != 1 || !in.Enabled || in.Metadata["a"] != "1" || in.Cluster != "web" {
 		t.Fatalf("after PATCH %+v", in)
 	}
 
 	// DELETE without ephemeral=false removes the persistent instance (Nacos would not).
-	mustOK(t, h, http.MethodDelete, "/nacos/v1/ns/instance?serviceName=orders&ip=10.0.0.1&port=8080", "")
+	mustOK(t, h, http.MethodDelete, "/nacos/v1/ns/instance?serviceName=orders&ip=127.100.0.1&port=8080", "")
 	if _, _, err := st.Instance(nil, ordersRef); err == nil {
 		t.Fatal("instance still registered after DELETE without ephemeral")
 	}
 	// Deregistering again answers ok and writes nothing.
 	n := len(node.calls())
-	mustOK(t, h, http.MethodDelete, "/nacos/v1/ns/instance", "serviceName=orders&ip=10.0.0.1&port=8080&ephemeral=true")
+	mustOK(t, h, http.MethodDelete, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=true")
 	if len(node.calls()) != n {
 		t.Fatalf("a no-op deregistration applied %v", appliedTypes(node)[n:])
 	}
@@ -78,8 +78,8 @@ func TestNacosAPI_V1InstanceLifecycle(t *testing.T) {
 func TestNacosAPI_DeregisterIgnoresEphemeral(t *testing.T) {
 	for _, eph := range []string{"", "&ephemeral=true", "&ephemeral=false"} {
 		h, st, _ := newStoreAPI(t)
-		mustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=10.0.0.1&port=8080&ephemeral=false")
-		mustOK(t, h, http.MethodDelete, "/nacos/v1/ns/instance", "serviceName=orders&ip=10.0.0.1&port=8080&clusterName=other"+eph)
+		mustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=false")
+		mustOK(t, h, http.MethodDelete, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=8080&clusterName=other"+eph)
 		if _, _, err := st.Instance(nil, ordersRef); err == nil {
 			t.Fatalf("ephemeral %q: instance still registered", eph)
 		}
@@ -90,23 +90,23 @@ func TestNacosAPI_DeregisterIgnoresEphemeral(t *testing.T) {
 func TestNacosAPI_V2Envelope(t *testing.T) {
 	h, st, _ := newStoreAPI(t)
 	resp := mustNacos(t, h, http.MethodPost, "/nacos/v2/ns/instance",
-		"serviceName=orders&groupName=g1&ip=10.0.0.1&port=8080&ephemeral=false&enabled=true", http.StatusOK)
+		"serviceName=orders&groupName=g1&ip=127.100.0.1&port=8080&ephemeral=false&enabled=true", http.StatusOK)
 	if string(resp.Body) != `{"code":0,"message":"success","data":"ok"}`+"\n" {
 		t.Fatalf("v2 write answered %q", resp.Body)
 	}
 	ref := ordersRef
 	ref.Group = "g1"
 	mustInstance(t, st, ref)
-	code, msg, data := mustNacos(t, h, http.MethodGet, "/nacos/v2/ns/instance?serviceName=orders&groupName=g1&ip=10.0.0.1&port=8080",
+	code, msg, data := mustNacos(t, h, http.MethodGet, "/nacos/v2/ns/instance?serviceName=orders&groupName=g1&ip=127.100.0.1&port=8080",
 		"", http.StatusOK).envelope(t)
 	var d nacosInstanceDetailV2
 	if err := json.Unmarshal(data, &d); err != nil || code != 0 || msg != "success" || d.ServiceName != "g1@@orders" {
 		t.Fatalf("v2 detail %d %q %s (%v)", code, msg, data, err)
 	}
 	for _, w := range []struct{ method, form string }{
-		{http.MethodPut, "serviceName=g1@@orders&ip=10.0.0.1&port=8080&weight=5"},
-		{http.MethodPatch, "serviceName=g1@@orders&ip=10.0.0.1&port=8080&enabled=false"},
-		{http.MethodDelete, "serviceName=orders&groupName=g1&ip=10.0.0.1&port=8080"},
+		{http.MethodPut, "serviceName=g1@@orders&ip=127.100.0.1&port=8080&weight=5"},
+		{http.MethodPatch, "serviceName=g1@@orders&ip=127.100.0.1&port=8080&enabled=false"},
+		{http.MethodDelete, "serviceName=orders&groupName=g1&ip=127.100.0.1&port=8080"},
 	} {
 		if c, _, d := mustNacos(t, h, w.method, "/nacos/v2/ns/instance", w.form, http.StatusOK).envelope(t); c != 0 || string(d) != `"ok"` {
 			t.Fatalf("%s: code %d data %s", w.method, c, d)
@@ -121,11 +121,11 @@ func TestNacosAPI_V2Envelope(t *testing.T) {
 // shape with Nacos's status and code, and that nothing reaches the Raft log.
 func TestNacosAPI_BadInputWritesNothing(t *testing.T) {
 	h, st, node := newStoreAPI(t)
-	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=10.0.0.1&port=8080&ephemeral=false")
+	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=false")
 	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=empty")
 	applied, calls := st.AppliedIndex(), len(node.calls())
 
-	const inst = "serviceName=orders&ip=10.0.0.1&port=8080"
+	const inst = "serviceName=orders&ip=127.100.0.1&port=8080"
 	tests := []struct {
 		name   string
 		method string
@@ -135,35 +135,35 @@ func TestNacosAPI_BadInputWritesNothing(t *testing.T) {
 		code   int
 		text   string // a part of the message
 	}{
-		{"missing serviceName", http.MethodPost, "instance", "ip=10.0.0.1&port=8080&ephemeral=false", 400, 10000,
+		{"missing serviceName", http.MethodPost, "instance", "ip=127.100.0.1&port=8080&ephemeral=false", 400, 10000,
 			"Required parameter 'serviceName' type String is not present"},
 		{"missing ip", http.MethodPost, "instance", "serviceName=orders&port=8080&ephemeral=false", 400, 10000, "'ip'"},
-		{"missing port", http.MethodPost, "instance", "serviceName=orders&ip=10.0.0.2&ephemeral=false", 400, 10000, "'port'"},
-		{"port out of range", http.MethodPost, "instance", "serviceName=orders&ip=10.0.0.2&port=70000&ephemeral=false", 400, 20002, "port"},
-		{"port zero", http.MethodPost, "instance", "serviceName=orders&ip=10.0.0.2&port=0&ephemeral=false", 400, 20002, "port"},
+		{"missing port", http.MethodPost, "instance", "serviceName=orders&ip=127.100.0.2&ephemeral=false", 400, 10000, "'port'"},
+		{"port out of range", http.MethodPost, "instance", "serviceName=orders&ip=127.100.0.2&port=70000&ephemeral=false", 400, 20002, "port"},
+		{"port zero", http.MethodPost, "instance", "serviceName=orders&ip=127.100.0.2&port=0&ephemeral=false", 400, 20002, "port"},
 		{"bad ip", http.MethodPost, "instance", "serviceName=orders&ip=not_an_ip!&port=80&ephemeral=false", 400, 20002, "ip"},
 		{"weight above 10000", http.MethodPost, "instance", inst + "&weight=10001&ephemeral=false", 400, 21001,
 			"The weights range from 0.0 to 10000.0"},
 		{"negative weight", http.MethodPost, "instance", inst + "&weight=-0.5&ephemeral=false", 400, 21001, "weights"},
 		{"bad metadata JSON", http.MethodPost, "instance", inst + `&metadata={"a":&ephemeral=false`, 400, 21002, "metadata format incorrect"},
-		{"illegal service name", http.MethodPost, "instance", "serviceName=a%20b&ip=10.0.0.1&port=80&ephemeral=false", 400, 21000, "serviceName"},
+		{"illegal service name", http.MethodPost, "instance", "serviceName=a%20b&ip=127.100.0.1&port=80&ephemeral=false", 400, 21000, "serviceName"},
 		{"illegal group", http.MethodPost, "instance", inst + "&groupName=g%2F1&ephemeral=false", 400, 21000, "groupName"},
 		{"illegal namespace", http.MethodPost, "instance", inst + "&namespaceId=a.b&ephemeral=false", 400, 22000, "namespaceId"},
 		{"illegal cluster", http.MethodPost, "instance", inst + "&clusterName=a.b&ephemeral=false", 400, 20002, "clusterName"},
-		{"group mismatch", http.MethodPost, "instance", "serviceName=g1@@orders&groupName=g2&ip=10.0.0.1&port=80&ephemeral=false",
+		{"group mismatch", http.MethodPost, "instance", "serviceName=g1@@orders&groupName=g2&ip=127.100.0.1&port=80&ephemeral=false",
 			400, 20009, "groupName"},
 		{"ephemeral by default", http.MethodPost, "instance", inst, 400, 21004,
 			"Current service DEFAULT_GROUP@@orders is persistent service, can't register ephemeral instance."},
 		{"ephemeral explicitly", http.MethodPost, "instance", inst + "&ephemeral=true", 400, 21004, "can't register ephemeral instance"},
-		{"update of a missing instance", http.MethodPut, "instance", "serviceName=orders&ip=10.0.0.9&port=8080", 404, 21003, "not found"},
+		{"update of a missing instance", http.MethodPut, "instance", "serviceName=orders&ip=127.100.0.9&port=8080", 404, 21003, "not found"},
 		{"update to ephemeral", http.MethodPut, "instance", inst + "&ephemeral=true", 400, 21004, "can't update ephemeral instance"},
 		{"update with bad weight", http.MethodPut, "instance", inst + "&weight=20000", 400, 21001, "weights"},
-		{"patch of a missing instance", http.MethodPatch, "instance", "serviceName=orders&ip=10.0.0.9&port=8080&weight=2", 404, 21003, "not found"},
+		{"patch of a missing instance", http.MethodPatch, "instance", "serviceName=orders&ip=127.100.0.9&port=8080&weight=2", 404, 21003, "not found"},
 		{"patch of health", http.MethodPatch, "instance", inst + "&healthy=false", 400, 20002, "healthy"},
 		{"health without healthy", http.MethodPut, "health/instance", inst, 400, 21010, "'healthy'"},
 		{"health on a probed cluster", http.MethodPut, "health/instance", inst + "&healthy=false", 400, 21011,
 			"health check is still working"},
-		{"health of a missing instance", http.MethodPut, "health", "serviceName=orders&ip=10.0.0.9&port=80&healthy=false", 404, 21003, "not found"},
+		{"health of a missing instance", http.MethodPut, "health", "serviceName=orders&ip=127.100.0.9&port=80&healthy=false", 404, 21003, "not found"},
 		{"create an existing service", http.MethodPost, "service", "serviceName=orders", 400, 21007, "already exists"},
 		{"create with a bad threshold", http.MethodPost, "service", "serviceName=new&protectThreshold=2", 400, 20002, "protectThreshold"},
 		{"create with bad metadata", http.MethodPost, "service", "serviceName=new&metadata=x", 400, 21005, "metadata format incorrect"},
@@ -183,7 +183,7 @@ func TestNacosAPI_BadInputWritesNothing(t *testing.T) {
 			`serviceName=orders&clusterName=web&healthChecker={"type":"TCP"}&useInstancePort4Check=false&checkPort=0`, 400, 20002, "checkPort"},
 		{"cluster of a missing service", http.MethodPut, "cluster", `serviceName=nope&clusterName=web&healthChecker={"type":"TCP"}`,
 			400, 21008, "not found"},
-		{"beat", http.MethodPut, "instance/beat", inst + `&beat={"ip":"10.0.0.1"}`, 400, 21004, "takes no heartbeats"},
+		{"beat", http.MethodPut, "instance/beat", inst + `&beat={"ip":"127.100.0.1"}`, 400, 21004, "takes no heartbeats"},
 		{"batch metadata", http.MethodPut, "instance/metadata/batch", `serviceName=orders&metadata={"a":"b"}`, 400, 21004, "batch"},
 		{"switch change", http.MethodPut, "operator/switches", "entry=defaultInstanceEphemeral&value=true", 403, 10001, "read-only"},
 		{"unknown route", http.MethodGet, "catalog/services", "", 404, 20004, "does not serve"},
@@ -244,10 +244,10 @@ func TestNacosAPI_HealthOnNoneCluster(t *testing.T) {
 	h, st, _ := newStoreAPI(t)
 	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=orders")
 	mustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster", `serviceName=orders&clusterName=manual&healthChecker={"type":"NONE"}`)
-	for _, ip := range []string{"10.0.0.1", "10.0.0.2"} {
+	for _, ip := range []string{"127.100.0.1", "127.100.0.2"} {
 		mustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&clusterName=manual&port=8080&ephemeral=false&ip="+ip)
 	}
-	mustOK(t, h, http.MethodPut, "/nacos/v1/ns/health/instance", "serviceName=orders&ip=10.0.0.1&port=8080&healthy=false")
+	mustOK(t, h, http.MethodPut, "/nacos/v1/ns/health/instance", "serviceName=orders&ip=127.100.0.1&port=8080&healthy=false")
 	if in := mustInstance(t, st, ordersRef); in.Healthy {
 		t.Fatal("health not set")
 	}
@@ -255,7 +255,7 @@ func TestNacosAPI_HealthOnNoneCluster(t *testing.T) {
 	const list = "/nacos/v1/ns/instance/list?serviceName=orders"
 	var info nacosServiceInfo
 	mustNacos(t, h, http.MethodGet, list+"&healthyOnly=true", "", http.StatusOK).decode(t, &info)
-	if info.ReachProtectionThreshold || len(info.Hosts) != 1 || info.Hosts[0].IP != "10.0.0.2" {
+	if info.ReachProtectionThreshold || len(info.Hosts) != 1 || info.Hosts[0].IP != "127.100.0.2" {
 		t.Fatalf("healthy only %+v", info)
 	}
 	mustNacos(t, h, http.MethodGet, list, "", http.StatusOK).decode(t, &info)
@@ -264,7 +264,7 @@ func TestNacosAPI_HealthOnNoneCluster(t *testing.T) {
 	}
 
 	// Every instance down, threshold 0: Nacos returns them all, marked healthy.
-	mustNacos(t, h, http.MethodPut, "/nacos/v2/ns/health/instance", "serviceName=orders&ip=10.0.0.2&port=8080&healthy=false", http.StatusOK)
+	mustNacos(t, h, http.MethodPut, "/nacos/v2/ns/health/instance", "serviceName=orders&ip=127.100.0.2&port=8080&healthy=false", http.StatusOK)
 	mustNacos(t, h, http.MethodGet, list+"&healthyOnly=true", "", http.StatusOK).decode(t, &info)
 	if !info.ReachProtectionThreshold || len(info.Hosts) != 2 || !info.Hosts[0].Healthy || !info.Hosts[1].Healthy {
 		t.Fatalf("threshold reached %+v", info)
@@ -341,7 +341,7 @@ func TestNacosAPI_Operator(t *testing.T) {
 		{ID: "n1", RaftAddr: "127.0.0.1:7848", HTTPAddr: "127.0.0.1:8848", Voter: true, Leader: true},
 		{ID: "n2", RaftAddr: "127.0.0.2:7848", HTTPAddr: "127.0.0.2:8848", Voter: true},
 	}
-	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=10.0.0.1&port=8080&ephemeral=false")
+	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=false")
 
 	var sw nacosSwitches
 	mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/operator/switches", "", http.StatusOK).decode(t, &sw)
@@ -422,7 +422,7 @@ func TestNacosAPI_FollowerForwards(t *testing.T) {
 	fsrv := newRecordingServer(t, mustNew(t, testConfig(follower, seededReader())))
 
 	resp := nacosHTTP(t, http.MethodDelete, fsrv.URL+"/nacos/v1/ns/instance",
-		"serviceName=orders&ip=10.0.0.1&port=8080&namespaceId=public")
+		"serviceName=orders&ip=127.100.0.1&port=8080&namespaceId=public")
 	if resp.Code != http.StatusOK || string(resp.Body) != "ok" || resp.Header.Get(api.HeaderServedBy) != "n1" {
 		t.Fatalf("forwarded write: %d %q served by %q", resp.Code, resp.Body, resp.Header.Get(api.HeaderServedBy))
 	}

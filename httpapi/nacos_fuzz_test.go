@@ -16,16 +16,16 @@ import (
 // validation, be persistent, and name the service the key resolution names.
 func FuzzNacosParams(f *testing.F) {
 	seeds := [][2]string{
-		{"serviceName=orders&ip=10.0.0.1&port=8080&ephemeral=false", ""},
-		{"", "serviceName=DEFAULT_GROUP%40%40orders&groupName=DEFAULT_GROUP&ip=10.0.0.1&port=8080&weight=1&enable=true" +
+		{"serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=false", ""},
+		{"", "serviceName=DEFAULT_GROUP%40%40orders&groupName=DEFAULT_GROUP&ip=127.100.0.1&port=8080&weight=1&enable=true" +
 			"&healthy=true&metadata=%7B%7D&ephemeral=false&clusterName=&app=&namespaceId="},
-		{"serviceName=g1@@orders&groupName=g2&ip=10.0.0.1&port=80&ephemeral=false", ""},
+		{"serviceName=g1@@orders&groupName=g2&ip=127.100.0.1&port=80&ephemeral=false", ""},
 		{"serviceName=orders&ip=fe80::1&port=80&ephemeral=false&metadata=a%3D1,b%3D2", ""},
-		{"serviceName=orders&ip=10.0.0.1&port=80", "ephemeral=false&weight=10000.1"},
-		{"serviceName=orders&ip=10.0.0.1&port=80&ephemeral=false", `metadata={"a":1,"b":null,"c":true}`},
+		{"serviceName=orders&ip=127.100.0.1&port=80", "ephemeral=false&weight=10000.1"},
+		{"serviceName=orders&ip=127.100.0.1&port=80&ephemeral=false", `metadata={"a":1,"b":null,"c":true}`},
 		{"serviceName=@@x&ip=a.b&port=65536", "metadata=%zz"},
 		{"serviceName=orders&protectThreshold=0.5&selector=%7B%22type%22%3A%22none%22%7D", ""},
-		{"serviceName=orders&ip=10.0.0.1&port=80&ephemeral=false&healthChecker=%7B%22type%22%3A%22HTTP%22%2C%22headers%22%3A%22a%3Ab%7Cc%22%7D", ""},
+		{"serviceName=orders&ip=127.100.0.1&port=80&ephemeral=false&healthChecker=%7B%22type%22%3A%22HTTP%22%2C%22headers%22%3A%22a%3Ab%7Cc%22%7D", ""},
 		{"a=%zz", "b=;c"},
 	}
 	for _, s := range seeds {

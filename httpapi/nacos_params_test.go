@@ -127,9 +127,9 @@ func TestNacosMetadata_Parsing(t *testing.T) {
 }
 
 func TestNacosRegistration_DefaultsAndErrors(t *testing.T) {
-	base := "serviceName=orders&ip=10.0.0.1&port=8080&ephemeral=false"
+	base := "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=false"
 	inst := func(mod func(in *store.Instance)) store.Instance {
-		in := store.Instance{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", IP: "10.0.0.1", Port: 8080,
+		in := store.Instance{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", IP: "127.100.0.1", Port: 8080,
 			Cluster: "DEFAULT", Weight: 1, Enabled: true, Healthy: true}
 		if mod != nil {
 			mod(&in)
@@ -150,7 +150,7 @@ func TestNacosRegistration_DefaultsAndErrors(t *testing.T) {
 				in.Metadata = map[string]string{"v": "1"}
 			}), 0},
 		{"nacos-sdk-go v1 form: grouped name, groupName, legacy enable", "serviceName=DEFAULT_GROUP@@orders&groupName=DEFAULT_GROUP" +
-			"&ip=10.0.0.1&port=8080&weight=1&enable=true&healthy=true&metadata={}&ephemeral=false&clusterName=&app=&namespaceId=",
+			"&ip=127.100.0.1&port=8080&weight=1&enable=true&healthy=true&metadata={}&ephemeral=false&clusterName=&app=&namespaceId=",
 			inst(nil), 0},
 		{"enabled wins over the legacy enable", base + "&enabled=true&enable=false", inst(nil), 0},
 		{"legacy enable alone", base + "&enable=false", inst(func(in *store.Instance) { in.Enabled = false }), 0},
@@ -163,13 +163,13 @@ func TestNacosRegistration_DefaultsAndErrors(t *testing.T) {
 		{"IPv6 address", "serviceName=orders&ip=fe80::1&port=80&ephemeral=false",
 			inst(func(in *store.Instance) { in.IP, in.Port = "fe80::1", 80 }), 0},
 		{"k=v metadata", base + "&metadata=a%3D1", inst(func(in *store.Instance) { in.Metadata = map[string]string{"a": "1"} }), 0},
-		{"missing serviceName", "ip=10.0.0.1&port=8080&ephemeral=false", store.Instance{}, nacosCodeParameterMissing},
+		{"missing serviceName", "ip=127.100.0.1&port=8080&ephemeral=false", store.Instance{}, nacosCodeParameterMissing},
 		{"missing ip", "serviceName=orders&port=8080&ephemeral=false", store.Instance{}, nacosCodeParameterMissing},
-		{"missing port", "serviceName=orders&ip=10.0.0.1&ephemeral=false", store.Instance{}, nacosCodeParameterMissing},
-		{"port 0", "serviceName=orders&ip=10.0.0.1&port=0&ephemeral=false", store.Instance{}, nacosCodeParameterValidate},
-		{"port 65536", "serviceName=orders&ip=10.0.0.1&port=65536&ephemeral=false", store.Instance{}, nacosCodeParameterValidate},
-		{"port not a number", "serviceName=orders&ip=10.0.0.1&port=http&ephemeral=false", store.Instance{}, nacosCodeParameterValidate},
-		{"bad ip", "serviceName=orders&ip=10.0.0.300&port=80&ephemeral=false", store.Instance{}, nacosCodeParameterValidate},
+		{"missing port", "serviceName=orders&ip=127.100.0.1&ephemeral=false", store.Instance{}, nacosCodeParameterMissing},
+		{"port 0", "serviceName=orders&ip=127.100.0.1&port=0&ephemeral=false", store.Instance{}, nacosCodeParameterValidate},
+		{"port 65536", "serviceName=orders&ip=127.100.0.1&port=65536&ephemeral=false", store.Instance{}, nacosCodeParameterValidate},
+		{"port not a number", "serviceName=orders&ip=127.100.0.1&port=http&ephemeral=false", store.Instance{}, nacosCodeParameterValidate},
+		{"bad ip", "serviceName=orders&ip=127.100.0.300&port=80&ephemeral=false", store.Instance{}, nacosCodeParameterValidate},
 		{"weight above 10000", base + "&weight=10000.5", store.Instance{}, nacosCodeWeight},
 		{"negative weight", base + "&weight=-1", store.Instance{}, nacosCodeWeight},
 		{"weight not a number", base + "&weight=heavy", store.Instance{}, nacosCodeParameterValidate},
@@ -180,9 +180,9 @@ func TestNacosRegistration_DefaultsAndErrors(t *testing.T) {
 		{"metadata with an empty key", base + "&metadata=%3Dv", store.Instance{}, nacosCodeInstanceMetadata},
 		{"illegal cluster", base + "&clusterName=a.b", store.Instance{}, nacosCodeParameterValidate},
 		{"bad boolean", base + "&enabled=ture", store.Instance{}, nacosCodeParameterValidate},
-		{"ephemeral by default", "serviceName=orders&ip=10.0.0.1&port=8080", store.Instance{}, nacosCodeInstanceError},
-		{"ephemeral explicitly", "serviceName=orders&ip=10.0.0.1&port=8080&ephemeral=true", store.Instance{}, nacosCodeInstanceError},
-		{"ephemeral not a boolean", "serviceName=orders&ip=10.0.0.1&port=8080&ephemeral=maybe", store.Instance{}, nacosCodeParameterValidate},
+		{"ephemeral by default", "serviceName=orders&ip=127.100.0.1&port=8080", store.Instance{}, nacosCodeInstanceError},
+		{"ephemeral explicitly", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=true", store.Instance{}, nacosCodeInstanceError},
+		{"ephemeral not a boolean", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=maybe", store.Instance{}, nacosCodeParameterValidate},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -201,7 +201,7 @@ func TestNacosRegistration_DefaultsAndErrors(t *testing.T) {
 }
 
 func TestNacosRegistration_EphemeralRefusalWording(t *testing.T) {
-	_, err := nacosRegistration(mustParams(t, "serviceName=g1@@orders&ip=10.0.0.1&port=8080"), store.DefaultLimits())
+	_, err := nacosRegistration(mustParams(t, "serviceName=g1@@orders&ip=127.100.0.1&port=8080"), store.DefaultLimits())
 	want := "Current service g1@@orders is persistent service, can't register ephemeral instance."
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("err %v, want it to start with %q", err, want)
@@ -258,10 +258,10 @@ func TestNacosSelect_ProtectThreshold(t *testing.T) {
 	mk := func(ip string, cluster string, healthy, enabled bool) store.Instance {
 		return store.Instance{IP: ip, Port: 80, Cluster: cluster, Healthy: healthy, Enabled: enabled, Weight: 1}
 	}
-	a := mk("10.0.0.1", "DEFAULT", true, true)
-	b := mk("10.0.0.2", "DEFAULT", false, true)
-	c := mk("10.0.0.3", "DEFAULT", false, false) // disabled: never listed, never counted
-	d := mk("10.0.0.4", "web", false, true)
+	a := mk("127.100.0.1", "DEFAULT", true, true)
+	b := mk("127.100.0.2", "DEFAULT", false, true)
+	c := mk("127.100.0.3", "DEFAULT", false, false) // disabled: never listed, never counted
+	d := mk("127.100.0.4", "web", false, true)
 	healthy := func(in store.Instance) store.Instance { in.Healthy = true; return in }
 	tests := []struct {
 		name        string

@@ -10,7 +10,7 @@ import (
 // Documented examples (reference/nacos.md §1.5, §1.6, §1.8, §1.9), made valid JSON.
 const (
 	docV1List = `{"name":"DEFAULT_GROUP@@nacos.test.1","groupName":"DEFAULT_GROUP","clusters":"","cacheMillis":10000,
- "hosts":[{"instanceId":"10.10.10.10#8888#DEFAULT#DEFAULT_GROUP@@nacos.test.1","ip":"10.10.10.10","port":8888,"weight":1,
+ "hosts":[{"instanceId":"127.110.10.10#8888#DEFAULT#DEFAULT_GROUP@@nacos.test.1","ip":"127.110.10.10","port":8888,"weight":1,
    "healthy":false,"enabled":true,"ephemeral":false,"clusterName":"DEFAULT","serviceName":"DEFAULT_GROUP@@nacos.test.1",
    "metadata":{},"instanceHeartBeatInterval":5000,"instanceIdGenerator":"simple","instanceHeartBeatTimeOut":15000,"ipDeleteTimeout":30000}],
  "lastRefTime":1528787794594,"checksum":"","allIPs":false,"reachProtectionThreshold":false,"valid":true}`
@@ -23,8 +23,8 @@ const (
    "serviceName":"DEFAULT_GROUP@@test_service","metadata":{"value":"1"},"instanceHeartBeatTimeOut":15000,"ipDeleteTimeout":30000,
    "instanceHeartBeatInterval":5000}],
  "lastRefTime":1662554390814,"checksum":"","allIPs":false,"reachProtectionThreshold":false,"valid":true}`
-	docV1Instance = `{"metadata":{},"instanceId":"10.10.10.10-8888-DEFAULT-nacos.test.2","port":8888,"service":"nacos.test.2",
- "healthy":false,"ip":"10.10.10.10","clusterName":"DEFAULT","weight":1.0}`
+	docV1Instance = `{"metadata":{},"instanceId":"127.110.10.10-8888-DEFAULT-nacos.test.2","port":8888,"service":"nacos.test.2",
+ "healthy":false,"ip":"127.110.10.10","clusterName":"DEFAULT","weight":1.0}`
 	docV2InstanceData = `{"serviceName":"DEFAULT_GROUP@@test_service","ip":"127.0.0.1","port":8080,"clusterName":"DEFAULT",
  "weight":1.0,"healthy":true,"instanceId":null,"metadata":{"value":"1"}}`
 	docV1Service = `{"metadata":{},"groupName":"DEFAULT_GROUP","namespaceId":"public","name":"nacos.test.2","selector":{"type":"none"},
@@ -51,7 +51,7 @@ func TestNacosAPI_ResponseShapesMatchTheDocs(t *testing.T) {
 	h, _, node := newStoreAPI(t)
 	node.members = []api.Member{{ID: "n1", RaftAddr: "127.0.0.1:7848", HTTPAddr: "127.0.0.1:8848", Voter: true, Leader: true}}
 	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance",
-		`serviceName=nacos.test.1&ip=10.10.10.10&port=8888&ephemeral=false&metadata={"value":"1"}`)
+		`serviceName=nacos.test.1&ip=127.110.10.10&port=8888&ephemeral=false&metadata={"value":"1"}`)
 	mustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster",
 		`serviceName=nacos.test.1&clusterName=DEFAULT&healthChecker={"type":"TCP"}`)
 
@@ -63,8 +63,8 @@ func TestNacosAPI_ResponseShapesMatchTheDocs(t *testing.T) {
 	}{
 		{"v1 instance list", "/nacos/v1/ns/instance/list" + q, []string{docV1List, docV1ListCode}},
 		{"v2 instance list", "/nacos/v2/ns/instance/list" + q, []string{docV2ListData}},
-		{"v1 instance", "/nacos/v1/ns/instance" + q + "&ip=10.10.10.10&port=8888", []string{docV1Instance}},
-		{"v2 instance", "/nacos/v2/ns/instance" + q + "&ip=10.10.10.10&port=8888", []string{docV2InstanceData}},
+		{"v1 instance", "/nacos/v1/ns/instance" + q + "&ip=127.110.10.10&port=8888", []string{docV1Instance}},
+		{"v2 instance", "/nacos/v2/ns/instance" + q + "&ip=127.110.10.10&port=8888", []string{docV2InstanceData}},
 		{"v1 service", "/nacos/v1/ns/service" + q, []string{docV1Service}},
 		{"v2 service", "/nacos/v2/ns/service" + q, []string{docV2ServiceData}},
 		{"v1 service list", "/nacos/v1/ns/service/list?pageNo=1&pageSize=10", []string{docV1ServiceList}},
@@ -105,8 +105,8 @@ func TestNacosAPI_ListValues(t *testing.T) {
 	h, _, _ := newStoreAPI(t)
 	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=orders&groupName=g1&metadata=team%3Dpay")
 	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance",
-		`serviceName=g1@@orders&groupName=g1&ip=10.0.0.1&port=80&weight=2&clusterName=web&ephemeral=false&metadata={"v":"1"}`)
-	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&groupName=g1&ip=10.0.0.2&port=80&ephemeral=false")
+		`serviceName=g1@@orders&groupName=g1&ip=127.100.0.1&port=80&weight=2&clusterName=web&ephemeral=false&metadata={"v":"1"}`)
+	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&groupName=g1&ip=127.100.0.2&port=80&ephemeral=false")
 
 	var info nacosServiceInfo
 	mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/instance/list?serviceName=g1@@orders&clusters=web", "", http.StatusOK).decode(t, &info)
@@ -117,7 +117,7 @@ func TestNacosAPI_ListValues(t *testing.T) {
 	if len(info.Hosts) != 1 {
 		t.Fatalf("hosts %+v", info.Hosts)
 	}
-	want := nacosHost{InstanceID: "10.0.0.1#80#web#g1@@orders", IP: "10.0.0.1", Port: 80, Weight: 2, Healthy: true, Enabled: true,
+	want := nacosHost{InstanceID: "127.100.0.1#80#web#g1@@orders", IP: "127.100.0.1", Port: 80, Weight: 2, Healthy: true, Enabled: true,
 		ClusterName: "web", ServiceName: "g1@@orders", Metadata: map[string]string{"v": "1"}, InstanceHeartBeatInterval: 5000,
 		InstanceIDGenerator: "simple", InstanceHeartBeatTimeOut: 15000, IPDeleteTimeout: 30000, Valid: true}
 	got := info.Hosts[0]
@@ -138,7 +138,7 @@ func TestNacosAPI_ListValues(t *testing.T) {
 	_, _, data := resp.envelope(t)
 	var v2 nacosServiceInfo
 	response{Body: data}.decode(t, &v2)
-	if len(v2.Hosts) != 1 || v2.Hosts[0].IP != "10.0.0.2" || v2.Clusters != "DEFAULT" {
+	if len(v2.Hosts) != 1 || v2.Hosts[0].IP != "127.100.0.2" || v2.Clusters != "DEFAULT" {
 		t.Fatalf("v2 list %+v", v2)
 	}
 

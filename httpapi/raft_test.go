@@ -186,7 +186,7 @@ func TestRaftCluster_ForwardingAndReads(t *testing.T) {
 	go func() {
 		done <- doHTTP(t, http.MethodGet, fmt.Sprintf("%s%s/instances?consistency=stale&index=%d&wait=20s", f.url, svcPath, wr.Index), nil, nil)
 	}()
-	if r := doHTTP(t, http.MethodPut, f.url+svcPath+"/instances/10.0.0.2:8080", `{}`, nil); r.Code != http.StatusOK {
+	if r := doHTTP(t, http.MethodPut, f.url+svcPath+"/instances/127.100.0.2:8080", `{}`, nil); r.Code != http.StatusOK {
 		t.Fatalf("second write: %d %s", r.Code, r.Body)
 	}
 	select {
@@ -217,7 +217,7 @@ func TestRaftCluster_ForwardingAndReads(t *testing.T) {
 	waitUntil(t, 20*time.Second, "a write to succeed at a new leader", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodPut, f.url+svcPath+"/instances/10.0.0.3:8080", nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPut, f.url+svcPath+"/instances/127.100.0.3:8080", nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,7 +17,7 @@ func ptr[T any](v T) *T { return &v }
 // TestRoutes_WritesApplyTheCommand checks every write route's happy path: 200 with the
 // applied index in body and header, and exactly the expected command applied.
 func TestRoutes_WritesApplyTheCommand(t *testing.T) {
-	ref := store.InstanceRef{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", IP: "10.0.0.1", Port: 8080}
+	ref := store.InstanceRef{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", IP: "127.100.0.1", Port: 8080}
 	key := ref.ServiceKey()
 	tests := []struct {
 		name     string
@@ -53,10 +53,10 @@ func TestRoutes_WritesApplyTheCommand(t *testing.T) {
 				Service: "orders", Name: "web", HealthCheck: store.DefaultHealthCheck()}}},
 		{"put instance defaults", http.MethodPut, instPath, `{}`,
 			fsm.RegisterInstanceType, fsm.RegisterInstanceRequest{Instance: store.Instance{Namespace: "public", Group: "DEFAULT_GROUP",
-				Service: "orders", IP: "10.0.0.1", Port: 8080, Cluster: "DEFAULT", Weight: 1, Enabled: true, Healthy: true}}},
+				Service: "orders", IP: "127.100.0.1", Port: 8080, Cluster: "DEFAULT", Weight: 1, Enabled: true, Healthy: true}}},
 		{"put instance fields", http.MethodPut, instPath, `{"cluster":"web","weight":2.5,"enabled":false,"healthy":false,"metadata":{"v":"1"}}`,
 			fsm.RegisterInstanceType, fsm.RegisterInstanceRequest{Instance: store.Instance{Namespace: "public", Group: "DEFAULT_GROUP",
-				Service: "orders", IP: "10.0.0.1", Port: 8080, Cluster: "web", Weight: 2.5, Enabled: false, Healthy: false,
+				Service: "orders", IP: "127.100.0.1", Port: 8080, Cluster: "web", Weight: 2.5, Enabled: false, Healthy: false,
 				Metadata: map[string]string{"v": "1"}}}},
 		{"put instance ipv6", http.MethodPut, svcPath + "/instances/[::1]:8080", `{}`,
 			fsm.RegisterInstanceType, fsm.RegisterInstanceRequest{Instance: store.Instance{Namespace: "public", Group: "DEFAULT_GROUP",
@@ -107,7 +107,7 @@ func TestRoutes_WritesApplyTheCommand(t *testing.T) {
 func TestRoutes_ClusterOperations(t *testing.T) {
 	node := newLeaderNode("n1")
 	h := mustNew(t, testConfig(node, seededReader()))
-	join := api.JoinRequest{ID: "n2", RaftAddr: "10.0.0.2:7848", HTTPAddr: "10.0.0.2:8848", NonVoter: true}
+	join := api.JoinRequest{ID: "n2", RaftAddr: "127.100.0.2:7848", HTTPAddr: "127.100.0.2:8848", NonVoter: true}
 	if resp := do(t, h, http.MethodPost, "/v1/cluster/join", join); resp.Code != http.StatusOK {
 		t.Fatalf("join: %d %s", resp.Code, resp.Body)
 	}
@@ -204,14 +204,14 @@ func TestRoutes_Reads(t *testing.T) {
 	t.Run("instances", func(t *testing.T) {
 		var out api.InstancesResponse
 		check(t, svcPath+"/instances", &out)
-		if len(out.Instances) != 4 || out.Service.Name != "orders" || out.Instances[0].InstanceID != "10.0.0.1#8080#DEFAULT#DEFAULT_GROUP@@orders" {
+		if len(out.Instances) != 4 || out.Service.Name != "orders" || out.Instances[0].InstanceID != "127.100.0.1#8080#DEFAULT#DEFAULT_GROUP@@orders" {
 			t.Fatalf("%+v", out)
 		}
 	})
 	t.Run("instance", func(t *testing.T) {
 		var out api.InstanceResponse
 		check(t, instPath, &out)
-		if out.Instance.IP != "10.0.0.1" || out.Instance.Port != 8080 || out.Instance.InstanceID == "" {
+		if out.Instance.IP != "127.100.0.1" || out.Instance.Port != 8080 || out.Instance.InstanceID == "" {
 			t.Fatalf("%+v", out)
 		}
 	})
@@ -242,12 +242,12 @@ func TestRoutes_Reads(t *testing.T) {
 // TestRoutes_Status checks /v1/status/leader and /v1/status/ready on a node with and
 // without a leader.
 func TestRoutes_Status(t *testing.T) {
-	leader := store.Member{ID: "n1", RaftAddr: "10.0.0.1:7848", HTTPAddr: "10.0.0.1:8848"}
+	leader := store.Member{ID: "n1", RaftAddr: "127.100.0.1:7848", HTTPAddr: "127.100.0.1:8848"}
 	h := mustNew(t, testConfig(newFollowerNode("n2", &leader), seededReader()))
 	resp := do(t, h, http.MethodGet, "/v1/status/leader", nil)
 	var l api.Leader
 	resp.decode(t, &l)
-	if resp.Code != http.StatusOK || l != (api.Leader{ID: "n1", RaftAddr: "10.0.0.1:7848", HTTPAddr: "10.0.0.1:8848"}) {
+	if resp.Code != http.StatusOK || l != (api.Leader{ID: "n1", RaftAddr: "127.100.0.1:7848", HTTPAddr: "127.100.0.1:8848"}) {
 		t.Fatalf("%d %+v", resp.Code, l)
 	}
 	if resp.Header.Get(api.HeaderLastContact) != "42" || resp.Header.Get(api.HeaderKnownLeader) != "true" {
@@ -310,7 +310,7 @@ func TestRoutes_UnknownThingsAre404(t *testing.T) {
 		"/v1/namespaces/public/groups/DEFAULT_GROUP/services/nope/instances",
 		"/v1/namespaces/public/groups/DEFAULT_GROUP/services/nope/clusters",
 		svcPath + "/clusters/nope",
-		svcPath + "/instances/10.9.9.9:1",
+		svcPath + "/instances/127.109.9.9:1",
 	} {
 		resp := do(t, h, http.MethodGet, p, nil)
 		if resp.Code != http.StatusNotFound || resp.errorBody(t).Code != api.CodeNotFound {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/store"
 )
@@ -130,6 +131,9 @@ type Config struct {
 	Snapshot SnapshotConfig
 	// Health serves the leader's last probe results (health.go); nil answers 503.
 	Health HealthResults
+	// ProbePolicy is this node's probe target policy, shown by
+	// GET /v1/operator/probe-policy (the zero Policy is the default one).
+	ProbePolicy healthcheck.Policy
 }
 
 // DefaultConsensusErrors returns raftnode's sentinels, which Config.Errors defaults to.
@@ -276,6 +280,7 @@ func (s *server) routes() *chi.Mux {
 	r.Method(http.MethodGet, "/metrics", s.metrics.handler(s.cfg.Registry))
 	r.Get("/v1/status/leader", s.handle(s.getLeader))
 	r.Get("/v1/status/ready", s.handle(s.getReady))
+	r.Get("/v1/operator/probe-policy", s.handle(s.getProbePolicy))
 
 	const (
 		ns       = "/v1/namespaces/{ns}"

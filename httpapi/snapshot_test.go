@@ -43,7 +43,7 @@ func newFakeSnapshots(t *testing.T) *fakeSnapshots {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	if err := st.RegisterInstance(7, store.Instance{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders",
-		IP: "10.0.0.1", Port: 80, Cluster: "DEFAULT", Weight: 1, Enabled: true, Healthy: true}); err != nil {
+		IP: "127.100.0.1", Port: 80, Cluster: "DEFAULT", Weight: 1, Enabled: true, Healthy: true}); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Update(func(tx *store.Txn) error { return tx.SetAppliedIndex(7) }); err != nil {
@@ -155,7 +155,7 @@ func TestSnapshotPut_LargeBodyForwardedAndRestored(t *testing.T) {
 		blob := make([]byte, 450)
 		_, _ = rand.Read(blob)
 		if err := src.st.RegisterInstance(uint64(100+i), store.Instance{Namespace: "public", Group: "DEFAULT_GROUP",
-			Service: "bulk", IP: "10.1.0.1", Port: 1 + i, Cluster: "DEFAULT", Weight: 1, Enabled: true,
+			Service: "bulk", IP: "127.101.0.1", Port: 1 + i, Cluster: "DEFAULT", Weight: 1, Enabled: true,
 			Metadata: map[string]string{"b": strings.ToLower(string(bytesToHex(blob)))}}); err != nil {
 			t.Fatal(err)
 		}

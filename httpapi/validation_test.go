@@ -17,7 +17,7 @@ func TestValidation_BadInputIs400NamingTheFieldAndNothingApplied(t *testing.T) {
 	const (
 		nsPrefix  = "/v1/namespaces/public/groups/DEFAULT_GROUP/services/"
 		svc       = nsPrefix + "orders"
-		inst      = svc + "/instances/10.0.0.1:8080"
+		inst      = svc + "/instances/127.100.0.1:8080"
 		bigMDJSON = `{"k":"` // completed below
 	)
 	long := func(n int) string { return strings.Repeat("a", n) }
@@ -51,15 +51,15 @@ func TestValidation_BadInputIs400NamingTheFieldAndNothingApplied(t *testing.T) {
 		{http.MethodDelete, "/v1/namespaces/{ns}/groups/{group}/services/{service}/instances/{addr}", ""},
 		{http.MethodPut, "/v1/namespaces/{ns}/groups/{group}/services/{service}/instances/{addr}/health", `{"healthy":true}`},
 	}
-	good := map[string]string{"{ns}": "public", "{group}": "DEFAULT_GROUP", "{service}": "orders", "{cluster}": "DEFAULT", "{addr}": "10.0.0.1:8080"}
+	good := map[string]string{"{ns}": "public", "{group}": "DEFAULT_GROUP", "{service}": "orders", "{cluster}": "DEFAULT", "{addr}": "127.100.0.1:8080"}
 	bad := map[string][]struct{ value, field string }{
 		"{ns}":    {{"bad!ns", "namespace"}, {long(65), "namespace"}, {esc("a b"), "namespace"}},
 		"{group}": {{esc("bad group"), "group"}, {long(129), "group"}, {"a@b", "group"}},
 		"{service}": {{"@svc", "service"}, {"a@@b", "service"}, {long(513), "service"}, {esc("服务"), "service"},
 			{esc("a b"), "service"}, {"%2Fx", "service"}},
 		"{cluster}": {{"bad.cluster", "cluster"}, {long(65), "cluster"}},
-		"{addr}": {{"not_an_ip!:80", "ip"}, {"999.1.1.1:80", "ip"}, {long(254) + ":80", "ip"}, {"10.0.0.1:0", "port"},
-			{"10.0.0.1:70000", "port"}, {"10.0.0.1", "port"}, {"10.0.0.1:abc", "port"}, {"[::1", "ip"}},
+		"{addr}": {{"not_an_ip!:80", "ip"}, {"999.1.1.1:80", "ip"}, {long(254) + ":80", "ip"}, {"127.100.0.1:0", "port"},
+			{"127.100.0.1:70000", "port"}, {"127.100.0.1", "port"}, {"127.100.0.1:abc", "port"}, {"[::1", "ip"}},
 	}
 	for _, rt := range routes {
 		for param, values := range bad {
@@ -128,11 +128,11 @@ func TestValidation_BadInputIs400NamingTheFieldAndNothingApplied(t *testing.T) {
 		{http.MethodPut, inst + "/health", `{}`, "healthy"},
 		{http.MethodPut, inst + "/health", ``, "healthy"},
 		{http.MethodPut, inst + "/health", `{"healthy":"yes"}`, "healthy"},
-		{http.MethodPost, "/v1/cluster/join", `{"raftAddr":"10.0.0.2:7848"}`, "id"},
-		{http.MethodPost, "/v1/cluster/join", `{"id":"a b","raftAddr":"10.0.0.2:7848"}`, "id"},
+		{http.MethodPost, "/v1/cluster/join", `{"raftAddr":"127.100.0.2:7848"}`, "id"},
+		{http.MethodPost, "/v1/cluster/join", `{"id":"a b","raftAddr":"127.100.0.2:7848"}`, "id"},
 		{http.MethodPost, "/v1/cluster/join", `{"id":"n2"}`, "raftAddr"},
 		{http.MethodPost, "/v1/cluster/join", `{"id":"n2","raftAddr":"nope"}`, "raftAddr"},
-		{http.MethodPost, "/v1/cluster/join", `{"id":"n2","raftAddr":"10.0.0.2:7848","httpAddr":"x"}`, "httpAddr"},
+		{http.MethodPost, "/v1/cluster/join", `{"id":"n2","raftAddr":"127.100.0.2:7848","httpAddr":"x"}`, "httpAddr"},
 		{http.MethodDelete, "/v1/cluster/members/" + esc("a b"), nil, "id"},
 		{http.MethodPost, "/v1/cluster/leadership-transfer?id=" + url.QueryEscape("a b"), nil, "id"},
 		// Unknown fields on every body.
@@ -142,7 +142,7 @@ func TestValidation_BadInputIs400NamingTheFieldAndNothingApplied(t *testing.T) {
 		{http.MethodPut, inst, `{"ephemeral":true}`, "ephemeral"},
 		{http.MethodPatch, inst, `{"ephemeral":true}`, "ephemeral"},
 		{http.MethodPut, inst + "/health", `{"healthy":true,"why":"x"}`, "why"},
-		{http.MethodPost, "/v1/cluster/join", `{"id":"n2","raftAddr":"10.0.0.2:7848","voter":true}`, "voter"},
+		{http.MethodPost, "/v1/cluster/join", `{"id":"n2","raftAddr":"127.100.0.2:7848","voter":true}`, "voter"},
 		// Malformed bodies.
 		{http.MethodPut, inst, `{"weight":`, "body"},
 		{http.MethodPut, inst, `{"weight":1}{}`, "body"},

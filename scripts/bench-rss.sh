@@ -5,7 +5,7 @@ set -euo pipefail
 BIN=$1; D=$(mktemp -d)
 P=n1=127.0.0.1:28011,n2=127.0.0.1:28012,n3=127.0.0.1:28013
 pids=()
-for i in 1 2 3; do $BIN server --node-id n$i --data-dir $D/n$i --http-addr 127.0.0.1:2800$i --raft-addr 127.0.0.1:2801$i --peers $P --log-level error & pids+=($!); done
+for i in 1 2 3; do $BIN server --node-id n$i --data-dir $D/n$i --http-addr 127.0.0.1:2800$i --raft-addr 127.0.0.1:2801$i --peers $P --probe-allow 127.0.0.0/8,::1/128 --log-level error & pids+=($!); done
 trap 'kill ${pids[@]} 2>/dev/null; wait 2>/dev/null; rm -rf $D' EXIT
 until $BIN ready --addr 127.0.0.1:28001 >/dev/null 2>&1; do sleep 0.2; done
 rss() { for p in "${pids[@]}"; do awk -v p=$p '/VmRSS/{printf "pid %s VmRSS %.1f MiB  ", p, $2/1024}' /proc/$p/status; done; echo; }

@@ -142,7 +142,7 @@ start_roster_node() {
 	local dir=$1 i=$2
 	"$ROSTER" server --node-id "n$i" --data-dir "$dir/n$i" \
 		--http-addr "127.0.0.1:$((PORT_BASE + i))" --raft-addr "127.0.0.1:$((PORT_BASE + 10 + i))" \
-		--peers "$R_PEERS" --log-level warn >>"$dir/n$i.log" 2>&1 &
+		--peers "$R_PEERS" --probe-allow 127.0.0.0/8,::1/128 --log-level warn >>"$dir/n$i.log" 2>&1 &
 	PIDS[i - 1]=$!
 	disown "$!" # no job report when the failover mode kills it
 }

@@ -51,7 +51,7 @@ func TestCluster_WriteViaFollowerReadableEverywhere(t *testing.T) {
 	leader := c.MustLeader()
 	ctx := ctxT(t, 30*time.Second)
 	f := c.Followers()[0]
-	idx := register(ctx, t, c.Nodes[f].Client(), "orders", "10.0.0.1", 5432)
+	idx := register(ctx, t, c.Nodes[f].Client(), "orders", "127.100.0.1", 5432)
 	if idx == 0 {
 		t.Fatal("write returned index 0")
 	}
@@ -60,7 +60,7 @@ func TestCluster_WriteViaFollowerReadableEverywhere(t *testing.T) {
 		if err != nil {
 			t.Fatalf("node %d (leader=%v): %v", i, i == leader, err)
 		}
-		if len(resp.Instances) != 1 || resp.Instances[0].Addr() != "10.0.0.1:5432" || resp.Instances[0].Metadata["k"] != "v" {
+		if len(resp.Instances) != 1 || resp.Instances[0].Addr() != "127.100.0.1:5432" || resp.Instances[0].Metadata["k"] != "v" {
 			t.Fatalf("node %d: instances %+v", i, resp.Instances)
 		}
 		if meta.Index < idx || resp.Index < idx {
@@ -76,7 +76,7 @@ func TestCluster_LeaderFailover(t *testing.T) {
 	old := c.MustLeader()
 	ctx := ctxT(t, 60*time.Second)
 	for p := 1; p <= 20; p++ {
-		register(ctx, t, c.Nodes[(old+1)%3].Client(), "db", "10.0.0.2", p)
+		register(ctx, t, c.Nodes[(old+1)%3].Client(), "db", "127.100.0.2", p)
 	}
 	c.Stop(old)
 	start := time.Now()
@@ -85,7 +85,7 @@ func TestCluster_LeaderFailover(t *testing.T) {
 		t.Fatalf("stopped node %d still leader", old)
 	}
 	survivor := c.Nodes[c.Followers()[0]].Client()
-	register(ctx, t, survivor, "db", "10.0.0.2", 21)
+	register(ctx, t, survivor, "db", "127.100.0.2", 21)
 	t.Logf("failover to first write: %v", time.Since(start))
 	for _, i := range []int{nl, c.Followers()[0]} {
 		resp, _, err := c.Nodes[i].Client().Instances(ctx, ns, group, "db", client.InstancesQuery{})
@@ -107,13 +107,13 @@ func TestCluster_FullRestartKeepsAcknowledgedWrites(t *testing.T) {
 	want := map[string]int{}
 	var last uint64
 	for p := 1; p <= 50; p++ {
-		last = register(ctx, t, c.Nodes[p%3].Client(), "cache", "10.0.0.3", p)
-		want[fmt.Sprintf("10.0.0.3:%d", p)] = 1
+		last = register(ctx, t, c.Nodes[p%3].Client(), "cache", "127.100.0.3", p)
+		want[fmt.Sprintf("127.100.0.3:%d", p)] = 1
 	}
-	if _, err := c.Nodes[0].Client().DeregisterInstance(ctx, ns, group, "cache", "10.0.0.3", 7); err != nil {
+	if _, err := c.Nodes[0].Client().DeregisterInstance(ctx, ns, group, "cache", "127.100.0.3", 7); err != nil {
 		t.Fatal(err)
 	}
-	delete(want, "10.0.0.3:7")
+	delete(want, "127.100.0.3:7")
 	c.Close()
 	for i := range c.Nodes {
 		c.Start(i)
@@ -145,7 +145,7 @@ func TestCluster_BlockingQuery(t *testing.T) {
 	c.MustLeader()
 	ctx := ctxT(t, 30*time.Second)
 	cl := c.Nodes[c.Followers()[0]].Client()
-	idx := register(ctx, t, cl, "web", "10.0.0.4", 80)
+	idx := register(ctx, t, cl, "web", "127.100.0.4", 80)
 
 	// No change: returns at the wait with the same index.
 	start := time.Now()
@@ -171,13 +171,13 @@ func TestCluster_BlockingQuery(t *testing.T) {
 		done <- res{r, err}
 	}()
 	// Make sure the query is parked before writing: another service's write must not wake it.
-	register(ctx, t, cl, "other", "10.0.0.9", 1)
+	register(ctx, t, cl, "other", "127.100.0.9", 1)
 	select {
 	case r := <-done:
 		t.Fatalf("blocking query woke for another service's write: %+v %v", r.resp.Index, r.err)
 	case <-time.After(200 * time.Millisecond):
 	}
-	w := register(ctx, t, cl, "web", "10.0.0.4", 81)
+	w := register(ctx, t, cl, "web", "127.100.0.4", 81)
 	select {
 	case r := <-done:
 		if r.err != nil {
@@ -201,7 +201,7 @@ func TestCluster_BadInputDoesNotTouchLog(t *testing.T) {
 		api.ClusterRequest{HealthCheck: &api.HealthCheckSpec{Type: "NONE"}}); err != nil {
 		t.Fatal(err)
 	}
-	register(ctx, t, c.Nodes[l].Client(), "svc", "10.0.0.5", 1)
+	register(ctx, t, c.Nodes[l].Client(), "svc", "127.100.0.5", 1)
 	waitMembersKnown(ctx, t, c, l)
 	r := c.Nodes[l].Server.Node().Raft()
 	before := r.LastIndex()
@@ -209,12 +209,12 @@ func TestCluster_BadInputDoesNotTouchLog(t *testing.T) {
 	cases := []struct {
 		method, path, body, field string
 	}{
-		{"PUT", "svc/instances/10.0.0.5:70000", `{}`, "port"},
+		{"PUT", "svc/instances/127.100.0.5:70000", `{}`, "port"},
 		{"PUT", "svc/instances/not_an_ip!:80", `{}`, "ip"},
-		{"PUT", "svc/instances/10.0.0.5:80", `{"weight":10001}`, "weight"},
-		{"PUT", "svc/instances/10.0.0.5:80", `{"cluster":"bad cluster"}`, "cluster"},
-		{"PUT", "svc/instances/10.0.0.5:80", `{"metadata":{"k":"` + strings.Repeat("x", 2000) + `"}}`, "metadata"},
-		{"PUT", "svc/instances/10.0.0.5:80", `{"nope":1}`, "nope"},
+		{"PUT", "svc/instances/127.100.0.5:80", `{"weight":10001}`, "weight"},
+		{"PUT", "svc/instances/127.100.0.5:80", `{"cluster":"bad cluster"}`, "cluster"},
+		{"PUT", "svc/instances/127.100.0.5:80", `{"metadata":{"k":"` + strings.Repeat("x", 2000) + `"}}`, "metadata"},
+		{"PUT", "svc/instances/127.100.0.5:80", `{"nope":1}`, "nope"},
 		{"PUT", "svc", `{"protectThreshold":2}`, "protectThreshold"},
 		{"PUT", "svc/clusters/DEFAULT", `{"healthCheck":{"type":"HTTP","interval":"500ms"}}`, "healthCheck.interval"},
 		{"PUT", "svc/clusters/DEFAULT", `{"healthCheck":{"rise":11}}`, "healthCheck.rise"},
@@ -249,7 +249,7 @@ func TestCluster_WriteWithoutLeaderIs503(t *testing.T) {
 	}
 	ctx := ctxT(t, 30*time.Second)
 	start := time.Now()
-	_, err := c.Nodes[survivor].Client().RegisterInstance(ctx, ns, group, "x", "10.0.0.6", 1, api.InstanceRequest{})
+	_, err := c.Nodes[survivor].Client().RegisterInstance(ctx, ns, group, "x", "127.100.0.6", 1, api.InstanceRequest{})
 	var ae *client.APIError
 	if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable {
 		t.Fatalf("write without quorum: %v, want a 503", err)

@@ -21,7 +21,7 @@ func TestDurability_StateRebuiltFromSnapshotAndLog(t *testing.T) {
 	ctx := ctxT(t, 60*time.Second)
 	cl := c.Nodes[l].Client()
 	for p := 1; p <= 30; p++ {
-		register(ctx, t, cl, "kept", "10.1.0.1", p)
+		register(ctx, t, cl, "kept", "127.101.0.1", p)
 	}
 	victim := c.Followers()[0]
 	if err := c.WaitApplied(ctx, c.Nodes[l].Server.Node().FSM().AppliedIndex()); err != nil {
@@ -32,7 +32,7 @@ func TestDurability_StateRebuiltFromSnapshotAndLog(t *testing.T) {
 	}
 	var last uint64
 	for p := 31; p <= 40; p++ {
-		last = register(ctx, t, cl, "kept", "10.1.0.1", p)
+		last = register(ctx, t, cl, "kept", "127.101.0.1", p)
 	}
 	if err := c.WaitApplied(ctx, last); err != nil {
 		t.Fatal(err)

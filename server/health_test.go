@@ -3,11 +3,15 @@ package server_test
 import (
 	"context"
 	"net"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/client"
+	"github.com/rosterhq/roster/healthcheck"
+	"github.com/rosterhq/roster/server"
 	"github.com/rosterhq/roster/server/servertest"
 )
 
@@ -87,6 +91,12 @@ func probedService(ctx context.Context, t *testing.T, c *client.Client) {
 // health everywhere, and returns how long it took.
 func waitHealth(ctx context.Context, t *testing.T, cl *servertest.Cluster, port int, want bool, within time.Duration) time.Duration {
 	t.Helper()
+	return waitHealthAt(ctx, t, cl, "127.0.0.1", port, want, within)
+}
+
+// waitHealthAt is waitHealth for an instance at ip.
+func waitHealthAt(ctx context.Context, t *testing.T, cl *servertest.Cluster, ip string, port int, want bool, within time.Duration) time.Duration {
+	t.Helper()
 	start := time.Now()
 	deadline := start.Add(within)
 	for {
@@ -95,7 +105,7 @@ func waitHealth(ctx context.Context, t *testing.T, cl *servertest.Cluster, port 
 			if !nd.Running() {
 				continue
 			}
-			res, _, err := nd.Client().Instance(ctx, ns, group, "svc", "127.0.0.1", port, client.QueryOptions{Consistency: api.ConsistencyStale})
+			res, _, err := nd.Client().Instance(ctx, ns, group, "svc", ip, port, client.QueryOptions{Consistency: api.ConsistencyStale})
 			if err != nil || res.Instance.Healthy != want {
 				all = false
 				break
@@ -105,7 +115,7 @@ func waitHealth(ctx context.Context, t *testing.T, cl *servertest.Cluster, port 
 			return time.Since(start)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("instance 127.0.0.1:%d not healthy=%v on every node within %v", port, want, within)
+			t.Fatalf("instance %s:%d not healthy=%v on every node within %v", ip, port, want, within)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -140,7 +150,7 @@ func TestHealth_ProbesDriveTransitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Probing || len(res.Results) != 1 || res.Results[0].Outcome != "failure" || res.Results[0].Error == "" {
+	if !res.Probing || len(res.Results) != 1 || res.Results[0].Outcome != "refused" || res.Results[0].Error != "connection refused" {
 		t.Fatalf("health results: %+v", res)
 	}
 
@@ -237,5 +247,84 @@ func TestHealth_DeregisterDuringProbeStaysGone(t *testing.T) {
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// countingBackend is a live listener on ip that counts the connections it accepts.
+func countingBackend(t *testing.T, ip string) (port int, accepts *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	accepts = new(atomic.Int64)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepts.Add(1)
+			_ = c.Close()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port, accepts
+}
+
+// The probe policy is enforced by the leader: a live listener in a denied range is
+// never connected to and its instance turns unhealthy with outcome "denied"; the same
+// listener under a policy that allows it turns healthy.
+func TestHealth_ProbePolicyDeniesWithoutConnecting(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		deny    string
+		healthy bool
+	}{
+		{"denied", "127.0.0.2/32", false},
+		{"allowed", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			policy, err := healthcheck.ParsePolicy(healthcheck.LoopbackOnly, tc.deny)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := servertest.New(t, 3, servertest.FastTimeouts(), func(cfg *server.Config) { cfg.Health.Policy = policy })
+			l := c.MustLeader()
+			ctx := ctxT(t, 60*time.Second)
+			cl := c.Nodes[l].Client()
+			probedService(ctx, t, cl)
+			port, accepts := countingBackend(t, "127.0.0.2")
+			// Registered with the opposite health, so that only probes can bring it
+			// to the expected one.
+			initial := !tc.healthy
+			if _, err := cl.RegisterInstance(ctx, ns, group, "svc", "127.0.0.2", port, api.InstanceRequest{Healthy: &initial}); err != nil {
+				t.Fatal(err)
+			}
+			if !tc.healthy {
+				waitHealthAt(ctx, t, c, "127.0.0.2", port, false, 10*time.Second)
+				res, err := cl.Health(ctx, ns, group, "svc")
+				if err != nil {
+					t.Fatal(err)
+				}
+				const want = "address 127.0.0.2 is outside the probe policy"
+				if len(res.Results) != 1 || res.Results[0].Outcome != "denied" || res.Results[0].Error != want {
+					t.Fatalf("health results %+v, want outcome denied, error %q", res.Results, want)
+				}
+				if n := accepts.Load(); n != 0 {
+					t.Fatalf("the denied listener accepted %d connections", n)
+				}
+				var pol api.ProbePolicyResponse
+				pol, err = c.Nodes[l].Client().ProbePolicy(ctx)
+				if err != nil || strings.Join(pol.Deny, ",") != "127.0.0.2/32" || strings.Join(pol.Allow, ",") != "127.0.0.0/8,::1/128" {
+					t.Fatalf("probe policy %+v %v", pol, err)
+				}
+				return
+			}
+			waitHealthAt(ctx, t, c, "127.0.0.2", port, true, 10*time.Second)
+			if accepts.Load() == 0 {
+				t.Fatal("healthy without a single accepted connection")
+			}
+		})
 	}
 }

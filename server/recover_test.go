@@ -22,7 +22,7 @@ func TestRecover_SurvivorLeadsAloneWithAllData(t *testing.T) {
 	// A Raft snapshot in the middle, so that recovery has both a snapshot and log
 	// entries after it to deal with.
 	noErr(t, c.Nodes[leader].Server.Node().Raft().Snapshot().Error())
-	last = max(last, wrote(t)(c.Nodes[leader].Client().RegisterInstance(ctx, "staging", group, "svc-0", "10.7.7.7", 7, manual)))
+	last = max(last, wrote(t)(c.Nodes[leader].Client().RegisterInstance(ctx, "staging", group, "svc-0", "127.107.7.7", 7, manual)))
 	noErr(t, c.WaitApplied(ctx, last))
 
 	survivor := c.Followers()[0]
@@ -46,7 +46,7 @@ func TestRecover_SurvivorLeadsAloneWithAllData(t *testing.T) {
 		t.Fatalf("state after recovery:\n got %+v\nwant %+v", got, want)
 	}
 	cl := nd.Client()
-	idx := wrote(t)(cl.RegisterInstance(ctx, "staging", group, "svc-0", "10.8.8.8", 8, manual))
+	idx := wrote(t)(cl.RegisterInstance(ctx, "staging", group, "svc-0", "127.108.8.8", 8, manual))
 	if idx <= last {
 		t.Errorf("write after recovery at %d, not above %d", idx, last)
 	}
@@ -70,7 +70,7 @@ func TestRecover_SurvivorLeadsAloneWithAllData(t *testing.T) {
 	if got := c.MustLeader(); got != survivor {
 		t.Fatalf("after restart the leader is node %d", got)
 	}
-	if _, _, err := cl.Instance(ctx, "staging", group, "svc-0", "10.8.8.8", 8, client.QueryOptions{}); err != nil {
+	if _, _, err := cl.Instance(ctx, "staging", group, "svc-0", "127.108.8.8", 8, client.QueryOptions{}); err != nil {
 		t.Fatalf("write after recovery lost across a restart: %v", err)
 	}
 }

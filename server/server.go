@@ -213,6 +213,7 @@ func New(cfg Config) (_ *Server, err error) {
 		return nil, fmt.Errorf("health checks: %w", err)
 	}
 	s.node.OnLeadership(s.health.Run)
+	s.log.Info("health probe policy", "policy", cfg.Health.Policy.String())
 
 	handler, err := httpapi.New(httpapi.Config{
 		NodeID:   cfg.NodeID,
@@ -223,6 +224,8 @@ func New(cfg Config) (_ *Server, err error) {
 		Version:  cfg.Version,
 		Snapshot: cfg.Snapshot,
 		Health:   s.health,
+
+		ProbePolicy: cfg.Health.Policy,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("http api: %w", err)

@@ -49,7 +49,7 @@ func TestSnapshot_RoundTripRestoresExactState(t *testing.T) {
 
 	// Change things: add, delete, modify.
 	lc := c.Nodes[leader].Client()
-	wrote(t)(lc.RegisterInstance(ctx, "staging", group, "svc-2", "10.9.9.9", 1, manual))
+	wrote(t)(lc.RegisterInstance(ctx, "staging", group, "svc-2", "127.109.9.9", 1, manual))
 	wrote(t)(lc.DeregisterInstance(ctx, store.DefaultNamespace, group, "svc-0", "127.0.0.1", 20000))
 	wrote(t)(lc.UpsertService(ctx, store.DefaultNamespace, group, "svc-1", api.ServiceRequest{Metadata: map[string]string{"changed": "yes"}}))
 	wrote(t)(lc.UpsertNamespace(ctx, "extra", api.NamespaceRequest{}))
@@ -138,7 +138,7 @@ func TestSnapshot_RoundTripRestoresExactState(t *testing.T) {
 	}
 
 	// The cluster keeps working, forwarding included (the member table is intact).
-	idx := wrote(t)(c.Nodes[f].Client().RegisterInstance(ctx, "staging", group, "svc-2", "10.1.1.1", 2, manual))
+	idx := wrote(t)(c.Nodes[f].Client().RegisterInstance(ctx, "staging", group, "svc-2", "127.101.1.1", 2, manual))
 	if idx <= before {
 		t.Errorf("write after the restore at index %d, not above %d", idx, before)
 	}
@@ -182,7 +182,7 @@ func TestSnapshot_RestoreIntoFreshCluster(t *testing.T) {
 
 	dst := newSnapshotCluster(t)
 	dl := dst.MustLeader()
-	dstIdx := registerUnprobed(ctx, t, dst.Nodes[dl].Client(), "only-in-dst", "10.0.0.1", 1)
+	dstIdx := registerUnprobed(ctx, t, dst.Nodes[dl].Client(), "only-in-dst", "127.100.0.1", 1)
 	noErr(t, dst.WaitApplied(ctx, dstIdx))
 	_, before := readIndexes(ctx, t, dst)
 	before = max(before, dstIdx)
@@ -200,7 +200,7 @@ func TestSnapshot_RestoreIntoFreshCluster(t *testing.T) {
 	// Writes through a follower work (forwarding needs the member table) and land past
 	// the archive's index.
 	f := dst.Followers()[0]
-	idx := registerUnprobed(ctx, t, dst.Nodes[f].Client(), "after", "10.0.0.2", 2)
+	idx := registerUnprobed(ctx, t, dst.Nodes[f].Client(), "after", "127.100.0.2", 2)
 	if idx <= meta.Index {
 		t.Errorf("write after restore at %d, not above the archive's index %d", idx, meta.Index)
 	}
@@ -295,7 +295,7 @@ func TestSnapshotState_PositionMatchesRaft(t *testing.T) {
 	ctx := ctxT(t, 60*time.Second)
 	leader := c.MustLeader()
 	node := c.Nodes[leader].Server.Node()
-	idx := registerUnprobed(ctx, t, c.Nodes[leader].Client(), "pos", "10.0.0.1", 1)
+	idx := registerUnprobed(ctx, t, c.Nodes[leader].Client(), "pos", "127.100.0.1", 1)
 	view, err := node.SnapshotState()
 	noErr(t, err)
 	if view.Index != idx || view.Term != node.Raft().CurrentTerm() {

@@ -19,7 +19,7 @@ func mustStateFile(t *testing.T) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, ip := range []string{"10.0.0.1", "10.0.0.2"} {
+	for i, ip := range []string{"127.100.0.1", "127.100.0.2"} {
 		idx := uint64(5 + i)
 		in := store.Instance{Namespace: "public", Group: "DEFAULT_GROUP", Service: "api", IP: ip, Port: 8080,
 			Cluster: "DEFAULT", Weight: 1, Enabled: true, Healthy: true}

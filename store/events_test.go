@@ -30,7 +30,7 @@ func TestSubscribe_DeliversEachCommitInOrder(t *testing.T) {
 	s := mustNewStore(t)
 	ch, cancel := s.Subscribe(16)
 	defer cancel()
-	in := testInstance("10.0.0.1", 80)
+	in := testInstance("127.100.0.1", 80)
 
 	mustDo(t, s.RegisterInstance(1, in))
 	evs := recv(t, ch)
@@ -71,7 +71,7 @@ func TestSubscribe_OverflowReplacesPendingWithOneReset(t *testing.T) {
 	ch, cancel := s.Subscribe(2)
 	defer cancel()
 	for i := range 5 { // more commits than the buffer holds; none may block
-		mustDo(t, s.RegisterInstance(uint64(i+1), testInstance("10.0.0.1", 80+i)))
+		mustDo(t, s.RegisterInstance(uint64(i+1), testInstance("127.100.0.1", 80+i)))
 	}
 	evs := recv(t, ch)
 	if len(evs) != 1 || evs[0].Kind != EventReset {
@@ -82,7 +82,7 @@ func TestSubscribe_OverflowReplacesPendingWithOneReset(t *testing.T) {
 		t.Fatalf("more pending after the reset: %v", kinds(evs))
 	default:
 	}
-	mustDo(t, s.RegisterInstance(10, testInstance("10.0.0.2", 80)))
+	mustDo(t, s.RegisterInstance(10, testInstance("127.100.0.2", 80)))
 	if evs := recv(t, ch); evs[len(evs)-1].Kind != EventInstanceUpsert {
 		t.Fatalf("after the reset got %v", kinds(evs))
 	}

@@ -7,7 +7,7 @@ import (
 
 func TestSetHealth_AppliesTransitionsAndSkipsSameState(t *testing.T) {
 	s := mustNewStore(t)
-	in := testInstance("10.0.0.1", 80)
+	in := testInstance("127.100.0.1", 80)
 	mustDo(t, s.RegisterInstance(2, in))
 	n, err := s.SetHealth(3, []HealthUpdate{{Ref: in.Ref(), Epoch: 2, Healthy: false}})
 	if err != nil || n != 1 {
@@ -19,9 +19,9 @@ func TestSetHealth_AppliesTransitionsAndSkipsSameState(t *testing.T) {
 	}
 	before := mustDump(t, s)
 	n, err = s.SetHealth(4, []HealthUpdate{
-		{Ref: in.Ref(), Epoch: 2, Healthy: false},           // already in that state
-		{Ref: testInstance("10.0.0.9", 80).Ref(), Epoch: 2}, // gone
-		{Ref: InstanceRef{Namespace: "bad ns"}, Epoch: 2},   // malformed
+		{Ref: in.Ref(), Epoch: 2, Healthy: false},              // already in that state
+		{Ref: testInstance("127.100.0.9", 80).Ref(), Epoch: 2}, // gone
+		{Ref: InstanceRef{Namespace: "bad ns"}, Epoch: 2},      // malformed
 	})
 	if err != nil || n != 0 {
 		t.Fatalf("SetHealth = %d, %v; want 0", n, err)
@@ -31,7 +31,7 @@ func TestSetHealth_AppliesTransitionsAndSkipsSameState(t *testing.T) {
 
 func TestSetHealth_EpochFencesReRegistration(t *testing.T) {
 	s := mustNewStore(t)
-	in := testInstance("10.0.0.1", 80)
+	in := testInstance("127.100.0.1", 80)
 	mustDo(t, s.RegisterInstance(10, in))
 	mustDo(t, s.DeregisterInstance(11, in.Ref()))
 	mustDo(t, s.RegisterInstance(12, in))
@@ -51,7 +51,7 @@ func TestSetHealth_SkipsUnprobedClusters(t *testing.T) {
 	s := mustNewStore(t)
 	mustDo(t, s.UpsertCluster(1, Cluster{Namespace: testKey.Namespace, Group: testKey.Group, Service: testKey.Service,
 		Name: DefaultCluster, HealthCheck: HealthCheck{Type: CheckNone}}))
-	in := testInstance("10.0.0.1", 80)
+	in := testInstance("127.100.0.1", 80)
 	mustDo(t, s.RegisterInstance(2, in))
 	if n, _ := s.SetHealth(3, []HealthUpdate{{Ref: in.Ref(), Epoch: 2, Healthy: false}}); n != 0 {
 		t.Fatalf("SetHealth on a NONE cluster applied %d, want 0", n)
@@ -60,7 +60,7 @@ func TestSetHealth_SkipsUnprobedClusters(t *testing.T) {
 
 func TestSetHealthManual_OnlyOnUnprobedClusters(t *testing.T) {
 	s := mustNewStore(t)
-	in := testInstance("10.0.0.1", 80)
+	in := testInstance("127.100.0.1", 80)
 	if err := s.SetHealthManual(1, in.Ref(), false); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("missing: %v, want ErrNotFound", err)
 	}

@@ -10,7 +10,7 @@ import (
 
 func TestRegisterInstance_CreatesNamespaceServiceAndCluster(t *testing.T) {
 	s := mustNewStore(t)
-	in := testInstance("10.0.0.1", 8080)
+	in := testInstance("127.100.0.1", 8080)
 	in.Healthy = false
 	in.CreateIndex, in.ModifyIndex = 99, 99
 	mustDo(t, s.RegisterInstance(4, in))
@@ -34,7 +34,7 @@ func TestRegisterInstance_CreatesNamespaceServiceAndCluster(t *testing.T) {
 
 func TestRegisterInstance_ReplaceKeepsCreateIndexAndHealth(t *testing.T) {
 	s := mustNewStore(t)
-	in := testInstance("10.0.0.1", 8080)
+	in := testInstance("127.100.0.1", 8080)
 	mustDo(t, s.RegisterInstance(2, in))
 	n, err := s.SetHealth(3, []HealthUpdate{{Ref: in.Ref(), Epoch: 2, Healthy: false}})
 	if err != nil || n != 1 {
@@ -50,7 +50,7 @@ func TestRegisterInstance_ReplaceKeepsCreateIndexAndHealth(t *testing.T) {
 
 func TestRegisterInstance_NoOpChangesNoIndex(t *testing.T) {
 	s := mustNewStore(t)
-	in := testInstance("10.0.0.1", 8080)
+	in := testInstance("127.100.0.1", 8080)
 	mustDo(t, s.RegisterInstance(2, in))
 	before := mustDump(t, s)
 	ws := NewWatchSet()
@@ -86,7 +86,7 @@ func TestRegisterInstance_ValidationNamesFieldAndWritesNothing(t *testing.T) {
 		"metadata":  func(in *Instance) { in.Metadata = map[string]string{"k": strings.Repeat("v", 1100)} },
 	}
 	for field, mutate := range cases {
-		in := testInstance("10.0.0.1", 80)
+		in := testInstance("127.100.0.1", 80)
 		mutate(&in)
 		assertField(t, s.RegisterInstance(1, in), field)
 	}
@@ -100,14 +100,14 @@ func TestStore_LimitsBoundMetadata(t *testing.T) {
 	if s.Limits().MaxMetadataBytes != 16 {
 		t.Fatalf("Limits = %+v", s.Limits())
 	}
-	in := testInstance("10.0.0.1", 80)
+	in := testInstance("127.100.0.1", 80)
 	in.Metadata = map[string]string{"key": "a value past 16 bytes"}
 	assertField(t, s.RegisterInstance(1, in), "metadata")
 }
 
 func TestUpdateInstance_AppliesPatch(t *testing.T) {
 	s := mustNewStore(t)
-	in := testInstance("10.0.0.1", 80)
+	in := testInstance("127.100.0.1", 80)
 	mustDo(t, s.RegisterInstance(2, in))
 	w, md := 3.0, map[string]string{"zone": "b"}
 	mustDo(t, s.UpdateInstance(5, in.Ref(), InstancePatch{Weight: &w, Enabled: new(false), Metadata: &md, Cluster: new("canary")}))
@@ -126,15 +126,15 @@ func TestUpdateInstance_AppliesPatch(t *testing.T) {
 	mustDo(t, s.UpdateInstance(6, in.Ref(), InstancePatch{Weight: &w}))
 	assertUnchanged(t, s, before)
 
-	if err := s.UpdateInstance(7, testInstance("10.0.0.9", 80).Ref(), InstancePatch{Weight: &w}); !errors.Is(err, ErrNotFound) {
+	if err := s.UpdateInstance(7, testInstance("127.100.0.9", 80).Ref(), InstancePatch{Weight: &w}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("missing instance: %v", err)
 	}
-	assertField(t, s.UpdateInstance(7, InstanceRef{Namespace: "dev", Group: "g1", Service: "orders", IP: "10.0.0.1"}, InstancePatch{}), "port")
+	assertField(t, s.UpdateInstance(7, InstanceRef{Namespace: "dev", Group: "g1", Service: "orders", IP: "127.100.0.1"}, InstancePatch{}), "port")
 }
 
 func TestDeregisterInstance_RemovesOnlyTheInstance(t *testing.T) {
 	s := mustNewStore(t)
-	a, b := testInstance("10.0.0.1", 80), testInstance("10.0.0.2", 80)
+	a, b := testInstance("127.100.0.1", 80), testInstance("127.100.0.2", 80)
 	mustDo(t, s.RegisterInstance(2, a))
 	mustDo(t, s.RegisterInstance(3, b))
 	mustDo(t, s.DeregisterInstance(4, a.Ref()))
@@ -143,7 +143,7 @@ func TestDeregisterInstance_RemovesOnlyTheInstance(t *testing.T) {
 	}
 	idx, ins, err := s.Instances(nil, testKey)
 	mustDo(t, err)
-	if idx != 4 || len(ins) != 1 || ins[0].IP != "10.0.0.2" {
+	if idx != 4 || len(ins) != 1 || ins[0].IP != "127.100.0.2" {
 		t.Fatalf("Instances = %d %+v", idx, ins)
 	}
 	if err := s.DeregisterInstance(5, a.Ref()); !errors.Is(err, ErrNotFound) {
@@ -160,7 +160,7 @@ func TestDeregisterInstance_RemovesOnlyTheInstance(t *testing.T) {
 
 func TestInstances_SortedByIPThenPort(t *testing.T) {
 	s := mustNewStore(t)
-	addrs := [][2]any{{"10.0.0.10", 80}, {"10.0.0.1", 9000}, {"10.0.0.1", 80}, {"10.0.0.1", 443}, {"::1", 80}, {"host.example", 1}}
+	addrs := [][2]any{{"127.100.0.10", 80}, {"127.100.0.1", 9000}, {"127.100.0.1", 80}, {"127.100.0.1", 443}, {"::1", 80}, {"host.example", 1}}
 	rand.Shuffle(len(addrs), func(i, j int) { addrs[i], addrs[j] = addrs[j], addrs[i] })
 	for i, a := range addrs {
 		mustDo(t, s.RegisterInstance(uint64(i+1), testInstance(a[0].(string), a[1].(int))))
@@ -171,7 +171,7 @@ func TestInstances_SortedByIPThenPort(t *testing.T) {
 	for _, in := range ins {
 		got = append(got, in.Addr())
 	}
-	want := "10.0.0.1:80,10.0.0.1:443,10.0.0.1:9000,10.0.0.10:80,::1:80,host.example:1"
+	want := "127.100.0.1:80,127.100.0.1:443,127.100.0.1:9000,127.100.0.10:80,::1:80,host.example:1"
 	want = strings.Replace(want, "::1:80", "[::1]:80", 1)
 	if strings.Join(got, ",") != want {
 		t.Fatalf("order %v, want %s", got, want)
@@ -180,18 +180,18 @@ func TestInstances_SortedByIPThenPort(t *testing.T) {
 
 func TestInstance_NotFoundAndServiceView(t *testing.T) {
 	s := mustNewStore(t)
-	ref := testInstance("10.0.0.1", 80).Ref()
+	ref := testInstance("127.100.0.1", 80).Ref()
 	if _, _, err := s.Instance(nil, ref); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("missing service: %v", err)
 	}
 	if _, _, err := s.ServiceView(nil, testKey); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("ServiceView of missing service: %v", err)
 	}
-	mustDo(t, s.RegisterInstance(1, testInstance("10.0.0.2", 80)))
+	mustDo(t, s.RegisterInstance(1, testInstance("127.100.0.2", 80)))
 	if _, _, err := s.Instance(nil, ref); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("missing instance: %v", err)
 	}
-	mustDo(t, s.RegisterInstance(2, testInstance("10.0.0.1", 80)))
+	mustDo(t, s.RegisterInstance(2, testInstance("127.100.0.1", 80)))
 	idx, v, err := s.ServiceView(nil, testKey)
 	mustDo(t, err)
 	if idx != 2 || v.Service.Name != testKey.Service || len(v.Clusters) != 1 || len(v.Instances) != 2 {

@@ -381,7 +381,7 @@ var (
 	propGroups     = []string{store.DefaultGroup, "g1"}
 	propServices   = []string{"orders", "pay", "@bad"}
 	propClusters   = []string{store.DefaultCluster, "blue", "bad cluster"}
-	propIPs        = []string{"10.0.0.1", "::1", "db.local", ""}
+	propIPs        = []string{"127.100.0.1", "::1", "db.local", ""}
 	propPorts      = []int{80, 8080, 0}
 	propWeights    = []float64{0, 1, 2.5, store.MaxWeight, store.MaxWeight + 1}
 	propMetadata   = []map[string]string{nil, {}, {"v": "1"}, {"v": "2", "zone": "a"}, {"": "x"}}
@@ -541,8 +541,8 @@ func drawOp(t *rapid.T, m *storeModel) op {
 				apply: func(tx *store.Txn, idx uint64) (int, error) { return 0, tx.RemoveMember(idx, id) },
 				model: func(m *storeModel, idx uint64) (int, error) { return 0, m.removeMember(idx, id) }}
 		}
-		mem := store.Member{ID: id, RaftAddr: rapid.SampledFrom([]string{"10.0.0.1:7848", "10.0.0.2:7848", "nope"}).Draw(t, "raftAddr"),
-			HTTPAddr: rapid.SampledFrom([]string{"", "10.0.0.1:8848"}).Draw(t, "httpAddr")}
+		mem := store.Member{ID: id, RaftAddr: rapid.SampledFrom([]string{"127.100.0.1:7848", "127.100.0.2:7848", "nope"}).Draw(t, "raftAddr"),
+			HTTPAddr: rapid.SampledFrom([]string{"", "127.100.0.1:8848"}).Draw(t, "httpAddr")}
 		return op{name: fmt.Sprintf("UpsertMember(%+v)", mem),
 			apply: func(tx *store.Txn, idx uint64) (int, error) { return 0, tx.UpsertMember(idx, mem) },
 			model: func(m *storeModel, idx uint64) (int, error) { return 0, m.upsertMember(idx, mem) }}

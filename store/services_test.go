@@ -23,7 +23,7 @@ func TestUpsertService_CreatesNamespaceImplicitly(t *testing.T) {
 
 func TestUpsertService_ReplaceKeepsCreateIndexAndInstances(t *testing.T) {
 	s := mustNewStore(t)
-	mustDo(t, s.RegisterInstance(2, testInstance("10.0.0.1", 80)))
+	mustDo(t, s.RegisterInstance(2, testInstance("127.100.0.1", 80)))
 	mustDo(t, s.UpsertService(5, Service{Namespace: testKey.Namespace, Group: testKey.Group, Name: testKey.Service,
 		Metadata: map[string]string{"team": "x"}, CreateIndex: 77}))
 	svc := mustService(t, s, testKey)
@@ -76,7 +76,7 @@ func TestDeleteService_Rules(t *testing.T) {
 		t.Fatalf("missing: %v, want ErrNotFound", err)
 	}
 	assertField(t, s.DeleteService(1, ServiceKey{Namespace: "dev", Group: "g"}), "service")
-	in := testInstance("10.0.0.1", 80)
+	in := testInstance("127.100.0.1", 80)
 	mustDo(t, s.RegisterInstance(2, in))
 	before := mustDump(t, s)
 	if err := s.DeleteService(3, testKey); !errors.Is(err, ErrConflict) {
@@ -142,7 +142,7 @@ func TestServices_PagesGroupsAndIndex(t *testing.T) {
 	assertField(t, func() error { _, _, _, err := s.Services(nil, "dev", "", 0, 1); return err }(), "page")
 
 	// An instance change raises the list index: the listed services' ModifyIndex changed.
-	mustDo(t, s.RegisterInstance(20, Instance{Namespace: "dev", Group: "a", Service: "s0", IP: "10.0.0.1", Port: 1, Cluster: "DEFAULT"}))
+	mustDo(t, s.RegisterInstance(20, Instance{Namespace: "dev", Group: "a", Service: "s0", IP: "127.100.0.1", Port: 1, Cluster: "DEFAULT"}))
 	if listIdx, _, _, _ = s.Services(nil, "dev", "", 1, 0); listIdx != 20 {
 		t.Fatalf("list index after instance change = %d, want 20", listIdx)
 	}

@@ -25,7 +25,7 @@ func populate(t testing.TB, s *Store, from uint64) uint64 {
 	mustDo(t, s.UpsertCluster(next(), Cluster{Namespace: "dev", Group: "g1", Service: "orders", Name: "web",
 		HealthCheck: HealthCheck{Type: CheckHTTP, Path: "/health", ExpectedStatus: []int{200}}}))
 	for i := range 5 {
-		in := testInstance("10.0.0.1", 8000+i)
+		in := testInstance("127.100.0.1", 8000+i)
 		if i%2 == 0 {
 			in.Cluster = "web"
 		}
@@ -66,7 +66,7 @@ func TestSnapshot_RestoreEqualsSource(t *testing.T) {
 		t.Fatalf("AppliedIndex = %d, want %d", dst.AppliedIndex(), last)
 	}
 	// The restored store keeps working.
-	mustDo(t, dst.DeregisterInstance(last+1, testInstance("10.0.0.1", 8000).Ref()))
+	mustDo(t, dst.DeregisterInstance(last+1, testInstance("127.100.0.1", 8000).Ref()))
 }
 
 func TestSnapshot_IsAPointInTimeView(t *testing.T) {
@@ -76,7 +76,7 @@ func TestSnapshot_IsAPointInTimeView(t *testing.T) {
 	sn, err := src.Snapshot()
 	mustDo(t, err)
 	defer func() { _ = sn.Close() }()
-	mustDo(t, src.RegisterInstance(100, testInstance("10.9.9.9", 1)))
+	mustDo(t, src.RegisterInstance(100, testInstance("127.109.9.9", 1)))
 	mustDo(t, src.Update(func(tx *Txn) error { return tx.SetAppliedIndex(100) }))
 
 	var buf bytes.Buffer
@@ -146,7 +146,7 @@ func TestRestore_BadInputIsCorruptAndChangesNothing(t *testing.T) {
 			if len(entries) != 1 {
 				t.Fatalf("files left beside the state: %v", entries)
 			}
-			mustDo(t, s.RegisterInstance(last+1, testInstance("10.1.1.1", 1)))
+			mustDo(t, s.RegisterInstance(last+1, testInstance("127.101.1.1", 1)))
 		})
 	}
 }
@@ -221,7 +221,7 @@ func TestRestore_IndexFloorKeepsIndexesMonotonic(t *testing.T) {
 	}
 	checkReads(s2)
 	// A write past the floor shows its own index again.
-	mustDo(t, s2.RegisterInstance(last+5, testInstance("10.7.7.7", 7)))
+	mustDo(t, s2.RegisterInstance(last+5, testInstance("127.107.7.7", 7)))
 	if idx, _, _ := s2.Service(nil, testKey); idx != last+5 {
 		t.Fatalf("index after a new write = %d, want %d", idx, last+5)
 	}
@@ -338,7 +338,7 @@ func TestSnapshot_CountsMatchCheckFile(t *testing.T) {
 	mustDo(t, err)
 	defer func() { _ = sn.Close() }()
 	// A write after the view opened is not counted.
-	mustDo(t, s.RegisterInstance(100, testInstance("10.9.9.9", 1)))
+	mustDo(t, s.RegisterInstance(100, testInstance("127.109.9.9", 1)))
 
 	path := filepath.Join(t.TempDir(), "state.db")
 	f, err := os.Create(path)

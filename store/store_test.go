@@ -28,7 +28,7 @@ func TestOpen_ReopenKeepsState(t *testing.T) {
 	s, err := Open(path, Options{})
 	mustDo(t, err)
 	mustDo(t, s.Update(func(tx *Txn) error {
-		if err := tx.RegisterInstance(7, testInstance("10.0.0.1", 80)); err != nil {
+		if err := tx.RegisterInstance(7, testInstance("127.100.0.1", 80)); err != nil {
 			return err
 		}
 		return tx.SetAppliedIndex(7)
@@ -85,7 +85,7 @@ func TestOpen_RefusesOtherFiles(t *testing.T) {
 func TestStore_ClosedReturnsErrClosed(t *testing.T) {
 	s := mustNewStore(t)
 	mustDo(t, s.Close())
-	if err := s.RegisterInstance(1, testInstance("10.0.0.1", 80)); !errors.Is(err, ErrClosed) {
+	if err := s.RegisterInstance(1, testInstance("127.100.0.1", 80)); !errors.Is(err, ErrClosed) {
 		t.Fatalf("write after Close: %v", err)
 	}
 	if _, _, err := s.Namespaces(nil); !errors.Is(err, ErrClosed) {
@@ -132,7 +132,7 @@ func TestStore_ConcurrentReadersAndWriter(t *testing.T) {
 		}()
 	}
 	for i := range n {
-		mustDo(t, s.RegisterInstance(uint64(i+1), testInstance("10.0.1.1", 1000+i)))
+		mustDo(t, s.RegisterInstance(uint64(i+1), testInstance("127.100.1.1", 1000+i)))
 	}
 	close(done)
 	wg.Wait()
@@ -151,17 +151,17 @@ func TestForEachInstance_GivesClusterSpec(t *testing.T) {
 	s := mustNewStore(t)
 	mustDo(t, s.UpsertCluster(1, Cluster{Namespace: testKey.Namespace, Group: testKey.Group, Service: testKey.Service,
 		Name: "web", HealthCheck: HealthCheck{Type: CheckHTTP, Path: "/health"}}))
-	a := testInstance("10.0.0.1", 80)
+	a := testInstance("127.100.0.1", 80)
 	a.Cluster = "web"
 	mustDo(t, s.RegisterInstance(2, a))
-	mustDo(t, s.RegisterInstance(3, testInstance("10.0.0.2", 80)))
+	mustDo(t, s.RegisterInstance(3, testInstance("127.100.0.2", 80)))
 
 	got := map[string]CheckType{}
 	mustDo(t, s.ForEachInstance(func(in Instance, hc HealthCheck) bool {
 		got[in.Addr()] = hc.Type
 		return true
 	}))
-	want := map[string]CheckType{"10.0.0.1:80": CheckHTTP, "10.0.0.2:80": CheckTCP}
+	want := map[string]CheckType{"127.100.0.1:80": CheckHTTP, "127.100.0.2:80": CheckTCP}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("specs = %v, want %v", got, want)
 	}
@@ -175,8 +175,8 @@ func TestForEachInstance_GivesClusterSpec(t *testing.T) {
 
 func TestCounts_CountsRecords(t *testing.T) {
 	s := mustNewStore(t)
-	mustDo(t, s.RegisterInstance(1, testInstance("10.0.0.1", 80)))
-	mustDo(t, s.RegisterInstance(2, testInstance("10.0.0.2", 80)))
+	mustDo(t, s.RegisterInstance(1, testInstance("127.100.0.1", 80)))
+	mustDo(t, s.RegisterInstance(2, testInstance("127.100.0.2", 80)))
 	mustDo(t, s.UpsertService(3, Service{Namespace: DefaultNamespace, Group: DefaultGroup, Name: "other"}))
 	ns, svcs, ins, err := s.Counts()
 	mustDo(t, err)

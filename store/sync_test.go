@@ -43,7 +43,7 @@ func copyFile(t *testing.T, from, to string) {
 func TestSyncInterval_CleanCloseMarker(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
 	s := openSynced(t, path)
-	mustDo(t, s.RegisterInstance(5, testInstance("10.0.0.1", 80)))
+	mustDo(t, s.RegisterInstance(5, testInstance("127.100.0.1", 80)))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestSyncInterval_UncleanFileChecked(t *testing.T) {
 	defer s.Close()
 	for i := 1; i <= 20; i++ {
 		mustDo(t, s.Update(func(tx *Txn) error {
-			if err := tx.RegisterInstance(uint64(i), testInstance("10.0.0.1", i)); err != nil {
+			if err := tx.RegisterInstance(uint64(i), testInstance("127.100.0.1", i)); err != nil {
 				return err
 			}
 			return tx.SetAppliedIndex(uint64(i))
@@ -105,7 +105,7 @@ func TestSyncInterval_CorruptFileMovedAside(t *testing.T) {
 	s := openSynced(t, path)
 	for i := 1; i <= 50; i++ {
 		mustDo(t, s.Update(func(tx *Txn) error {
-			if err := tx.RegisterInstance(uint64(i), testInstance("10.0.0.2", i)); err != nil {
+			if err := tx.RegisterInstance(uint64(i), testInstance("127.100.0.2", i)); err != nil {
 				return err
 			}
 			return tx.SetAppliedIndex(uint64(i))

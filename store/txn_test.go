@@ -8,7 +8,7 @@ import (
 
 func TestTxn_FailedOperationLeavesTransactionUnchanged(t *testing.T) {
 	s := mustNewStore(t)
-	a, b := testInstance("10.0.0.1", 80), testInstance("10.0.0.2", 80)
+	a, b := testInstance("127.100.0.1", 80), testInstance("127.100.0.2", 80)
 	mustDo(t, s.Update(func(tx *Txn) error {
 		if err := tx.RegisterInstance(5, a); err != nil {
 			return err
@@ -47,7 +47,7 @@ func TestUpdate_ErrorRollsBackEverything(t *testing.T) {
 
 	boom := errors.New("boom")
 	err := s.Update(func(tx *Txn) error {
-		if err := tx.RegisterInstance(3, testInstance("10.0.0.1", 80)); err != nil {
+		if err := tx.RegisterInstance(3, testInstance("127.100.0.1", 80)); err != nil {
 			return err
 		}
 		if err := tx.SetAppliedIndex(3); err != nil {
@@ -82,12 +82,12 @@ func TestUpdate_PanicRollsBack(t *testing.T) {
 			}
 		}()
 		_ = s.Update(func(tx *Txn) error {
-			_ = tx.RegisterInstance(1, testInstance("10.0.0.1", 80))
+			_ = tx.RegisterInstance(1, testInstance("127.100.0.1", 80))
 			panic("bad entry")
 		})
 	}()
 	assertUnchanged(t, s, before)
-	mustDo(t, s.RegisterInstance(2, testInstance("10.0.0.1", 80)))
+	mustDo(t, s.RegisterInstance(2, testInstance("127.100.0.1", 80)))
 }
 
 func TestTxn_AppliedIndexIsMonotonicAndDurable(t *testing.T) {
@@ -120,9 +120,9 @@ func TestTxn_AppliedIndexIsMonotonicAndDurable(t *testing.T) {
 
 func TestWriteOps_ValidateTheirArguments(t *testing.T) {
 	s := mustNewStore(t)
-	mustDo(t, s.RegisterInstance(1, testInstance("10.0.0.1", 80)))
+	mustDo(t, s.RegisterInstance(1, testInstance("127.100.0.1", 80)))
 	before := mustDump(t, s)
-	badRef := testInstance("10.0.0.1", 80).Ref()
+	badRef := testInstance("127.100.0.1", 80).Ref()
 	badRef.Group = "bad group"
 	cases := map[string]struct {
 		field string

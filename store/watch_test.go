@@ -10,7 +10,7 @@ import (
 
 func TestWatch_ServiceFiresOnChangeOnly(t *testing.T) {
 	s := mustNewStore(t)
-	in := testInstance("10.0.0.1", 80)
+	in := testInstance("127.100.0.1", 80)
 	mustDo(t, s.RegisterInstance(1, in))
 	other := in
 	other.Service = "other"
@@ -34,7 +34,7 @@ func TestWatch_ServiceFiresOnChangeOnly(t *testing.T) {
 
 func TestWatch_RollbackDoesNotFire(t *testing.T) {
 	s := mustNewStore(t)
-	in := testInstance("10.0.0.1", 80)
+	in := testInstance("127.100.0.1", 80)
 	mustDo(t, s.RegisterInstance(1, in))
 	ws := NewWatchSet()
 	_, _, _ = s.Instances(ws, testKey)
@@ -54,7 +54,7 @@ func TestWatch_MissingServiceFiresWhenCreated(t *testing.T) {
 	if !errors.Is(err, ErrNotFound) || idx < 1 {
 		t.Fatalf("Service of missing = %d, %v", idx, err)
 	}
-	mustDo(t, s.RegisterInstance(9, testInstance("10.0.0.1", 80)))
+	mustDo(t, s.RegisterInstance(9, testInstance("127.100.0.1", 80)))
 	if !fired(ws) {
 		t.Fatal("watch on a missing service did not fire when it was created")
 	}
@@ -83,7 +83,7 @@ func TestWatch_NamespaceListAndAll(t *testing.T) {
 
 func TestWatch_OneChannelPerItemReleasedAfterFiring(t *testing.T) {
 	s := mustNewStore(t)
-	in := testInstance("10.0.0.1", 80)
+	in := testInstance("127.100.0.1", 80)
 	mustDo(t, s.RegisterInstance(1, in))
 	for range 50 {
 		_, _, _ = s.Instances(NewWatchSet(), testKey)

@@ -67,11 +67,11 @@ func TestRegister_SendsInstanceAndPrintsIndex(t *testing.T) {
 
 func TestRegister_DefaultsAndJSONOutput(t *testing.T) {
 	f := newFakeAPI(t, map[string]fakeRoute{
-		"PUT " + demoSvc + "/instances/10.0.0.7:80": {body: `{"index":3}`},
+		"PUT " + demoSvc + "/instances/127.100.0.7:80": {body: `{"index":3}`},
 	})
-	r := runCLI(t, nil, "register", "demo", "10.0.0.7:80", "--addr", f.addr(), "-o", "json")
+	r := runCLI(t, nil, "register", "demo", "127.100.0.7:80", "--addr", f.addr(), "-o", "json")
 	wantExit(t, r, 0)
-	assertCall(t, f, "PUT", demoSvc+"/instances/10.0.0.7:80", nil, `{"cluster":"DEFAULT","weight":1,"enabled":true}`)
+	assertCall(t, f, "PUT", demoSvc+"/instances/127.100.0.7:80", nil, `{"cluster":"DEFAULT","weight":1,"enabled":true}`)
 	var res api.WriteResult
 	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || res.Index != 3 {
 		t.Fatalf("stdout %q: want {\"index\":3} (%v)", r.stdout, err)
@@ -84,12 +84,12 @@ func TestRegister_BadArgumentsSendNothing(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"register", "demo", "10.0.0.7"}, `instance address "10.0.0.7"`},
-		{[]string{"register", "demo", "10.0.0.7:0"}, "port must be 1..65535"},
+		{[]string{"register", "demo", "127.100.0.7"}, `instance address "127.100.0.7"`},
+		{[]string{"register", "demo", "127.100.0.7:0"}, "port must be 1..65535"},
 		{[]string{"register", "demo", "::1:80"}, "IP:PORT"},
-		{[]string{"register", "demo", "10.0.0.7:80", "--meta", "novalue"}, `--meta "novalue": want key=value`},
+		{[]string{"register", "demo", "127.100.0.7:80", "--meta", "novalue"}, `--meta "novalue": want key=value`},
 		{[]string{"register", "demo"}, "usage: roster register SERVICE IP:PORT"},
-		{[]string{"register", "demo", "10.0.0.7:80", "-o", "yaml"}, `--output "yaml": must be table or json`},
+		{[]string{"register", "demo", "127.100.0.7:80", "-o", "yaml"}, `--output "yaml": must be table or json`},
 	}
 	for _, tc := range cases {
 		r := runCLI(t, nil, append(tc.args, "--addr", f.addr())...)
@@ -104,10 +104,10 @@ func TestRegister_BadArgumentsSendNothing(t *testing.T) {
 
 func TestClientCommand_APIErrorShowsField(t *testing.T) {
 	f := newFakeAPI(t, map[string]fakeRoute{
-		"PUT " + demoSvc + "/instances/10.0.0.7:80": {status: 400,
+		"PUT " + demoSvc + "/instances/127.100.0.7:80": {status: 400,
 			body: `{"error":{"code":"invalid_argument","message":"must be between 0 and 10000","field":"weight"}}`},
 	})
-	r := runCLI(t, nil, "register", "demo", "10.0.0.7:80", "--weight", "20000", "--addr", f.addr())
+	r := runCLI(t, nil, "register", "demo", "127.100.0.7:80", "--weight", "20000", "--addr", f.addr())
 	wantExit(t, r, 1)
 	if want := "roster: weight: must be between 0 and 10000 (400 invalid_argument)\n"; r.stderr != want {
 		t.Fatalf("stderr %q, want %q", r.stderr, want)
@@ -119,7 +119,7 @@ func TestClientCommand_APIErrorShowsField(t *testing.T) {
 
 func TestClientCommand_AddrFromEnvAndFlagWins(t *testing.T) {
 	f := newFakeAPI(t, map[string]fakeRoute{
-		"GET /v1/status/leader": {body: `{"id":"n1","raftAddr":"10.0.0.1:7848","httpAddr":"10.0.0.1:8848"}`},
+		"GET /v1/status/leader": {body: `{"id":"n1","raftAddr":"127.100.0.1:7848","httpAddr":"127.100.0.1:8848"}`},
 	})
 	r := runCLI(t, map[string]string{"ROSTER_ADDR": f.addr(), "ROSTER_OUTPUT": "json"}, "leader")
 	wantExit(t, r, 0)
@@ -133,29 +133,29 @@ func TestClientCommand_AddrFromEnvAndFlagWins(t *testing.T) {
 
 func TestDeregister_DeletesAndPrintsIndex(t *testing.T) {
 	f := newFakeAPI(t, map[string]fakeRoute{
-		"DELETE " + demoSvc + "/instances/10.0.0.7:80": {body: `{"index":21}`},
+		"DELETE " + demoSvc + "/instances/127.100.0.7:80": {body: `{"index":21}`},
 	})
-	r := runCLI(t, nil, "deregister", "demo", "10.0.0.7:80", "--addr", f.addr())
+	r := runCLI(t, nil, "deregister", "demo", "127.100.0.7:80", "--addr", f.addr())
 	wantExit(t, r, 0)
-	assertCall(t, f, "DELETE", demoSvc+"/instances/10.0.0.7:80", nil, "")
-	if want := "deregistered demo 10.0.0.7:80 in public/DEFAULT_GROUP (index 21)\n"; r.stdout != want {
+	assertCall(t, f, "DELETE", demoSvc+"/instances/127.100.0.7:80", nil, "")
+	if want := "deregistered demo 127.100.0.7:80 in public/DEFAULT_GROUP (index 21)\n"; r.stdout != want {
 		t.Fatalf("stdout %q, want %q", r.stdout, want)
 	}
 }
 
 func TestDeregister_NotFoundExits1(t *testing.T) {
 	f := newFakeAPI(t, map[string]fakeRoute{
-		"DELETE " + demoSvc + "/instances/10.0.0.7:80": {status: 404, body: `{"error":{"code":"not_found","message":"instance 10.0.0.7:80 not found"}}`},
+		"DELETE " + demoSvc + "/instances/127.100.0.7:80": {status: 404, body: `{"error":{"code":"not_found","message":"instance 127.100.0.7:80 not found"}}`},
 	})
-	r := runCLI(t, nil, "deregister", "demo", "10.0.0.7:80", "--addr", f.addr())
+	r := runCLI(t, nil, "deregister", "demo", "127.100.0.7:80", "--addr", f.addr())
 	wantExit(t, r, 1)
-	if want := "roster: instance 10.0.0.7:80 not found (404 not_found)\n"; r.stderr != want {
+	if want := "roster: instance 127.100.0.7:80 not found (404 not_found)\n"; r.stderr != want {
 		t.Fatalf("stderr %q, want %q", r.stderr, want)
 	}
 }
 
 const instancesBody = `{"service":{"name":"demo","protectThreshold":0.8},"index":9,"protectThresholdReached":true,"instances":[
- {"ip":"10.0.0.7","port":80,"cluster":"east","weight":2,"enabled":true,"healthy":true,"metadata":{"v":"1","a":"x"},"instanceId":"i1"},
+ {"ip":"127.100.0.7","port":80,"cluster":"east","weight":2,"enabled":true,"healthy":true,"metadata":{"v":"1","a":"x"},"instanceId":"i1"},
  {"ip":"::1","port":8080,"cluster":"west","weight":0.5,"enabled":true,"healthy":false,"instanceId":"i2"}]}`
 
 func TestInstances_TableWithFilters(t *testing.T) {
@@ -165,9 +165,9 @@ func TestInstances_TableWithFilters(t *testing.T) {
 	assertCall(t, f, "GET", demoSvc+"/instances",
 		url.Values{"healthy": {"true"}, "cluster": {"east,west"}, "consistency": {"stale"}}, "")
 	want := "" +
-		"ADDRESS      CLUSTER  WEIGHT  ENABLED  HEALTHY  METADATA\n" +
-		"10.0.0.7:80  east     2       true     true     a=x,v=1\n" +
-		"[::1]:8080   west     0.5     true     false    -\n"
+		"ADDRESS         CLUSTER  WEIGHT  ENABLED  HEALTHY  METADATA\n" +
+		"127.100.0.7:80  east     2       true     true     a=x,v=1\n" +
+		"[::1]:8080      west     0.5     true     false    -\n"
 	if r.stdout != want {
 		t.Fatalf("stdout:\n%s\nwant:\n%s", r.stdout, want)
 	}
@@ -211,12 +211,12 @@ func TestServices_TableAndPagingNote(t *testing.T) {
 
 func TestLeader_Table(t *testing.T) {
 	f := newFakeAPI(t, map[string]fakeRoute{
-		"GET /v1/status/leader": {body: `{"id":"n2","raftAddr":"10.0.0.2:7848","httpAddr":"10.0.0.2:8848"}`},
+		"GET /v1/status/leader": {body: `{"id":"n2","raftAddr":"127.100.0.2:7848","httpAddr":"127.100.0.2:8848"}`},
 	})
 	r := runCLI(t, nil, "leader", "--addr", f.addr())
 	wantExit(t, r, 0)
 	assertCall(t, f, "GET", "/v1/status/leader", nil, "")
-	want := "ID  RAFT_ADDR      HTTP_ADDR\nn2  10.0.0.2:7848  10.0.0.2:8848\n"
+	want := "ID  RAFT_ADDR         HTTP_ADDR\nn2  127.100.0.2:7848  127.100.0.2:8848\n"
 	if r.stdout != want {
 		t.Fatalf("stdout:\n%s\nwant:\n%s", r.stdout, want)
 	}
@@ -235,17 +235,17 @@ func TestLeader_NoLeaderExits1(t *testing.T) {
 
 func TestMembers_Table(t *testing.T) {
 	f := newFakeAPI(t, map[string]fakeRoute{"GET /v1/cluster/members": {body: `{"index":4,"members":[
-		{"id":"n1","raftAddr":"10.0.0.1:7848","httpAddr":"10.0.0.1:8848","voter":true,"leader":true,"lastContactMillis":0},
-		{"id":"n2","raftAddr":"10.0.0.2:7848","httpAddr":"","voter":false,"leader":false,"lastContactMillis":-1},
-		{"id":"n3","raftAddr":"10.0.0.3:7848","httpAddr":"10.0.0.3:8848","voter":true,"leader":false,"lastContactMillis":1250}]}`}})
+		{"id":"n1","raftAddr":"127.100.0.1:7848","httpAddr":"127.100.0.1:8848","voter":true,"leader":true,"lastContactMillis":0},
+		{"id":"n2","raftAddr":"127.100.0.2:7848","httpAddr":"","voter":false,"leader":false,"lastContactMillis":-1},
+		{"id":"n3","raftAddr":"127.100.0.3:7848","httpAddr":"127.100.0.3:8848","voter":true,"leader":false,"lastContactMillis":1250}]}`}})
 	r := runCLI(t, nil, "members", "--addr", f.addr(), "--consistency", "stale")
 	wantExit(t, r, 0)
 	assertCall(t, f, "GET", "/v1/cluster/members", url.Values{"consistency": {"stale"}}, "")
 	want := "" +
-		"ID  RAFT_ADDR      HTTP_ADDR      VOTER  LEADER  LAST_CONTACT\n" +
-		"n1  10.0.0.1:7848  10.0.0.1:8848  true   true    0s\n" +
-		"n2  10.0.0.2:7848  -              false  false   -\n" +
-		"n3  10.0.0.3:7848  10.0.0.3:8848  true   false   1.25s\n"
+		"ID  RAFT_ADDR         HTTP_ADDR         VOTER  LEADER  LAST_CONTACT\n" +
+		"n1  127.100.0.1:7848  127.100.0.1:8848  true   true    0s\n" +
+		"n2  127.100.0.2:7848  -                 false  false   -\n" +
+		"n3  127.100.0.3:7848  127.100.0.3:8848  true   false   1.25s\n"
 	if r.stdout != want {
 		t.Fatalf("stdout:\n%s\nwant:\n%s", r.stdout, want)
 	}

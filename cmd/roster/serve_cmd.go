@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rosterhq/roster/client"
 	"github.com/rosterhq/roster/healthcheck"
@@ -38,7 +39,33 @@ type nodeOptions struct {
 	LeaderLeaseTimeout time.Duration
 	StateSyncInterval  time.Duration
 	ProbeConcurrency   int
+	ProbeAllow         string // CIDR list; empty: every address
+	ProbeDeny          string // CIDR list; empty: healthcheck.DefaultProbeDeny, "none": nothing
 	Pprof              bool
+}
+
+// validate checks the options that are parsed later, so that a bad value is reported
+// before anything starts.
+func (o nodeOptions) validate() error {
+	if _, err := o.probePolicy(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// probePolicy parses --probe-allow and --probe-deny.
+func (o nodeOptions) probePolicy() (healthcheck.Policy, error) {
+	p, err := healthcheck.ParsePolicy(o.ProbeAllow, o.ProbeDeny)
+	if err != nil {
+		return p, fmt.Errorf("--probe-allow/--probe-deny: %w", err)
+	}
+	return p, nil
+}
+
+// probePolicyFlags adds --probe-allow and --probe-deny.
+func probePolicyFlags(fs *pflag.FlagSet, o *nodeOptions) {
+	fs.StringVar(&o.ProbeAllow, "probe-allow", "", "CIDR ranges health probes may connect to, comma-separated (default: every address); give every node the same list")
+	fs.StringVar(&o.ProbeDeny, "probe-deny", healthcheck.DefaultProbeDeny, `CIDR ranges health probes never connect to, comma-separated ("none": no range); give every node the same list`)
 }
 
 // newLogger returns a text logger on w at the named level (debug, info, warn or error).
@@ -71,6 +98,9 @@ func (a *app) serverCmd() *cobra.Command {
 			if o.DataDir == "" {
 				return fmt.Errorf("--data-dir is required (or %s)", envName("data-dir"))
 			}
+			if err := o.validate(); err != nil {
+				return err
+			}
 			log, err := newLogger(a.stderr, logLevel)
 			if err != nil {
 				return err
@@ -96,6 +126,7 @@ func (a *app) serverCmd() *cobra.Command {
 	fs.DurationVar(&o.StateSyncInterval, "state-sync-interval", 0, fmt.Sprintf("how often the state file is fsynced; the Raft log is fsynced on every write regardless (0: %s; negative: fsync every commit)", server.DefaultStateSyncInterval))
 	fs.BoolVar(&o.Pprof, "pprof", false, "serve Go's profiling endpoints under /debug/pprof/ on the HTTP address")
 	fs.IntVar(&o.ProbeConcurrency, "probe-concurrency", 0, fmt.Sprintf("health probes in flight at once on the leader (0: %d)", healthcheck.DefaultMaxConcurrent))
+	probePolicyFlags(fs, &o)
 	return cmd
 }
 
@@ -126,6 +157,9 @@ func (a *app) devCmd() *cobra.Command {
 			"(removed on exit) unless --data-dir is given. Stops on SIGINT or SIGTERM.",
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
 			log, err := newLogger(a.stderr, logLevel)
 			if err != nil {
 				return err
@@ -139,6 +173,7 @@ func (a *app) devCmd() *cobra.Command {
 	fs.StringVar(&o.RaftAddr, "raft-addr", "127.0.0.1:7848", "address the Raft transport listens on")
 	fs.StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn or error")
 	fs.IntVar(&o.MetadataMaxBytes, "metadata-max-bytes", store.DefaultMetadataSize, "largest metadata map, in bytes of JSON")
+	probePolicyFlags(fs, &o)
 	return cmd
 }
 

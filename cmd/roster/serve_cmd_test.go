@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rosterhq/roster/healthcheck"
 )
 
 // fakeNode stands in for a real node: it records the options it was started with and
@@ -93,11 +95,12 @@ func TestServer_FlagsAndEnvBuildNodeOptions(t *testing.T) {
 		"ROSTER_LOG_LEVEL":              "debug",
 		"ROSTER_RAFT_HEARTBEAT_TIMEOUT": "2s",
 		"ROSTER_STATE_SYNC_INTERVAL":    "-1s",
+		"ROSTER_PROBE_ALLOW":            "127.0.0.0/8,::1/128",
 	}
 	a, stdout, stderr := newTestApp(t, env)
 	a.startNode = node.start
-	code := run(ctx, []string{"server", "--raft-addr", "10.0.0.1:7000", "--node-id", "n9",
-		"--raft-election-timeout", "3s", "--raft-leader-lease-timeout", "1s", "--probe-concurrency", "64"}, a)
+	code := run(ctx, []string{"server", "--raft-addr", "127.100.0.1:7000", "--node-id", "n9",
+		"--raft-election-timeout", "3s", "--raft-leader-lease-timeout", "1s", "--probe-concurrency", "64", "--probe-deny", "127.0.0.9/32"}, a)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %s", code, stderr.String())
 	}
@@ -106,7 +109,7 @@ func TestServer_FlagsAndEnvBuildNodeOptions(t *testing.T) {
 		DataDir:            "/var/lib/roster",
 		HTTPAddr:           ":9000",
 		HTTPAdvertise:      "roster1:9000",
-		RaftAddr:           "10.0.0.1:7000",
+		RaftAddr:           "127.100.0.1:7000",
 		RaftAdvertise:      "roster1:9001",
 		Peers:              "n1=roster1:9001,n2=roster2:9001",
 		Join:               "roster2:9000",
@@ -116,6 +119,8 @@ func TestServer_FlagsAndEnvBuildNodeOptions(t *testing.T) {
 		LeaderLeaseTimeout: time.Second,
 		StateSyncInterval:  -time.Second,
 		ProbeConcurrency:   64,
+		ProbeAllow:         "127.0.0.0/8,::1/128",
+		ProbeDeny:          "127.0.0.9/32",
 	}
 	if got := node.options(t); got != want {
 		t.Fatalf("options\n got %+v\nwant %+v", got, want)
@@ -143,7 +148,8 @@ func TestServer_Defaults(t *testing.T) {
 	if code := run(ctx, []string{"server", "--node-id", "n1", "--data-dir", "/d"}, a); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	want := nodeOptions{NodeID: "n1", DataDir: "/d", HTTPAddr: ":8848", RaftAddr: ":7848", MetadataMaxBytes: 1024}
+	want := nodeOptions{NodeID: "n1", DataDir: "/d", HTTPAddr: ":8848", RaftAddr: ":7848", MetadataMaxBytes: 1024,
+		ProbeDeny: healthcheck.DefaultProbeDeny}
 	if got := node.options(t); got != want {
 		t.Fatalf("options\n got %+v\nwant %+v", got, want)
 	}
@@ -163,6 +169,10 @@ func TestServer_InvalidSettingsExit1WithoutStarting(t *testing.T) {
 		{[]string{"server", "--node-id", "n1", "--data-dir", "/d", "--log-level", "loud"}, nil,
 			"roster: --log-level \"loud\": want debug, info, warn or error\n"},
 		{[]string{"server"}, map[string]string{"ROSTER_NODE_ID": "n1", "ROSTER_DATA_DIR": "/d", "ROSTER_METADATA_MAX_BYTES": "1k"}, "ROSTER_METADATA_MAX_BYTES"},
+		{[]string{"server", "--node-id", "n1", "--data-dir", "/d", "--probe-allow", "10.0.0.0/33"}, nil,
+			`roster: --probe-allow/--probe-deny: healthcheck: invalid config: probe allow list: "10.0.0.0/33" is not a CIDR range`},
+		{[]string{"server"}, map[string]string{"ROSTER_NODE_ID": "n1", "ROSTER_DATA_DIR": "/d", "ROSTER_PROBE_DENY": "metadata"}, "probe deny list: \"metadata\" is not a CIDR range or an IP address"},
+		{[]string{"dev", "--probe-deny", "127.0.0.1/x"}, nil, "probe deny list"},
 	}
 	for _, tc := range cases {
 		a, _, stderr := newTestApp(t, tc.env)
@@ -296,13 +306,13 @@ func TestDev_KeepsGivenDataDir(t *testing.T) {
 
 func TestDialableAddr(t *testing.T) {
 	cases := map[string]string{
-		":8848":          "127.0.0.1:8848",
-		"0.0.0.0:8848":   "127.0.0.1:8848",
-		"[::]:8848":      "127.0.0.1:8848",
-		"10.0.0.1:8848":  "10.0.0.1:8848",
-		"[::1]:8848":     "[::1]:8848",
-		"roster1:8848":   "roster1:8848",
-		"not-an-address": "not-an-address",
+		":8848":            "127.0.0.1:8848",
+		"0.0.0.0:8848":     "127.0.0.1:8848",
+		"[::]:8848":        "127.0.0.1:8848",
+		"127.100.0.1:8848": "127.100.0.1:8848",
+		"[::1]:8848":       "[::1]:8848",
+		"roster1:8848":     "roster1:8848",
+		"not-an-address":   "not-an-address",
 	}
 	for in, want := range cases {
 		if got := dialableAddr(in); got != want {

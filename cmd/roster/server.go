@@ -21,6 +21,10 @@ func startNode(o nodeOptions, log *slog.Logger) (string, func() error, error) {
 		}
 		peers = p
 	}
+	policy, err := o.probePolicy()
+	if err != nil {
+		return "", nil, err
+	}
 	srv, err := server.New(server.Config{
 		NodeID:           o.NodeID,
 		DataDir:          o.DataDir,
@@ -41,7 +45,7 @@ func startNode(o nodeOptions, log *slog.Logger) (string, func() error, error) {
 		},
 		StateSyncInterval: o.StateSyncInterval,
 		Pprof:             o.Pprof,
-		Health:            healthcheck.Config{MaxConcurrent: o.ProbeConcurrency},
+		Health:            healthcheck.Config{MaxConcurrent: o.ProbeConcurrency, Policy: policy},
 	})
 	if err != nil {
 		return "", nil, err

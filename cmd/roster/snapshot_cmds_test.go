@@ -39,7 +39,7 @@ func registerN(ctx context.Context, t *testing.T, c *client.Client, svc string, 
 	}
 	var last uint64
 	for i := range n {
-		idx, err := c.RegisterInstance(ctx, "", "", svc, "10.0.0.1", 1000+i, api.InstanceRequest{Metadata: map[string]string{"i": "x"}})
+		idx, err := c.RegisterInstance(ctx, "", "", svc, "127.100.0.1", 1000+i, api.InstanceRequest{Metadata: map[string]string{"i": "x"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +106,7 @@ func TestSnapshotCLI_SaveInspectRestore(t *testing.T) {
 
 	// Change the cluster, then restore through a follower.
 	registerN(ctx, t, lc, "payments", 3)
-	if _, err := lc.DeregisterInstance(ctx, "", "", "orders", "10.0.0.1", 1000); err != nil {
+	if _, err := lc.DeregisterInstance(ctx, "", "", "orders", "127.100.0.1", 1000); err != nil {
 		t.Fatal(err)
 	}
 	r = runCLI(t, nil, "snapshot", "restore", file, "--addr", follower)

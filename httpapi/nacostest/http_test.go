@@ -108,21 +108,21 @@ func TestNacosHTTP_BadInputLeavesTheLogAlone(t *testing.T) {
 		name, method, path, form string
 		status, code             int
 	}{
-		{"missing serviceName", "POST", "/instance", "ip=10.0.0.2&port=80&ephemeral=false", 400, 10000},
+		{"missing serviceName", "POST", "/instance", "ip=127.100.0.2&port=80&ephemeral=false", 400, 10000},
 		{"missing ip", "POST", "/instance", "serviceName=orders&port=80&ephemeral=false", 400, 10000},
-		{"missing port", "POST", "/instance", "serviceName=orders&ip=10.0.0.2&ephemeral=false", 400, 10000},
-		{"port out of range", "POST", "/instance", "serviceName=orders&ip=10.0.0.2&port=99999&ephemeral=false", 400, 20002},
+		{"missing port", "POST", "/instance", "serviceName=orders&ip=127.100.0.2&ephemeral=false", 400, 10000},
+		{"port out of range", "POST", "/instance", "serviceName=orders&ip=127.100.0.2&port=99999&ephemeral=false", 400, 20002},
 		{"weight above 10000", "POST", "/instance", inst + "&weight=10000.01&ephemeral=false", 400, 21001},
 		{"weight below 0", "POST", "/instance", inst + "&weight=-1&ephemeral=false", 400, 21001},
 		{"bad metadata JSON", "POST", "/instance", inst + "&metadata=%7B%22a%22%3A&ephemeral=false", 400, 21002},
-		{"illegal service name", "POST", "/instance", "serviceName=%E4%B8%AD&ip=10.0.0.2&port=80&ephemeral=false", 400, 21000},
+		{"illegal service name", "POST", "/instance", "serviceName=%E4%B8%AD&ip=127.100.0.2&port=80&ephemeral=false", 400, 21000},
 		{"illegal namespace", "POST", "/instance", inst + "&namespaceId=a%20b&ephemeral=false", 400, 22000},
 		{"ephemeral by default", "POST", "/instance", inst, 400, 21004},
-		{"update of a missing instance", "PUT", "/instance", "serviceName=orders&ip=10.0.0.9&port=80", 404, 21003},
+		{"update of a missing instance", "PUT", "/instance", "serviceName=orders&ip=127.100.0.9&port=80", 404, 21003},
 		{"health on a probed cluster", "PUT", "/health/instance", inst + "&healthy=false", 400, 21011},
 		{"delete a service with instances", "DELETE", "/service", "serviceName=orders", 400, 21009},
 		{"service not found", "GET", "/service?serviceName=nope", "", 400, 21008},
-		{"instance not found", "GET", "/instance?serviceName=orders&ip=10.0.0.9&port=80", "", 404, 20004},
+		{"instance not found", "GET", "/instance?serviceName=orders&ip=127.100.0.9&port=80", "", 404, 20004},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

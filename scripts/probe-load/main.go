@@ -268,7 +268,7 @@ func runLoad(n int, useHTTP bool, interval, warmup, window time.Duration, cpupro
 	defer func() { _ = st.Close() }()
 
 	reg := prometheus.NewRegistry()
-	p, err := healthcheck.NewProber(healthcheck.Config{Registerer: reg}, st, app, logger)
+	p, err := healthcheck.NewProber(healthcheck.Config{Registerer: reg, Policy: loopbackPolicy()}, st, app, logger)
 	if err != nil {
 		return err
 	}
@@ -372,7 +372,7 @@ func runDetect(kills int, interval time.Duration, fall int, every time.Duration,
 		return err
 	}
 	defer func() { _ = st.Close() }()
-	cfg := healthcheck.Config{}
+	cfg := healthcheck.Config{Policy: loopbackPolicy()}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -579,4 +579,13 @@ func fmtSec(s float64) string {
 		return fmt.Sprint(s)
 	}
 	return time.Duration(s * float64(time.Second)).Round(time.Microsecond).String()
+}
+
+// loopbackPolicy confines the benchmark's probes to this machine.
+func loopbackPolicy() healthcheck.Policy {
+	p, err := healthcheck.ParsePolicy(healthcheck.LoopbackOnly, "")
+	if err != nil {
+		panic(err)
+	}
+	return p
 }

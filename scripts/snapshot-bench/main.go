@@ -38,6 +38,7 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/client"
+	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/server"
 	"github.com/rosterhq/roster/snapshot"
@@ -94,6 +95,10 @@ func startCluster(dir string) (*cluster, error) {
 		as = append(as, a)
 		peers = append(peers, raftnode.Peer{ID: "n" + strconv.Itoa(i), Addr: a.raft})
 	}
+	loopbackOnly, err := healthcheck.ParsePolicy(healthcheck.LoopbackOnly, "")
+	if err != nil {
+		return nil, err
+	}
 	c := &cluster{}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	for i, a := range as {
@@ -105,6 +110,7 @@ func startCluster(dir string) (*cluster, error) {
 			Peers:    peers,
 			Version:  "snapshot-bench",
 			Logger:   log,
+			Health:   healthcheck.Config{Policy: loopbackOnly},
 		})
 		if err != nil {
 			c.close()
@@ -268,7 +274,7 @@ func fill(ctx context.Context, cl *client.Client, n, workers int) error {
 					return
 				}
 				_, err := cl.RegisterInstance(ctx, "", "", svcName(i%services),
-					fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255), 8000+i%1000, api.InstanceRequest{
+					fmt.Sprintf("127.%d.%d.%d", i>>16&255, i>>8&255, i&255), 8000+i%1000, api.InstanceRequest{
 						Cluster: &cluster,
 						Metadata: map[string]string{
 							"version": "1." + strconv.Itoa(i%7) + ".0", "zone": "zone-" + strconv.Itoa(i%3),

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rosterhq/roster/client"
+	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/server"
 )
@@ -50,6 +52,34 @@ func FastTimeouts() Option {
 		c.Raft.HeartbeatTimeout = 300 * time.Millisecond
 		c.Raft.ElectionTimeout = 300 * time.Millisecond
 		c.Raft.LeaderLeaseTimeout = 150 * time.Millisecond
+	}
+}
+
+// LoopbackPolicy is the probe policy of every test node unless an Option sets another:
+// probes may only connect to 127.0.0.0/8 and ::1.
+func LoopbackPolicy() healthcheck.Policy {
+	p, err := healthcheck.ParsePolicy(healthcheck.LoopbackOnly, "")
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// GuardDial wraps a probe dialer so that a probe of anything but a loopback IP address
+// or the name "localhost" fails the test (t.Errorf names the address) and is never
+// dialed. Every node of a Cluster probes through it unless an Option sets its own
+// Config.Health.Dial.
+func GuardDial(t testing.TB, next healthcheck.DialFunc) healthcheck.DialFunc {
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		host, _, err := net.SplitHostPort(address)
+		if err != nil {
+			host = address
+		}
+		if ip, perr := netip.ParseAddr(host); (perr == nil && ip.Unmap().IsLoopback()) || host == "localhost" {
+			return next(ctx, network, address)
+		}
+		t.Errorf("servertest: a health probe tried to dial %s, which is not on loopback; register 127.x.y.z instances or use a NONE cluster", address)
+		return nil, fmt.Errorf("servertest: probe of non-loopback address %s refused", address)
 	}
 }
 
@@ -95,6 +125,12 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 		}
 		for _, o := range opts {
 			o(&nd.cfg)
+		}
+		if nd.cfg.Health.Policy.IsZero() {
+			nd.cfg.Health.Policy = LoopbackPolicy()
+		}
+		if nd.cfg.Health.Dial == nil {
+			nd.cfg.Health.Dial = GuardDial(t, nd.cfg.Health.Policy.Dialer())
 		}
 	}
 	for i := range c.Nodes {

@@ -247,6 +247,7 @@ func (c *Cluster) startOnce(n *Node) error {
 		"--raft-advertise", n.raft.Addr(),
 		"--peers", c.peers(),
 		"--log-level", "info",
+		"--probe-allow", "127.0.0.0/8,::1/128",
 	)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = os.Environ()

@@ -20,7 +20,7 @@ import (
 )
 
 // CrashIP is the address of the instances the crash test registers.
-const CrashIP = "10.9.0.1"
+const CrashIP = "127.109.0.1"
 
 // CrashResult is what one crash iteration did.
 type CrashResult struct {

@@ -18,7 +18,7 @@ import (
 // Workload addresses: every service lives in the public namespace and default group;
 // instance p of a service is InstanceIP:p.
 const (
-	InstanceIP = "10.0.0.1"
+	InstanceIP = "127.100.0.1"
 	namespace  = store.DefaultNamespace
 	group      = store.DefaultGroup
 )
