@@ -5,7 +5,7 @@ package api
 import (
 	"time"
 
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // Headers and query parameters of the native API.
@@ -72,13 +72,13 @@ type NamespaceRequest struct {
 // NamespacesResponse is the body of GET /v1/namespaces.
 type NamespacesResponse struct {
 	Index      uint64            `json:"index"`
-	Namespaces []store.Namespace `json:"namespaces"`
+	Namespaces []model.Namespace `json:"namespaces"`
 }
 
 // NamespaceResponse is the body of GET /v1/namespaces/{ns}.
 type NamespaceResponse struct {
 	Index     uint64          `json:"index"`
-	Namespace store.Namespace `json:"namespace"`
+	Namespace model.Namespace `json:"namespace"`
 }
 
 // ServiceRequest is the body of PUT .../services/{service}. Omitted fields take defaults
@@ -96,14 +96,14 @@ type ServicesResponse struct {
 	Page      int             `json:"page"`
 	Size      int             `json:"size"`
 	Total     int             `json:"total"`
-	Services  []store.Service `json:"services"`
+	Services  []model.Service `json:"services"`
 }
 
 // ServiceResponse is the body of GET .../services/{service}.
 type ServiceResponse struct {
 	Index    uint64          `json:"index"`
-	Service  store.Service   `json:"service"`
-	Clusters []store.Cluster `json:"clusters"`
+	Service  model.Service   `json:"service"`
+	Clusters []model.Cluster `json:"clusters"`
 	// InstanceCount and HealthyCount describe the service's instances.
 	InstanceCount int `json:"instanceCount"`
 	HealthyCount  int `json:"healthyCount"`
@@ -132,13 +132,13 @@ type ClusterRequest struct {
 // ClusterResponse is the body of GET .../clusters/{cluster}.
 type ClusterResponse struct {
 	Index   uint64        `json:"index"`
-	Cluster store.Cluster `json:"cluster"`
+	Cluster model.Cluster `json:"cluster"`
 }
 
 // ClustersResponse is the body of GET .../services/{service}/clusters.
 type ClustersResponse struct {
 	Index    uint64          `json:"index"`
-	Clusters []store.Cluster `json:"clusters"`
+	Clusters []model.Cluster `json:"clusters"`
 }
 
 // InstanceRequest is the body of PUT .../instances/{ip}:{port} (create or replace) and
@@ -160,7 +160,7 @@ type HealthRequest struct {
 
 // Instance is an instance as the native API shows it.
 type Instance struct {
-	store.Instance
+	model.Instance
 	InstanceID string `json:"instanceId"`
 }
 
@@ -172,7 +172,7 @@ type InstanceResponse struct {
 
 // InstancesResponse is the body of GET .../instances.
 type InstancesResponse struct {
-	Service                 store.Service `json:"service"`
+	Service                 model.Service `json:"service"`
 	Index                   uint64        `json:"index"`
 	ProtectThresholdReached bool          `json:"protectThresholdReached"`
 	Instances               []Instance    `json:"instances"`
@@ -237,7 +237,7 @@ type ProbeResult struct {
 	Cluster string `json:"cluster"`
 	// Epoch is the instance's registration epoch (CreateIndex).
 	Epoch     uint64          `json:"epoch"`
-	CheckType store.CheckType `json:"checkType"`
+	CheckType model.CheckType `json:"checkType"`
 	// Target is what is probed: host:port for TCP, the URL for HTTP, empty for NONE.
 	Target string `json:"target,omitempty"`
 	// Healthy is the committed health as last known to the prober.
@@ -248,7 +248,7 @@ type ProbeResult struct {
 	// LastCheck is when the last probe started (zero: not probed yet in this term or
 	// since the cluster's spec changed).
 	LastCheck time.Time      `json:"lastCheck,omitzero"`
-	Latency   store.Duration `json:"latency,omitzero"`
+	Latency   model.Duration `json:"latency,omitzero"`
 	// Outcome is "success" or the class of the failure: "denied" (outside the probe
 	// policy; nothing was sent), "refused", "timeout", "reset", "unreachable", "dns",
 	// "status" (an unexpected HTTP status), "malformed response" or "error"; empty
@@ -263,7 +263,7 @@ type ProbeResult struct {
 	ConsecutiveFailures  int            `json:"consecutiveFailures"`
 	Rise                 int            `json:"rise"`
 	Fall                 int            `json:"fall"`
-	Interval             store.Duration `json:"interval"`
+	Interval             model.Duration `json:"interval"`
 	// NextCheck is when the next probe is due (zero for NONE clusters).
 	NextCheck time.Time `json:"nextCheck,omitzero"`
 }

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/rosterhq/roster/api"
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // DefaultTimeout bounds a request that is not a blocking query. A blocking query gets
@@ -206,7 +206,7 @@ func (p *pathBuilder) param(name, value string) *pathBuilder {
 // ns appends "namespaces/{ns}", defaulting an empty namespace to "public".
 func (p *pathBuilder) ns(ns string) *pathBuilder {
 	if ns == "" {
-		ns = store.DefaultNamespace
+		ns = model.DefaultNamespace
 	}
 	return p.lit("namespaces", ns)
 }
@@ -214,7 +214,7 @@ func (p *pathBuilder) ns(ns string) *pathBuilder {
 // service appends ".../groups/{group}/services/{service}", defaulting an empty group.
 func (p *pathBuilder) service(ns, group, service string) *pathBuilder {
 	if group == "" {
-		group = store.DefaultGroup
+		group = model.DefaultGroup
 	}
 	return p.ns(ns).lit("groups", group, "services").param("service", service)
 }
@@ -228,7 +228,7 @@ func (p *pathBuilder) instance(ip string, port int) *pathBuilder {
 	if (port < 1 || port > 65535) && p.err == nil {
 		p.err = fmt.Errorf("roster client: port %d out of range 1..65535", port)
 	}
-	return p.lit(store.JoinAddr(ip, port))
+	return p.lit(model.JoinAddr(ip, port))
 }
 
 func (p *pathBuilder) build() (string, error) {

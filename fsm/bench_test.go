@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -47,10 +48,10 @@ func benchApplyBatch(b *testing.B, opts store.Options, size int) {
 				b.StopTimer()
 				for j := range logs {
 					idx++
-					in := store.Instance{
-						Namespace: store.DefaultNamespace, Group: store.DefaultGroup, Service: fmt.Sprintf("svc-%d", idx%100),
+					in := model.Instance{
+						Namespace: model.DefaultNamespace, Group: model.DefaultGroup, Service: fmt.Sprintf("svc-%d", idx%100),
 						IP: fmt.Sprintf("10.%d.%d.%d", idx>>16&255, idx>>8&255, idx&255), Port: 8080,
-						Cluster: store.DefaultCluster, Weight: 1, Enabled: true, Healthy: true,
+						Cluster: model.DefaultCluster, Weight: 1, Enabled: true, Healthy: true,
 						Metadata: map[string]string{"version": "v1", "zone": "a"},
 					}
 					logs[j] = cmdLog(b, idx, RegisterInstanceType, RegisterInstanceRequest{Instance: in})

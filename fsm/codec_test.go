@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -27,42 +27,42 @@ type example struct {
 
 // examples returns one command of every type, with every field of its payload set.
 func examples() []example {
-	ref := store.InstanceRef{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", IP: "10.0.0.1", Port: 8080}
+	ref := model.InstanceRef{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", IP: "10.0.0.1", Port: 8080}
 	key := ref.ServiceKey()
 	return []example{
-		{"register_instance", RegisterInstanceType, RegisterInstanceRequest{Instance: store.Instance{
+		{"register_instance", RegisterInstanceType, RegisterInstanceRequest{Instance: model.Instance{
 			Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", IP: "10.0.0.1", Port: 8080,
 			Cluster: "DEFAULT", Weight: 1.5, Enabled: true, Healthy: true,
 			Metadata: map[string]string{"zone": "a", "version": "v1"}, CreateIndex: 3, ModifyIndex: 4,
 		}}, &RegisterInstanceRequest{}},
 		{"deregister_instance", DeregisterInstanceType, DeregisterInstanceRequest{Ref: ref}, &DeregisterInstanceRequest{}},
-		{"update_instance", UpdateInstanceType, UpdateInstanceRequest{Ref: ref, Patch: store.InstancePatch{
+		{"update_instance", UpdateInstanceType, UpdateInstanceRequest{Ref: ref, Patch: model.InstancePatch{
 			Cluster: new("canary"), Weight: new(2.0), Enabled: new(false), Metadata: &map[string]string{"k": "v"},
 		}}, &UpdateInstanceRequest{}},
-		{"upsert_service", UpsertServiceType, UpsertServiceRequest{Service: store.Service{
+		{"upsert_service", UpsertServiceType, UpsertServiceRequest{Service: model.Service{
 			Namespace: "public", Group: "DEFAULT_GROUP", Name: "orders", ProtectThreshold: 0.25,
 			Metadata: map[string]string{"team": "pay"}, CreateIndex: 1, ModifyIndex: 2,
 		}}, &UpsertServiceRequest{}},
 		{"delete_service", DeleteServiceType, DeleteServiceRequest{Key: key}, &DeleteServiceRequest{}},
-		{"upsert_cluster", UpsertClusterType, UpsertClusterRequest{Cluster: store.Cluster{
+		{"upsert_cluster", UpsertClusterType, UpsertClusterRequest{Cluster: model.Cluster{
 			Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", Name: "web",
-			HealthCheck: store.HealthCheck{
-				Type: store.CheckHTTP, Port: 9090, Path: "/health", Headers: map[string]string{"Host": "orders"},
-				ExpectedStatus: []int{200, 204}, Interval: store.Duration(5 * time.Second),
-				Timeout: store.Duration(2 * time.Second), Rise: 2, Fall: 3,
+			HealthCheck: model.HealthCheck{
+				Type: model.CheckHTTP, Port: 9090, Path: "/health", Headers: map[string]string{"Host": "orders"},
+				ExpectedStatus: []int{200, 204}, Interval: model.Duration(5 * time.Second),
+				Timeout: model.Duration(2 * time.Second), Rise: 2, Fall: 3,
 			},
 			Metadata: map[string]string{"tier": "front"}, CreateIndex: 5, ModifyIndex: 6,
 		}}, &UpsertClusterRequest{}},
-		{"upsert_namespace", UpsertNamespaceType, UpsertNamespaceRequest{Namespace: store.Namespace{
+		{"upsert_namespace", UpsertNamespaceType, UpsertNamespaceRequest{Namespace: model.Namespace{
 			ID: "dev", Name: "Development", Description: "dev stuff", CreateIndex: 7, ModifyIndex: 8,
 		}}, &UpsertNamespaceRequest{}},
 		{"delete_namespace", DeleteNamespaceType, DeleteNamespaceRequest{ID: "dev"}, &DeleteNamespaceRequest{}},
-		{"set_health", SetHealthType, SetHealthRequest{Updates: []store.HealthUpdate{
+		{"set_health", SetHealthType, SetHealthRequest{Updates: []model.HealthUpdate{
 			{Ref: ref, Epoch: 3, Healthy: false},
-			{Ref: store.InstanceRef{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", IP: "::1", Port: 80}, Epoch: 9, Healthy: true},
+			{Ref: model.InstanceRef{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", IP: "::1", Port: 80}, Epoch: 9, Healthy: true},
 		}}, &SetHealthRequest{}},
 		{"set_health_manual", SetHealthManualType, SetHealthManualRequest{Ref: ref, Healthy: true}, &SetHealthManualRequest{}},
-		{"upsert_member", UpsertMemberType, UpsertMemberRequest{Member: store.Member{
+		{"upsert_member", UpsertMemberType, UpsertMemberRequest{Member: model.Member{
 			ID: "n1", RaftAddr: "10.0.0.1:7848", HTTPAddr: "10.0.0.1:8848",
 		}}, &UpsertMemberRequest{}},
 		{"remove_member", RemoveMemberType, RemoveMemberRequest{ID: "n1"}, &RemoveMemberRequest{}},

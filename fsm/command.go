@@ -3,7 +3,7 @@ package fsm
 import (
 	"strconv"
 
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // MessageType is the first byte of every Raft log entry Roster writes.
@@ -32,38 +32,38 @@ const (
 
 // RegisterInstanceRequest creates or replaces an instance (payload of RegisterInstanceType).
 type RegisterInstanceRequest struct {
-	Instance store.Instance
+	Instance model.Instance
 }
 
 // DeregisterInstanceRequest removes an instance (DeregisterInstanceType).
 type DeregisterInstanceRequest struct {
-	Ref store.InstanceRef
+	Ref model.InstanceRef
 }
 
 // UpdateInstanceRequest changes the given fields of an existing instance (UpdateInstanceType).
 type UpdateInstanceRequest struct {
-	Ref   store.InstanceRef
-	Patch store.InstancePatch
+	Ref   model.InstanceRef
+	Patch model.InstancePatch
 }
 
 // UpsertServiceRequest creates or replaces a service's definition (UpsertServiceType).
 type UpsertServiceRequest struct {
-	Service store.Service
+	Service model.Service
 }
 
 // DeleteServiceRequest removes a service without instances (DeleteServiceType).
 type DeleteServiceRequest struct {
-	Key store.ServiceKey
+	Key model.ServiceKey
 }
 
 // UpsertClusterRequest creates or replaces a cluster's definition (UpsertClusterType).
 type UpsertClusterRequest struct {
-	Cluster store.Cluster
+	Cluster model.Cluster
 }
 
 // UpsertNamespaceRequest creates or replaces a namespace (UpsertNamespaceType).
 type UpsertNamespaceRequest struct {
-	Namespace store.Namespace
+	Namespace model.Namespace
 }
 
 // DeleteNamespaceRequest removes a namespace without services (DeleteNamespaceType).
@@ -74,19 +74,19 @@ type DeleteNamespaceRequest struct {
 // SetHealthRequest carries the prober's health transitions (SetHealthType). Each update
 // applies only if the instance still exists with the same registration epoch.
 type SetHealthRequest struct {
-	Updates []store.HealthUpdate
+	Updates []model.HealthUpdate
 }
 
 // SetHealthManualRequest sets health by API (SetHealthManualType); it is refused with
-// store.ErrConflict when the instance's cluster is probed (type other than NONE).
+// model.ErrConflict when the instance's cluster is probed (type other than NONE).
 type SetHealthManualRequest struct {
-	Ref     store.InstanceRef
+	Ref     model.InstanceRef
 	Healthy bool
 }
 
 // UpsertMemberRequest records a server's addresses (UpsertMemberType).
 type UpsertMemberRequest struct {
-	Member store.Member
+	Member model.Member
 }
 
 // RemoveMemberRequest forgets a server's addresses (RemoveMemberType).

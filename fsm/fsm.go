@@ -12,12 +12,13 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
 // Result is what Apply and ApplyBatch return for every entry: the entry's index and, for
 // a command the state refused, the store's error (matchable with errors.Is against
-// store.ErrInvalid, store.ErrNotFound and store.ErrConflict).
+// model.ErrInvalid, model.ErrNotFound and model.ErrConflict).
 type Result struct {
 	Index uint64
 	Err   error
@@ -151,7 +152,7 @@ func (f *FSM) applyCommand(tx *store.Txn, l *raft.Log) error {
 // isDomainError reports whether err is the state refusing a command, as opposed to a
 // storage failure.
 func isDomainError(err error) bool {
-	return errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict)
+	return errors.Is(err, model.ErrInvalid) || errors.Is(err, model.ErrNotFound) || errors.Is(err, model.ErrConflict)
 }
 
 // mustDecode decodes a command payload; an entry that cannot be decoded panics.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -22,15 +23,15 @@ func mixedBatch(t testing.TB, first uint64) []*raft.Log {
 	idx := first - 1
 	next := func() uint64 { idx++; return idx }
 	return []*raft.Log{
-		cmdLog(t, next(), UpsertNamespaceType, UpsertNamespaceRequest{Namespace: store.Namespace{ID: "dev", Description: "d"}}),
+		cmdLog(t, next(), UpsertNamespaceType, UpsertNamespaceRequest{Namespace: model.Namespace{ID: "dev", Description: "d"}}),
 		cmdLog(t, next(), RegisterInstanceType, RegisterInstanceRequest{Instance: a}),
 		configLog(next()),
 		cmdLog(t, next(), RegisterInstanceType, RegisterInstanceRequest{Instance: b}),
 		// Refused in the middle: the default cluster is probed.
 		cmdLog(t, next(), SetHealthManualType, SetHealthManualRequest{Ref: a.Ref(), Healthy: false}),
-		cmdLog(t, next(), UpdateInstanceType, UpdateInstanceRequest{Ref: b.Ref(), Patch: store.InstancePatch{Weight: new(4.0)}}),
-		cmdLog(t, next(), SetHealthType, SetHealthRequest{Updates: []store.HealthUpdate{{Ref: a.Ref(), Epoch: first + 1, Healthy: false}}}),
-		cmdLog(t, next(), UpsertMemberType, UpsertMemberRequest{Member: store.Member{ID: "n1", RaftAddr: "127.0.0.1:7848"}}),
+		cmdLog(t, next(), UpdateInstanceType, UpdateInstanceRequest{Ref: b.Ref(), Patch: model.InstancePatch{Weight: new(4.0)}}),
+		cmdLog(t, next(), SetHealthType, SetHealthRequest{Updates: []model.HealthUpdate{{Ref: a.Ref(), Epoch: first + 1, Healthy: false}}}),
+		cmdLog(t, next(), UpsertMemberType, UpsertMemberRequest{Member: model.Member{ID: "n1", RaftAddr: "127.0.0.1:7848"}}),
 		cmdLog(t, next(), DeregisterInstanceType, DeregisterInstanceRequest{Ref: b.Ref()}),
 	}
 }
@@ -41,7 +42,7 @@ func TestApplyBatch_MixedCommands(t *testing.T) {
 	rs := results(t, logs, f.ApplyBatch(logs))
 	for i, r := range rs {
 		if i == 4 {
-			if !errors.Is(r.Err, store.ErrConflict) {
+			if !errors.Is(r.Err, model.ErrConflict) {
 				t.Fatalf("entry 5: %v, want ErrConflict", r.Err)
 			}
 			continue
@@ -78,15 +79,15 @@ func TestApplyBatch_DomainErrorsAreStoreErrors(t *testing.T) {
 	logs := []*raft.Log{
 		cmdLog(t, 1, RegisterInstanceType, RegisterInstanceRequest{Instance: bad}),
 		cmdLog(t, 2, DeregisterInstanceType, DeregisterInstanceRequest{Ref: testInstance("127.100.0.1", 80).Ref()}),
-		cmdLog(t, 3, DeleteNamespaceType, DeleteNamespaceRequest{ID: store.DefaultNamespace}),
+		cmdLog(t, 3, DeleteNamespaceType, DeleteNamespaceRequest{ID: model.DefaultNamespace}),
 		cmdLog(t, 4, RemoveMemberType, RemoveMemberRequest{ID: "ghost"}),
 	}
 	rs := results(t, logs, f.ApplyBatch(logs))
-	var ve *store.ValidationError
+	var ve *model.ValidationError
 	if !errors.As(rs[0].Err, &ve) || ve.Field != "port" {
 		t.Fatalf("invalid register: %v", rs[0].Err)
 	}
-	if !errors.Is(rs[1].Err, store.ErrNotFound) || !errors.Is(rs[2].Err, store.ErrConflict) || rs[3].Err != nil {
+	if !errors.Is(rs[1].Err, model.ErrNotFound) || !errors.Is(rs[2].Err, model.ErrConflict) || rs[3].Err != nil {
 		t.Fatalf("results %v / %v / %v", rs[1].Err, rs[2].Err, rs[3].Err)
 	}
 	if f.AppliedIndex() != 4 {
@@ -211,7 +212,7 @@ func TestApply_IsApplyBatchOfOne(t *testing.T) {
 	f := mustNewFSM(t)
 	l := cmdLog(t, 5, DeleteServiceType, DeleteServiceRequest{Key: testKey})
 	res, ok := f.Apply(l).(*Result)
-	if !ok || res.Index != 5 || !errors.Is(res.Err, store.ErrNotFound) {
+	if !ok || res.Index != 5 || !errors.Is(res.Err, model.ErrNotFound) {
 		t.Fatalf("Apply = %#v", res)
 	}
 	if f.AppliedIndex() != 5 {
@@ -306,7 +307,7 @@ func TestWaitApplied_WakesOnApply(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- f.WaitApplied(context.Background(), 3) }()
 
-	applyOK(t, f, cmdLog(t, 1, UpsertMemberType, UpsertMemberRequest{Member: store.Member{ID: "n1", RaftAddr: "127.0.0.1:1"}}))
+	applyOK(t, f, cmdLog(t, 1, UpsertMemberType, UpsertMemberRequest{Member: model.Member{ID: "n1", RaftAddr: "127.0.0.1:1"}}))
 	select {
 	case err := <-done:
 		t.Fatalf("WaitApplied(3) returned %v at applied index 1", err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -81,13 +82,13 @@ func fuzzSeeds(f *testing.F) [][]byte {
 		msg any
 	}{
 		{RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance("127.100.0.2", 1)}},
-		{UpdateInstanceType, UpdateInstanceRequest{Ref: ref, Patch: store.InstancePatch{Weight: &weight, Cluster: &cluster, Metadata: &md}}},
-		{UpsertClusterType, UpsertClusterRequest{Cluster: store.Cluster{Namespace: "dev", Group: "g1", Service: "orders", Name: "c1",
-			HealthCheck: store.HealthCheck{Type: store.CheckHTTP, Headers: map[string]string{"a": "b"}, ExpectedStatus: []int{200}}}}},
-		{SetHealthType, SetHealthRequest{Updates: []store.HealthUpdate{{Ref: ref, Epoch: 3, Healthy: false}, {Ref: ref, Epoch: 9}}}},
+		{UpdateInstanceType, UpdateInstanceRequest{Ref: ref, Patch: model.InstancePatch{Weight: &weight, Cluster: &cluster, Metadata: &md}}},
+		{UpsertClusterType, UpsertClusterRequest{Cluster: model.Cluster{Namespace: "dev", Group: "g1", Service: "orders", Name: "c1",
+			HealthCheck: model.HealthCheck{Type: model.CheckHTTP, Headers: map[string]string{"a": "b"}, ExpectedStatus: []int{200}}}}},
+		{SetHealthType, SetHealthRequest{Updates: []model.HealthUpdate{{Ref: ref, Epoch: 3, Healthy: false}, {Ref: ref, Epoch: 9}}}},
 		{DeleteServiceType, DeleteServiceRequest{Key: testKey}},
 		{DeleteNamespaceType, DeleteNamespaceRequest{ID: "dev"}},
-		{UpsertServiceType, UpsertServiceRequest{Service: store.Service{Namespace: "dev", Group: "g1", Name: "orders", ProtectThreshold: 0.5}}},
+		{UpsertServiceType, UpsertServiceRequest{Service: model.Service{Namespace: "dev", Group: "g1", Name: "orders", ProtectThreshold: 0.5}}},
 	}
 	for _, e := range extra {
 		b, err := Encode(e.t, e.msg)
@@ -208,20 +209,20 @@ func fuzzFSM(t *testing.T) *FSM {
 	f := mustNewFSM(t)
 	weight := 3.0
 	md := map[string]string{"zone": "b"}
-	none := store.Cluster{Namespace: "dev", Group: "g1", Service: "orders", Name: "manual",
-		HealthCheck: store.HealthCheck{Type: store.CheckNone}}
+	none := model.Cluster{Namespace: "dev", Group: "g1", Service: "orders", Name: "manual",
+		HealthCheck: model.HealthCheck{Type: model.CheckNone}}
 	manual := testInstance("127.100.0.9", 9)
 	manual.Cluster = "manual"
 	applyOK(t, f,
-		cmdLog(t, 1, UpsertNamespaceType, UpsertNamespaceRequest{Namespace: store.Namespace{ID: "empty"}}),
+		cmdLog(t, 1, UpsertNamespaceType, UpsertNamespaceRequest{Namespace: model.Namespace{ID: "empty"}}),
 		cmdLog(t, 2, RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance("127.100.0.1", 8080)}),
 		cmdLog(t, 3, RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance("fe80::1", 80)}),
 		cmdLog(t, 4, UpsertClusterType, UpsertClusterRequest{Cluster: none}),
 		cmdLog(t, 5, RegisterInstanceType, RegisterInstanceRequest{Instance: manual}),
 		cmdLog(t, 6, UpdateInstanceType, UpdateInstanceRequest{Ref: testInstance("127.100.0.1", 8080).Ref(),
-			Patch: store.InstancePatch{Weight: &weight, Metadata: &md}}),
-		cmdLog(t, 7, UpsertServiceType, UpsertServiceRequest{Service: store.Service{Namespace: "dev", Group: "g1", Name: "idle"}}),
-		cmdLog(t, 8, UpsertMemberType, UpsertMemberRequest{Member: store.Member{ID: "n1", RaftAddr: "127.100.0.1:7848", HTTPAddr: "127.100.0.1:8848"}}),
+			Patch: model.InstancePatch{Weight: &weight, Metadata: &md}}),
+		cmdLog(t, 7, UpsertServiceType, UpsertServiceRequest{Service: model.Service{Namespace: "dev", Group: "g1", Name: "idle"}}),
+		cmdLog(t, 8, UpsertMemberType, UpsertMemberRequest{Member: model.Member{ID: "n1", RaftAddr: "127.100.0.1:7848", HTTPAddr: "127.100.0.1:8848"}}),
 	)
 	return f
 }
@@ -235,15 +236,15 @@ func checkStateInvariants(t *testing.T, s *store.Store) {
 	limits := s.Limits()
 	namespaces := map[string]bool{}
 	for _, ns := range st.Namespaces {
-		if err := store.ValidateNamespaceRecord(ns); err != nil {
+		if err := model.ValidateNamespaceRecord(ns); err != nil {
 			t.Fatalf("stored namespace %+v is invalid: %v", ns, err)
 		}
 		namespaces[ns.ID] = true
 	}
-	if !namespaces[store.DefaultNamespace] {
-		t.Fatalf("namespace %q is gone", store.DefaultNamespace)
+	if !namespaces[model.DefaultNamespace] {
+		t.Fatalf("namespace %q is gone", model.DefaultNamespace)
 	}
-	services := map[store.ServiceKey]bool{}
+	services := map[model.ServiceKey]bool{}
 	for _, svc := range st.Services {
 		if err := limits.ValidateService(svc); err != nil {
 			t.Fatalf("stored service %+v is invalid: %v", svc, err)
@@ -258,7 +259,7 @@ func checkStateInvariants(t *testing.T, s *store.Store) {
 		if err := limits.ValidateCluster(c); err != nil {
 			t.Fatalf("stored cluster %+v is invalid: %v", c, err)
 		}
-		key := store.ServiceKey{Namespace: c.Namespace, Group: c.Group, Service: c.Service}
+		key := model.ServiceKey{Namespace: c.Namespace, Group: c.Group, Service: c.Service}
 		if !services[key] {
 			t.Fatalf("cluster %s of %v has no service", c.Name, key)
 		}
@@ -276,7 +277,7 @@ func checkStateInvariants(t *testing.T, s *store.Store) {
 		}
 	}
 	for _, m := range st.Members {
-		if err := store.ValidateMember(m); err != nil {
+		if err := model.ValidateMember(m); err != nil {
 			t.Fatalf("stored member %+v is invalid: %v", m, err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -44,12 +45,12 @@ func configLog(idx uint64) *raft.Log {
 	return &raft.Log{Index: idx, Term: 1, Type: raft.LogConfiguration, Data: []byte{0}}
 }
 
-var testKey = store.ServiceKey{Namespace: "dev", Group: "g1", Service: "orders"}
+var testKey = model.ServiceKey{Namespace: "dev", Group: "g1", Service: "orders"}
 
-func testInstance(ip string, port int) store.Instance {
-	return store.Instance{
+func testInstance(ip string, port int) model.Instance {
+	return model.Instance{
 		Namespace: testKey.Namespace, Group: testKey.Group, Service: testKey.Service,
-		IP: ip, Port: port, Cluster: store.DefaultCluster, Weight: 1, Enabled: true, Healthy: true,
+		IP: ip, Port: port, Cluster: model.DefaultCluster, Weight: 1, Enabled: true, Healthy: true,
 	}
 }
 

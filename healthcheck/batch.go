@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // markDirty queues a target's transition; the batch window opens with the first one.
@@ -67,9 +67,9 @@ func (p *Prober) submit(ctx context.Context, now time.Time) {
 	if len(items) == 0 {
 		return
 	}
-	ups := make([]store.HealthUpdate, len(items))
+	ups := make([]model.HealthUpdate, len(items))
 	for i, it := range items {
-		ups[i] = store.HealthUpdate{Ref: it.t.ref, Epoch: it.t.epoch, Healthy: it.healthy}
+		ups[i] = model.HealthUpdate{Ref: it.t.ref, Epoch: it.t.epoch, Healthy: it.healthy}
 	}
 	p.submitting = true
 	p.wg.Go(func() { p.submitUpdates(ctx, items, ups) })

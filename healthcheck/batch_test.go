@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // failAll marks every instance's address down.
-func (e *fakeEnv) failAll(ins []store.Instance) {
+func (e *fakeEnv) failAll(ins []model.Instance) {
 	for _, in := range ins {
 		e.net.setDown(in.Addr(), true)
 	}
@@ -216,10 +216,10 @@ func TestProber_LeavesCommitOfReSpecifiedInstanceToFeed(t *testing.T) {
 		e.clk.Advance(e.cfg.FlushInterval)
 		return len(entered) == 1
 	})
-	e.src.setCheck(testSvc, store.DefaultCluster, store.HealthCheck{Type: store.CheckNone}, true)
+	e.src.setCheck(testSvc, model.DefaultCluster, model.HealthCheck{Type: model.CheckNone}, true)
 	waitFor(t, 5*time.Second, "NONE applied", func() bool {
 		r, _ := resultFor(p, in.IP, in.Port)
-		return r.CheckType == store.CheckNone
+		return r.CheckType == model.CheckNone
 	})
 	close(release)
 	waitFor(t, 5*time.Second, "submission done", func() bool { return queueIdle(p) && len(e.app.snapshot()) == 1 })
@@ -234,7 +234,7 @@ func TestProber_SubmitPathChecksContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	ref := inst("127.100.0.1", 80, true).Ref()
-	p.submitUpdates(ctx, nil, []store.HealthUpdate{{Ref: ref, Epoch: 1}})
+	p.submitUpdates(ctx, nil, []model.HealthUpdate{{Ref: ref, Epoch: 1}})
 	r := <-p.submitted
 	if !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("submission error = %v, want context.Canceled", r.err)

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 const (
@@ -27,20 +27,20 @@ const (
 // spec is a cluster's health-check spec prepared for probing. It is immutable once built
 // and shared by the cluster's targets.
 type spec struct {
-	hc       store.HealthCheck // with defaults applied
+	hc       model.HealthCheck // with defaults applied
 	interval time.Duration
 	timeout  time.Duration
 	header   http.Header // the configured headers plus User-Agent, minus Host
 	host     string      // a configured Host header
 }
 
-func newSpec(hc store.HealthCheck) *spec {
+func newSpec(hc model.HealthCheck) *spec {
 	hc = hc.WithDefaults()
 	s := &spec{hc: hc, interval: max(hc.Interval.D(), minInterval), timeout: hc.Timeout.D()}
 	if s.timeout <= 0 || s.timeout > s.interval {
 		s.timeout = s.interval
 	}
-	if hc.Type == store.CheckHTTP {
+	if hc.Type == model.CheckHTTP {
 		s.header = make(http.Header, len(hc.Headers)+1)
 		for k, v := range hc.Headers {
 			if strings.EqualFold(k, "Host") {
@@ -58,7 +58,7 @@ func newSpec(hc store.HealthCheck) *spec {
 
 // probed reports whether instances under this spec are probed (TCP or HTTP). Unknown
 // types are treated as NONE: health stays what the API set.
-func (s *spec) probed() bool { return s.hc.Type == store.CheckTCP || s.hc.Type == store.CheckHTTP }
+func (s *spec) probed() bool { return s.hc.Type == model.CheckTCP || s.hc.Type == model.CheckHTTP }
 
 // equal reports whether two specs probe the same way.
 func (s *spec) equal(o *spec) bool {
@@ -86,7 +86,7 @@ func (s *spec) equal(o *spec) bool {
 
 // probeAddr is the host:port a probe connects to: the spec's port unless it is 0, then
 // the instance's own. IPv6 addresses are bracketed; DNS names are resolved at dial time.
-func probeAddr(ref store.InstanceRef, s *spec) string {
+func probeAddr(ref model.InstanceRef, s *spec) string {
 	port := ref.Port
 	if s.hc.Port != 0 {
 		port = s.hc.Port
@@ -168,9 +168,9 @@ func (c *checker) probe(ctx context.Context, s *spec, addr, rawURL string) outco
 	start := time.Now()
 	var o outcome
 	switch s.hc.Type {
-	case store.CheckTCP:
+	case model.CheckTCP:
 		o = c.probeTCP(ctx, addr)
-	case store.CheckHTTP:
+	case model.CheckHTTP:
 		o = c.probeHTTP(ctx, s, addr, rawURL)
 	default:
 		o = outcome{class: OutcomeError, err: fmt.Sprintf("check type %q is not probed", s.hc.Type)}

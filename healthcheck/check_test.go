@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 func mustNewChecker(t *testing.T, cfg Config) *checker {
@@ -25,8 +25,8 @@ func mustNewChecker(t *testing.T, cfg Config) *checker {
 }
 
 func httpSpec(path string, expected []int, headers map[string]string, timeout time.Duration) *spec {
-	return newSpec(store.HealthCheck{Type: store.CheckHTTP, Path: path, ExpectedStatus: expected,
-		Headers: headers, Interval: store.Duration(10 * time.Second), Timeout: store.Duration(timeout), Rise: 1, Fall: 1})
+	return newSpec(model.HealthCheck{Type: model.CheckHTTP, Path: path, ExpectedStatus: expected,
+		Headers: headers, Interval: model.Duration(10 * time.Second), Timeout: model.Duration(timeout), Rise: 1, Fall: 1})
 }
 
 // probeServer probes srv's URL + path.
@@ -211,8 +211,8 @@ func TestTCPProbe_TimesOutOnSilentDial(t *testing.T) {
 		return nil, ctx.Err()
 	}
 	c := mustNewChecker(t, Config{Dial: hang})
-	sp := newSpec(store.HealthCheck{Type: store.CheckTCP, Interval: store.Duration(time.Second),
-		Timeout: store.Duration(150 * time.Millisecond), Rise: 1, Fall: 1})
+	sp := newSpec(model.HealthCheck{Type: model.CheckTCP, Interval: model.Duration(time.Second),
+		Timeout: model.Duration(150 * time.Millisecond), Rise: 1, Fall: 1})
 	o := c.probe(context.Background(), sp, "192.0.2.1:80", "")
 	if o.ok {
 		t.Fatal("probe succeeded")
@@ -226,14 +226,14 @@ func TestTCPProbe_TimesOutOnSilentDial(t *testing.T) {
 }
 
 func TestProbeAddr_PortAndAddressForms(t *testing.T) {
-	ref := func(ip string, port int) store.InstanceRef {
-		return store.InstanceRef{Namespace: "public", Group: "G", Service: "s", IP: ip, Port: port}
+	ref := func(ip string, port int) model.InstanceRef {
+		return model.InstanceRef{Namespace: "public", Group: "G", Service: "s", IP: ip, Port: port}
 	}
-	own := newSpec(store.HealthCheck{Type: store.CheckHTTP, Path: "/hz"})
-	other := newSpec(store.HealthCheck{Type: store.CheckTCP, Port: 9090})
+	own := newSpec(model.HealthCheck{Type: model.CheckHTTP, Path: "/hz"})
+	other := newSpec(model.HealthCheck{Type: model.CheckTCP, Port: 9090})
 	tests := []struct {
 		name string
-		ref  store.InstanceRef
+		ref  model.InstanceRef
 		sp   *spec
 		want string
 	}{
@@ -272,7 +272,7 @@ func TestTCPProbe_ResolvesDNSNames(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	c := mustNewChecker(t, Config{})
 	sp := newSpec(tcpCheck(4*time.Second, 1, 1))
-	addr := probeAddr(store.InstanceRef{IP: "localhost", Port: port}, sp)
+	addr := probeAddr(model.InstanceRef{IP: "localhost", Port: port}, sp)
 	if o := c.probe(context.Background(), sp, addr, ""); !o.ok {
 		t.Fatalf("probe of %s failed: %s", addr, o.err)
 	}
@@ -292,7 +292,7 @@ func TestHTTPProbe_ReachesIPv6Loopback(t *testing.T) {
 	t.Cleanup(srv.Close)
 	c := mustNewChecker(t, Config{})
 	sp := httpSpec("/", nil, nil, 2*time.Second)
-	addr := probeAddr(store.InstanceRef{IP: "::1", Port: ln.Addr().(*net.TCPAddr).Port}, sp)
+	addr := probeAddr(model.InstanceRef{IP: "::1", Port: ln.Addr().(*net.TCPAddr).Port}, sp)
 	if o := c.probe(context.Background(), sp, addr, probeURL(addr, sp)); !o.ok {
 		t.Fatalf("probe of %s failed: %s", addr, o.err)
 	}

@@ -13,34 +13,35 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-var testSvc = store.ServiceKey{Namespace: "public", Group: "DEFAULT_GROUP", Service: "svc"}
+var testSvc = model.ServiceKey{Namespace: "public", Group: "DEFAULT_GROUP", Service: "svc"}
 
 // inst is an instance of testSvc's DEFAULT cluster.
-func inst(ip string, port int, healthy bool) store.Instance {
-	return store.Instance{
+func inst(ip string, port int, healthy bool) model.Instance {
+	return model.Instance{
 		Namespace: testSvc.Namespace, Group: testSvc.Group, Service: testSvc.Service,
-		IP: ip, Port: port, Cluster: store.DefaultCluster, Weight: 1, Enabled: true, Healthy: healthy,
+		IP: ip, Port: port, Cluster: model.DefaultCluster, Weight: 1, Enabled: true, Healthy: healthy,
 	}
 }
 
 // tcpCheck is a TCP spec with the given interval and rise/fall.
-func tcpCheck(interval time.Duration, rise, fall int) store.HealthCheck {
-	return store.HealthCheck{Type: store.CheckTCP, Interval: store.Duration(interval),
-		Timeout: store.Duration(interval / 2), Rise: rise, Fall: fall}
+func tcpCheck(interval time.Duration, rise, fall int) model.HealthCheck {
+	return model.HealthCheck{Type: model.CheckTCP, Interval: model.Duration(interval),
+		Timeout: model.Duration(interval / 2), Rise: rise, Fall: fall}
 }
 
 // fakeSource is an in-memory Source whose writes emit change-feed events.
 type fakeSource struct {
 	mu        sync.Mutex
 	index     uint64
-	instances map[store.InstanceRef]store.Instance
-	checks    map[clusterKey]store.HealthCheck
+	instances map[model.InstanceRef]model.Instance
+	checks    map[clusterKey]model.HealthCheck
 	subs      []chan []store.Event
 	scanErr   error
 	scans     int
@@ -48,23 +49,23 @@ type fakeSource struct {
 
 func newFakeSource() *fakeSource {
 	return &fakeSource{
-		instances: make(map[store.InstanceRef]store.Instance),
-		checks:    make(map[clusterKey]store.HealthCheck),
+		instances: make(map[model.InstanceRef]model.Instance),
+		checks:    make(map[clusterKey]model.HealthCheck),
 	}
 }
 
-func (s *fakeSource) ForEachInstance(fn func(store.Instance, store.HealthCheck) bool) error {
+func (s *fakeSource) ForEachInstance(fn func(model.Instance, model.HealthCheck) bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.scans++
 	if s.scanErr != nil {
 		return s.scanErr
 	}
-	refs := make([]store.InstanceRef, 0, len(s.instances))
+	refs := make([]model.InstanceRef, 0, len(s.instances))
 	for r := range s.instances {
 		refs = append(refs, r)
 	}
-	slices.SortFunc(refs, func(a, b store.InstanceRef) int {
+	slices.SortFunc(refs, func(a, b model.InstanceRef) int {
 		return cmpString(fmt.Sprint(a), fmt.Sprint(b))
 	})
 	for _, r := range refs {
@@ -101,21 +102,21 @@ func (s *fakeSource) Subscribe(buffer int) (<-chan []store.Event, func()) {
 }
 
 // Cluster makes fakeSource a ClusterSource.
-func (s *fakeSource) Cluster(_ *store.WatchSet, key store.ServiceKey, name string) (uint64, store.Cluster, error) {
+func (s *fakeSource) Cluster(_ *store.WatchSet, key model.ServiceKey, name string) (uint64, model.Cluster, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	hc, ok := s.checks[clusterKey{key, name}]
 	if !ok {
-		return 0, store.Cluster{}, store.ErrNotFound
+		return 0, model.Cluster{}, model.ErrNotFound
 	}
-	return s.index, store.Cluster{Namespace: key.Namespace, Group: key.Group, Service: key.Service, Name: name, HealthCheck: hc}, nil
+	return s.index, model.Cluster{Namespace: key.Namespace, Group: key.Group, Service: key.Service, Name: name, HealthCheck: hc}, nil
 }
 
-func (s *fakeSource) checkLocked(k clusterKey) store.HealthCheck {
+func (s *fakeSource) checkLocked(k clusterKey) model.HealthCheck {
 	if hc, ok := s.checks[k]; ok {
 		return hc
 	}
-	return store.DefaultHealthCheck()
+	return model.DefaultHealthCheck()
 }
 
 func (s *fakeSource) emitLocked(evs ...store.Event) {
@@ -132,13 +133,13 @@ func (s *fakeSource) emit(evs ...store.Event) {
 }
 
 // setCheck sets a cluster's spec, emitting EventClusterUpsert when emit is true.
-func (s *fakeSource) setCheck(svc store.ServiceKey, cluster string, hc store.HealthCheck, emit bool) {
+func (s *fakeSource) setCheck(svc model.ServiceKey, cluster string, hc model.HealthCheck, emit bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.index++
 	s.checks[clusterKey{svc, cluster}] = hc
 	if emit {
-		s.emitLocked(store.Event{Kind: store.EventClusterUpsert, Cluster: store.Cluster{
+		s.emitLocked(store.Event{Kind: store.EventClusterUpsert, Cluster: model.Cluster{
 			Namespace: svc.Namespace, Group: svc.Group, Service: svc.Service, Name: cluster,
 			HealthCheck: hc, ModifyIndex: s.index,
 		}})
@@ -147,7 +148,7 @@ func (s *fakeSource) setCheck(svc store.ServiceKey, cluster string, hc store.Hea
 
 // register creates (new epoch) or replaces an instance like the store does, emitting
 // EventInstanceUpsert when emit is true. It returns the stored instance.
-func (s *fakeSource) register(in store.Instance, emit bool) store.Instance {
+func (s *fakeSource) register(in model.Instance, emit bool) model.Instance {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.index++
@@ -166,7 +167,7 @@ func (s *fakeSource) register(in store.Instance, emit bool) store.Instance {
 
 // deregister removes an instance, emitting EventInstanceDelete (with the instance's
 // last state, as the store does) when emit is true.
-func (s *fakeSource) deregister(ref store.InstanceRef, emit bool) {
+func (s *fakeSource) deregister(ref model.InstanceRef, emit bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.index++
@@ -179,7 +180,7 @@ func (s *fakeSource) deregister(ref store.InstanceRef, emit bool) {
 
 // setHealth applies a SetHealth command like the store: updates of a missing instance
 // or another epoch, or to the current state, are skipped.
-func (s *fakeSource) setHealth(ups []store.HealthUpdate) uint64 {
+func (s *fakeSource) setHealth(ups []model.HealthUpdate) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.index++
@@ -199,7 +200,7 @@ func (s *fakeSource) setHealth(ups []store.HealthUpdate) uint64 {
 	return s.index
 }
 
-func (s *fakeSource) instance(ref store.InstanceRef) store.Instance {
+func (s *fakeSource) instance(ref model.InstanceRef) model.Instance {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.instances[ref]
@@ -250,8 +251,8 @@ func (a *fakeApplier) snapshot() []applyCall {
 }
 
 // updates flattens every recorded update.
-func (a *fakeApplier) updates() []store.HealthUpdate {
-	var out []store.HealthUpdate
+func (a *fakeApplier) updates() []model.HealthUpdate {
+	var out []model.HealthUpdate
 	for _, c := range a.snapshot() {
 		out = append(out, c.req.Updates...)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/store"
 )
@@ -61,7 +62,7 @@ func mustNewStore(t *testing.T) *store.Store {
 	return s
 }
 
-func storeHealthy(t *testing.T, s *store.Store, ref store.InstanceRef) bool {
+func storeHealthy(t *testing.T, s *store.Store, ref model.InstanceRef) bool {
 	t.Helper()
 	_, in, err := s.Instance(nil, ref)
 	if err != nil {
@@ -73,13 +74,13 @@ func storeHealthy(t *testing.T, s *store.Store, ref store.InstanceRef) bool {
 func TestProber_WithStoreAndFSM(t *testing.T) {
 	st := mustNewStore(t)
 	app := &fsmApplier{f: fsm.New(st, nil)}
-	cluster := func(name string, hc store.HealthCheck) fsm.UpsertClusterRequest {
-		return fsm.UpsertClusterRequest{Cluster: store.Cluster{Namespace: testSvc.Namespace, Group: testSvc.Group,
+	cluster := func(name string, hc model.HealthCheck) fsm.UpsertClusterRequest {
+		return fsm.UpsertClusterRequest{Cluster: model.Cluster{Namespace: testSvc.Namespace, Group: testSvc.Group,
 			Service: testSvc.Service, Name: name, HealthCheck: hc}}
 	}
-	app.mustApply(t, fsm.UpsertClusterType, cluster(store.DefaultCluster, tcpCheck(time.Second, 1, 1)))
-	app.mustApply(t, fsm.UpsertClusterType, cluster("manual", store.HealthCheck{Type: store.CheckNone,
-		Interval: store.Duration(time.Second), Timeout: store.Duration(time.Second / 2), Rise: 1, Fall: 1}))
+	app.mustApply(t, fsm.UpsertClusterType, cluster(model.DefaultCluster, tcpCheck(time.Second, 1, 1)))
+	app.mustApply(t, fsm.UpsertClusterType, cluster("manual", model.HealthCheck{Type: model.CheckNone,
+		Interval: model.Duration(time.Second), Timeout: model.Duration(time.Second / 2), Rise: 1, Fall: 1}))
 	a := inst("127.100.0.1", 8080, false)
 	app.mustApply(t, fsm.RegisterInstanceType, fsm.RegisterInstanceRequest{Instance: a})
 	manual := inst("127.100.0.2", 8080, false)
@@ -104,16 +105,16 @@ func TestProber_WithStoreAndFSM(t *testing.T) {
 		clk.Advance(100 * time.Millisecond)
 		return !storeHealthy(t, st, a.Ref())
 	})
-	if r, _ := resultFor(p, manual.IP, manual.Port); r.CheckType != store.CheckNone || r.Outcome != "" {
+	if r, _ := resultFor(p, manual.IP, manual.Port); r.CheckType != model.CheckNone || r.Outcome != "" {
 		t.Fatalf("NONE instance probed: %+v", r)
 	}
 
 	// A spec change through the log reschedules.
-	app.mustApply(t, fsm.UpsertClusterType, cluster(store.DefaultCluster, store.HealthCheck{Type: store.CheckHTTP,
-		Path: "/hz", Interval: store.Duration(2 * time.Second), Timeout: store.Duration(time.Second), Rise: 1, Fall: 1}))
+	app.mustApply(t, fsm.UpsertClusterType, cluster(model.DefaultCluster, model.HealthCheck{Type: model.CheckHTTP,
+		Path: "/hz", Interval: model.Duration(2 * time.Second), Timeout: model.Duration(time.Second), Rise: 1, Fall: 1}))
 	waitFor(t, 5*time.Second, "HTTP spec applied", func() bool {
 		r, _ := resultFor(p, a.IP, a.Port)
-		return r.CheckType == store.CheckHTTP && r.Target == "http://127.100.0.1:8080/hz"
+		return r.CheckType == model.CheckHTTP && r.Target == "http://127.100.0.1:8080/hz"
 	})
 
 	// An instance registered into a new cluster gets the implicit cluster's spec.
@@ -122,7 +123,7 @@ func TestProber_WithStoreAndFSM(t *testing.T) {
 	app.mustApply(t, fsm.RegisterInstanceType, fsm.RegisterInstanceRequest{Instance: c})
 	waitFor(t, 5*time.Second, "new instance scheduled", func() bool {
 		r, ok := resultFor(p, c.IP, c.Port)
-		return ok && r.CheckType == store.CheckTCP && r.Interval.D() == store.DefaultCheckInterval
+		return ok && r.CheckType == model.CheckTCP && r.Interval.D() == model.DefaultCheckInterval
 	})
 
 	// Deregistration drops the instance.

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"sync"
 
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // Manager runs one Prober per leadership term and serves the results of the current
@@ -61,7 +61,7 @@ func (m *Manager) Run(ctx context.Context) {
 
 // Results returns the current term's results for a service (see Prober.Results), or
 // nil and false when no prober is running on this node.
-func (m *Manager) Results(key store.ServiceKey) ([]Result, bool) {
+func (m *Manager) Results(key model.ServiceKey) ([]Result, bool) {
 	m.mu.Lock()
 	p := m.cur
 	m.mu.Unlock()

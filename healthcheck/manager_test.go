@@ -9,12 +9,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 func TestManager_RunsOneProberPerTerm(t *testing.T) {
 	src := newFakeSource()
-	src.setCheck(testSvc, store.DefaultCluster, tcpCheck(10*time.Second, 2, 3), false)
+	src.setCheck(testSvc, model.DefaultCluster, tcpCheck(10*time.Second, 2, 3), false)
 	in := src.register(inst("127.100.0.1", 8080, true), false)
 	reg := prometheus.NewRegistry()
 	fnet := newFakeNet()
@@ -103,7 +103,7 @@ func TestConfig_Validate(t *testing.T) {
 }
 
 func TestResult_JSON(t *testing.T) {
-	r := Result{IP: "127.100.0.1", Port: 80, CheckType: store.CheckTCP, Interval: store.Duration(5 * time.Second)}
+	r := Result{IP: "127.100.0.1", Port: 80, CheckType: model.CheckTCP, Interval: model.Duration(5 * time.Second)}
 	b, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,7 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // metricFailure is the outcome label of failed probes in roster_health_probes_total
@@ -112,12 +112,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			return nil, err
 		}
 	}
-	m.tcpOK = m.probes.WithLabelValues(string(store.CheckTCP), OutcomeSuccess)
-	m.tcpFail = m.probes.WithLabelValues(string(store.CheckTCP), metricFailure)
-	m.httpOK = m.probes.WithLabelValues(string(store.CheckHTTP), OutcomeSuccess)
-	m.httpFail = m.probes.WithLabelValues(string(store.CheckHTTP), metricFailure)
-	m.tcpLatency = m.latency.WithLabelValues(string(store.CheckTCP))
-	m.httpLatency = m.latency.WithLabelValues(string(store.CheckHTTP))
+	m.tcpOK = m.probes.WithLabelValues(string(model.CheckTCP), OutcomeSuccess)
+	m.tcpFail = m.probes.WithLabelValues(string(model.CheckTCP), metricFailure)
+	m.httpOK = m.probes.WithLabelValues(string(model.CheckHTTP), OutcomeSuccess)
+	m.httpFail = m.probes.WithLabelValues(string(model.CheckHTTP), metricFailure)
+	m.tcpLatency = m.latency.WithLabelValues(string(model.CheckTCP))
+	m.httpLatency = m.latency.WithLabelValues(string(model.CheckHTTP))
 	m.toHealthy = m.transitions.WithLabelValues("healthy")
 	m.toUnhealthy = m.transitions.WithLabelValues("unhealthy")
 	return m, nil
@@ -138,16 +138,16 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 }
 
 // observeProbe counts one finished probe.
-func (m *metrics) observeProbe(t store.CheckType, ok bool, seconds float64) {
+func (m *metrics) observeProbe(t model.CheckType, ok bool, seconds float64) {
 	switch t {
-	case store.CheckTCP:
+	case model.CheckTCP:
 		m.tcpLatency.Observe(seconds)
 		if ok {
 			m.tcpOK.Inc()
 		} else {
 			m.tcpFail.Inc()
 		}
-	case store.CheckHTTP:
+	case model.CheckHTTP:
 		m.httpLatency.Observe(seconds)
 		if ok {
 			m.httpOK.Inc()

@@ -12,9 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rosterhq/roster/model"
 	"golang.org/x/net/dns/dnsmessage"
-
-	"github.com/rosterhq/roster/store"
 )
 
 func mustPolicy(t *testing.T, allow, deny string) Policy {
@@ -115,7 +114,7 @@ func countingListener(t *testing.T, network, addr string) (net.Listener, *atomic
 }
 
 func tcpSpec() *spec {
-	return newSpec(store.HealthCheck{Type: store.CheckTCP, Interval: store.Duration(time.Second), Timeout: store.Duration(time.Second), Rise: 1, Fall: 1})
+	return newSpec(model.HealthCheck{Type: model.CheckTCP, Interval: model.Duration(time.Second), Timeout: model.Duration(time.Second), Rise: 1, Fall: 1})
 }
 
 func TestChecker_DeniedLiteralIsNeverDialed(t *testing.T) {

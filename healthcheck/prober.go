@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -50,8 +51,8 @@ type Prober struct {
 	// Only the Run goroutine writes them.
 	mu      sync.RWMutex
 	running bool
-	targets map[store.InstanceRef]*target
-	bySvc   map[store.ServiceKey]map[store.InstanceRef]*target
+	targets map[model.InstanceRef]*target
+	bySvc   map[model.ServiceKey]map[model.InstanceRef]*target
 
 	// Owned by the Run goroutine (written with mu held where targets are involved).
 	clusters       map[clusterKey]*spec
@@ -75,7 +76,7 @@ type Prober struct {
 }
 
 type clusterKey struct {
-	svc  store.ServiceKey
+	svc  model.ServiceKey
 	name string
 }
 
@@ -83,7 +84,7 @@ type probeResult struct {
 	t    *target
 	gen  uint64
 	at   time.Time // when the probe started (Config.Clock)
-	kind store.CheckType
+	kind model.CheckType
 	out  outcome
 }
 
@@ -128,8 +129,8 @@ func newProber(cfg Config, src Source, app Applier, logger *slog.Logger, met *me
 		log:       logger,
 		met:       met,
 		check:     newChecker(cfg),
-		targets:   make(map[store.InstanceRef]*target),
-		bySvc:     make(map[store.ServiceKey]map[store.InstanceRef]*target),
+		targets:   make(map[model.InstanceRef]*target),
+		bySvc:     make(map[model.ServiceKey]map[model.InstanceRef]*target),
 		clusters:  make(map[clusterKey]*spec),
 		jobs:      make(chan probeJob, cfg.MaxConcurrent),
 		results:   make(chan probeResult, cfg.MaxConcurrent),
@@ -166,7 +167,7 @@ func (p *Prober) Run(ctx context.Context) {
 // Results returns the prober's view of every instance of the service, sorted by
 // (IP, Port), and whether the prober is running (its initial scan done, Run not ended).
 // A service the prober does not know yields an empty slice.
-func (p *Prober) Results(key store.ServiceKey) ([]Result, bool) {
+func (p *Prober) Results(key model.ServiceKey) ([]Result, bool) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if !p.running {
@@ -404,8 +405,8 @@ func (p *Prober) nextGen() uint64 {
 	return p.gen
 }
 
-func refString(r store.InstanceRef) string {
-	return r.ServiceKey().String() + "/" + store.JoinAddr(r.IP, r.Port)
+func refString(r model.InstanceRef) string {
+	return r.ServiceKey().String() + "/" + model.JoinAddr(r.IP, r.Port)
 }
 
 // randomPhase is a first due time uniformly spread inside one interval from now.
@@ -415,7 +416,7 @@ func randomPhase(now time.Time, iv time.Duration) time.Time {
 
 // submitUpdates is the body of the submission goroutine: it never calls Apply once
 // ctx is done.
-func (p *Prober) submitUpdates(ctx context.Context, items []batchItem, ups []store.HealthUpdate) {
+func (p *Prober) submitUpdates(ctx context.Context, items []batchItem, ups []model.HealthUpdate) {
 	r := submitResult{items: items}
 	if r.err = ctx.Err(); r.err == nil {
 		r.index, r.err = p.app.Apply(ctx, fsm.SetHealthType, fsm.SetHealthRequest{Updates: ups})

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -18,17 +19,17 @@ type fakeEnv struct {
 	cfg Config
 }
 
-func newFakeEnv(hc store.HealthCheck) *fakeEnv {
+func newFakeEnv(hc model.HealthCheck) *fakeEnv {
 	e := &fakeEnv{src: newFakeSource(), net: newFakeNet(), clk: newFakeClock()}
 	e.app = &fakeApplier{src: e.src}
-	e.src.setCheck(testSvc, store.DefaultCluster, hc, false)
+	e.src.setCheck(testSvc, model.DefaultCluster, hc, false)
 	e.cfg = Config{Clock: e.clk, Dial: e.net.dial, FlushInterval: DefaultFlushInterval}
 	return e
 }
 
 // addInstances registers n instances 10.0.x.y:8080 and returns them.
-func (e *fakeEnv) addInstances(n int, healthy bool) []store.Instance {
-	out := make([]store.Instance, n)
+func (e *fakeEnv) addInstances(n int, healthy bool) []model.Instance {
+	out := make([]model.Instance, n)
 	for i := range out {
 		out[i] = e.src.register(inst("127.100."+strconv.Itoa(i/250)+"."+strconv.Itoa(i%250+1), 8080, healthy), false)
 	}
@@ -109,13 +110,13 @@ func TestProber_ReschedulesOnClusterChange(t *testing.T) {
 	e.net.blockDials()
 	e.clk.Advance(interval)
 	waitFor(t, 5*time.Second, "probe in flight", func() bool { _, cur, _ := e.net.stats(); return cur == 1 })
-	hc := store.HealthCheck{Type: store.CheckHTTP, Path: "/hz", Port: 9000, Interval: store.Duration(20 * time.Second),
-		Timeout: store.Duration(time.Second), Rise: 1, Fall: 2}
+	hc := model.HealthCheck{Type: model.CheckHTTP, Path: "/hz", Port: 9000, Interval: model.Duration(20 * time.Second),
+		Timeout: model.Duration(time.Second), Rise: 1, Fall: 2}
 	now := e.clk.Now()
-	e.src.setCheck(testSvc, store.DefaultCluster, hc, true)
+	e.src.setCheck(testSvc, model.DefaultCluster, hc, true)
 	waitFor(t, 5*time.Second, "new spec applied", func() bool {
 		r, _ := resultFor(p, in.IP, in.Port)
-		return r.CheckType == store.CheckHTTP
+		return r.CheckType == model.CheckHTTP
 	})
 	e.net.unblock()
 	waitFor(t, 5*time.Second, "the old spec's result discarded", func() bool {
@@ -138,7 +139,7 @@ func TestProber_ReschedulesOnClusterChange(t *testing.T) {
 		r, _ := resultFor(p, in.IP, in.Port)
 		return r.ConsecutiveFailures == 1
 	})
-	e.src.setCheck(testSvc, store.DefaultCluster, hc, true)
+	e.src.setCheck(testSvc, model.DefaultCluster, hc, true)
 	marker := e.src.register(inst("127.109.9.9", 1, true), true)
 	waitFor(t, 5*time.Second, "events processed", func() bool { _, ok := resultFor(p, marker.IP, marker.Port); return ok })
 	if r, _ := resultFor(p, in.IP, in.Port); r.ConsecutiveFailures != 1 {
@@ -146,10 +147,10 @@ func TestProber_ReschedulesOnClusterChange(t *testing.T) {
 	}
 
 	// Switching to NONE stops probing.
-	e.src.setCheck(testSvc, store.DefaultCluster, store.HealthCheck{Type: store.CheckNone}, true)
+	e.src.setCheck(testSvc, model.DefaultCluster, model.HealthCheck{Type: model.CheckNone}, true)
 	waitFor(t, 5*time.Second, "NONE applied", func() bool {
 		r, _ := resultFor(p, in.IP, in.Port)
-		return r.CheckType == store.CheckNone
+		return r.CheckType == model.CheckNone
 	})
 	dials, _, _ := e.net.stats()
 	e.clk.Advance(time.Minute)
@@ -163,13 +164,13 @@ func TestProber_ReschedulesOnClusterChange(t *testing.T) {
 func TestProber_LearnsSpecOfClusterWithoutInstances(t *testing.T) {
 	e := newFakeEnv(tcpCheck(10*time.Second, 2, 3))
 	// The cluster exists with a NONE spec but had no instances at the scan.
-	e.src.setCheck(testSvc, "manual", store.HealthCheck{Type: store.CheckNone}, false)
+	e.src.setCheck(testSvc, "manual", model.HealthCheck{Type: model.CheckNone}, false)
 	p, _ := e.start(t)
 	in := inst("127.100.0.7", 80, true)
 	in.Cluster = "manual"
 	e.src.register(in, true)
 	waitFor(t, 5*time.Second, "instance seen", func() bool { _, ok := resultFor(p, in.IP, in.Port); return ok })
-	if r, _ := resultFor(p, in.IP, in.Port); r.CheckType != store.CheckNone {
+	if r, _ := resultFor(p, in.IP, in.Port); r.CheckType != model.CheckNone {
 		t.Fatalf("instance of a NONE cluster scheduled as %s", r.CheckType)
 	}
 }

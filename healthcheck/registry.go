@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"time"
 
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -12,11 +13,11 @@ import (
 // counters and phase. On error nothing changes.
 func (p *Prober) rescan(now time.Time) error {
 	type item struct {
-		in store.Instance
-		hc store.HealthCheck
+		in model.Instance
+		hc model.HealthCheck
 	}
 	var items []item
-	err := p.src.ForEachInstance(func(in store.Instance, hc store.HealthCheck) bool {
+	err := p.src.ForEachInstance(func(in model.Instance, hc model.HealthCheck) bool {
 		items = append(items, item{in, hc})
 		return true
 	})
@@ -25,7 +26,7 @@ func (p *Prober) rescan(now time.Time) error {
 	}
 	old := p.clusters
 	p.clusters = make(map[clusterKey]*spec, len(old))
-	seen := make(map[store.InstanceRef]struct{}, len(items))
+	seen := make(map[model.InstanceRef]struct{}, len(items))
 	for _, it := range items {
 		k := clusterKey{it.in.ServiceKey(), it.in.Cluster}
 		sp := p.clusters[k]
@@ -101,7 +102,7 @@ func (p *Prober) specForInstance(ev store.Event) *spec {
 
 // lookupHealthCheck reads a cluster's spec from the source when it can, else assumes
 // the spec of an implicitly created cluster.
-func (p *Prober) lookupHealthCheck(k clusterKey) store.HealthCheck {
+func (p *Prober) lookupHealthCheck(k clusterKey) model.HealthCheck {
 	if cs, ok := p.src.(ClusterSource); ok {
 		_, c, err := cs.Cluster(nil, k.svc, k.name)
 		if err == nil {
@@ -109,14 +110,14 @@ func (p *Prober) lookupHealthCheck(k clusterKey) store.HealthCheck {
 		}
 		p.log.Debug("health prober: cluster lookup failed", "service", k.svc.String(), "cluster", k.name, "err", err)
 	}
-	return store.DefaultHealthCheck()
+	return model.DefaultHealthCheck()
 }
 
 // upsert adds or refreshes the target of an instance. authoritative marks a value read
 // from the source now (a rescan); otherwise it comes from the change feed and may be
 // older than what the prober knows: the feed replays commits made between Subscribe and
 // the initial scan.
-func (p *Prober) upsert(in store.Instance, sp *spec, now time.Time, authoritative bool) {
+func (p *Prober) upsert(in model.Instance, sp *spec, now time.Time, authoritative bool) {
 	ref := in.Ref()
 	t := p.targets[ref]
 	if t != nil && t.epoch != in.CreateIndex {
@@ -150,7 +151,7 @@ func (p *Prober) upsert(in store.Instance, sp *spec, now time.Time, authoritativ
 
 // add creates the target of a newly seen instance (or a new epoch): committed health as
 // stored, counters at zero, first probe at a random point of its interval.
-func (p *Prober) add(in store.Instance, sp *spec, now time.Time) {
+func (p *Prober) add(in model.Instance, sp *spec, now time.Time) {
 	ref := in.Ref()
 	t := &target{
 		ref:       ref,
@@ -165,7 +166,7 @@ func (p *Prober) add(in store.Instance, sp *spec, now time.Time) {
 	svc := ref.ServiceKey()
 	m := p.bySvc[svc]
 	if m == nil {
-		m = make(map[store.InstanceRef]*target)
+		m = make(map[model.InstanceRef]*target)
 		p.bySvc[svc] = m
 	}
 	m[ref] = t
@@ -178,7 +179,7 @@ func (p *Prober) reset(t *target, sp *spec, now time.Time) {
 	t.spec = sp
 	t.addr = probeAddr(t.ref, sp)
 	t.url = ""
-	if sp.hc.Type == store.CheckHTTP {
+	if sp.hc.Type == model.CheckHTTP {
 		t.url = probeURL(t.addr, sp)
 	}
 	t.gen = p.nextGen()
@@ -214,8 +215,8 @@ func (p *Prober) remove(t *target) {
 }
 
 // clusterChanged records a cluster's spec and restarts the instances whose spec changed.
-func (p *Prober) clusterChanged(c store.Cluster, now time.Time) {
-	svc := store.ServiceKey{Namespace: c.Namespace, Group: c.Group, Service: c.Service}
+func (p *Prober) clusterChanged(c model.Cluster, now time.Time) {
+	svc := model.ServiceKey{Namespace: c.Namespace, Group: c.Group, Service: c.Service}
 	k := clusterKey{svc, c.Name}
 	sp := newSpec(c.HealthCheck)
 	if old := p.clusters[k]; old != nil && old.equal(sp) {
@@ -231,7 +232,7 @@ func (p *Prober) clusterChanged(c store.Cluster, now time.Time) {
 
 // serviceDeleted forgets a service's clusters (and instances, which the store has
 // already removed).
-func (p *Prober) serviceDeleted(svc store.ServiceKey) {
+func (p *Prober) serviceDeleted(svc model.ServiceKey) {
 	for k := range p.clusters {
 		if k.svc == svc {
 			delete(p.clusters, k)

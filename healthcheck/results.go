@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/rosterhq/roster/api"
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // Result is the leader's view of one instance: its last probe and its state machine.
@@ -27,11 +27,11 @@ func (t *target) result() Result {
 		ConsecutiveFailures:  t.st.fail,
 		Rise:                 hc.Rise,
 		Fall:                 hc.Fall,
-		Interval:             store.Duration(t.spec.interval),
+		Interval:             model.Duration(t.spec.interval),
 	}
 	if t.spec.probed() {
 		r.Target = t.addr
-		if hc.Type == store.CheckHTTP {
+		if hc.Type == model.CheckHTTP {
 			r.Target = t.url
 		}
 		r.NextCheck = t.next
@@ -39,7 +39,7 @@ func (t *target) result() Result {
 	if t.last.done {
 		o := t.last.outcome
 		r.LastCheck = t.last.at
-		r.Latency = store.Duration(o.latency)
+		r.Latency = model.Duration(o.latency)
 		r.Outcome = o.class
 		r.Status = o.status
 		r.Error = o.err

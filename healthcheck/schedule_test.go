@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 func TestProber_SpreadsFirstProbesAcrossInterval(t *testing.T) {
@@ -127,7 +127,7 @@ func TestProber_StartsFromCommittedHealth(t *testing.T) {
 	e.net.setDown(down.Addr(), true)
 	p, _ := e.start(t)
 
-	for _, in := range []store.Instance{up, down} {
+	for _, in := range []model.Instance{up, down} {
 		r, _ := resultFor(p, in.IP, in.Port)
 		if r.Healthy != in.Healthy || r.Pending || r.ConsecutiveFailures != 0 || r.ConsecutiveSuccesses != 0 {
 			t.Fatalf("initial view of %s = %+v, want committed health and zero counters", in.IP, r)
@@ -177,8 +177,8 @@ func TestProber_RealListenerRisesAndFalls(t *testing.T) {
 	const interval, timeout, rise, fall = 100 * time.Millisecond, 50 * time.Millisecond, 2, 2
 	src := newFakeSource()
 	app := &fakeApplier{src: src}
-	src.setCheck(testSvc, store.DefaultCluster, store.HealthCheck{Type: store.CheckTCP,
-		Interval: store.Duration(interval), Timeout: store.Duration(timeout), Rise: rise, Fall: fall}, false)
+	src.setCheck(testSvc, model.DefaultCluster, model.HealthCheck{Type: model.CheckTCP,
+		Interval: model.Duration(interval), Timeout: model.Duration(timeout), Rise: rise, Fall: fall}, false)
 	ln := realListener(t)
 	port := ln.Addr().(*net.TCPAddr).Port
 	in := src.register(inst("127.0.0.1", port, false), false)

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -11,7 +12,7 @@ import (
 type Source interface {
 	// ForEachInstance calls fn for every instance with its cluster's health-check spec,
 	// from one consistent view, until fn returns false.
-	ForEachInstance(fn func(in store.Instance, hc store.HealthCheck) bool) error
+	ForEachInstance(fn func(in model.Instance, hc model.HealthCheck) bool) error
 	// Subscribe returns the events of each commit, in commit order, and a function
 	// that ends the subscription. After dropped events the feed delivers EventReset.
 	Subscribe(buffer int) (<-chan []store.Event, func())
@@ -27,7 +28,7 @@ type Applier interface {
 // ClusterSource is an optional extension of Source (*store.Store implements it): the
 // prober uses it to learn the spec of a cluster it has not seen yet when an instance
 // is registered into it. Without it such a cluster is assumed to have the spec of an
-// implicitly created cluster (store.DefaultHealthCheck) until its next change event.
+// implicitly created cluster (model.DefaultHealthCheck) until its next change event.
 type ClusterSource interface {
-	Cluster(ws *store.WatchSet, key store.ServiceKey, name string) (uint64, store.Cluster, error)
+	Cluster(ws *store.WatchSet, key model.ServiceKey, name string) (uint64, model.Cluster, error)
 }

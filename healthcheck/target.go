@@ -3,7 +3,7 @@ package healthcheck
 import (
 	"time"
 
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // maxCount caps the consecutive-outcome counters; any value ≥ MaxRiseFall behaves the same.
@@ -41,7 +41,7 @@ func step(s hstate, ok bool, rise, fall int) (hstate, bool) {
 // target is the prober's view of one instance. Fields are written by the Run goroutine
 // with Prober.mu held, so Results can read them under the read lock.
 type target struct {
-	ref     store.InstanceRef
+	ref     model.InstanceRef
 	cluster string
 	epoch   uint64 // the instance's CreateIndex
 	seen    uint64 // highest instance ModifyIndex or SetHealth index known; older events are stale

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -18,7 +19,7 @@ type signalingReader struct {
 	viewed chan struct{}
 }
 
-func (r *signalingReader) ServiceView(ws *store.WatchSet, key store.ServiceKey) (uint64, store.ServiceView, error) {
+func (r *signalingReader) ServiceView(ws *store.WatchSet, key model.ServiceKey) (uint64, store.ServiceView, error) {
 	idx, v, err := r.Reader.ServiceView(ws, key)
 	select {
 	case r.viewed <- struct{}{}:

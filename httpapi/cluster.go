@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -35,8 +36,8 @@ func (s *server) join(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &req); err != nil {
 		return err
 	}
-	m := store.Member{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr}
-	if err := store.ValidateMember(m); err != nil {
+	m := model.Member{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr}
+	if err := model.ValidateMember(m); err != nil {
 		return err
 	}
 	return s.membership(w, r, func(ctx context.Context) error { return s.node.Join(ctx, req) })
@@ -81,8 +82,8 @@ func (s *server) membership(w http.ResponseWriter, r *http.Request, fn func(ctx 
 
 // validateMemberID checks a server id the way the member table does.
 func validateMemberID(id string) error {
-	var ve *store.ValidationError
-	err := store.ValidateMember(store.Member{ID: id, RaftAddr: "127.0.0.1:1"})
+	var ve *model.ValidationError
+	err := model.ValidateMember(model.Member{ID: id, RaftAddr: "127.0.0.1:1"})
 	if errors.As(err, &ve) && ve.Field == "id" {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -16,7 +17,7 @@ func (s *server) listClusters(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	idx, list, err := readValue(s, w, r, func(ws *store.WatchSet) (uint64, []store.Cluster, error) {
+	idx, list, err := readValue(s, w, r, func(ws *store.WatchSet) (uint64, []model.Cluster, error) {
 		return s.store.Clusters(ws, key)
 	})
 	if err != nil {
@@ -32,7 +33,7 @@ func (s *server) getCluster(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	idx, c, err := readValue(s, w, r, func(ws *store.WatchSet) (uint64, store.Cluster, error) {
+	idx, c, err := readValue(s, w, r, func(ws *store.WatchSet) (uint64, model.Cluster, error) {
 		return s.store.Cluster(ws, key, name)
 	})
 	if err != nil {
@@ -57,7 +58,7 @@ func (s *server) putCluster(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	c := store.Cluster{
+	c := model.Cluster{
 		Namespace: key.Namespace, Group: key.Group, Service: key.Service, Name: name,
 		HealthCheck: hc, Metadata: req.Metadata,
 	}
@@ -67,13 +68,13 @@ func (s *server) putCluster(w http.ResponseWriter, r *http.Request) error {
 	return s.apply(w, r, fsm.UpsertClusterType, fsm.UpsertClusterRequest{Cluster: c})
 }
 
-// healthCheckFromSpec turns the wire spec into a validated store.HealthCheck with the
+// healthCheckFromSpec turns the wire spec into a validated model.HealthCheck with the
 // defaults filled in. The type is matched case-insensitively.
-func healthCheckFromSpec(spec *api.HealthCheckSpec) (store.HealthCheck, error) {
-	var hc store.HealthCheck
+func healthCheckFromSpec(spec *api.HealthCheckSpec) (model.HealthCheck, error) {
+	var hc model.HealthCheck
 	if spec != nil {
-		hc = store.HealthCheck{
-			Type:           store.CheckType(strings.ToUpper(strings.TrimSpace(spec.Type))),
+		hc = model.HealthCheck{
+			Type:           model.CheckType(strings.ToUpper(strings.TrimSpace(spec.Type))),
 			Port:           spec.Port,
 			Path:           spec.Path,
 			Headers:        spec.Headers,
@@ -90,11 +91,11 @@ func healthCheckFromSpec(spec *api.HealthCheckSpec) (store.HealthCheck, error) {
 		}
 	}
 	hc = hc.WithDefaults()
-	return hc, store.ValidateHealthCheck(hc)
+	return hc, model.ValidateHealthCheck(hc)
 }
 
 // parseSpecDuration parses a Go duration string ("" is 0: the default).
-func parseSpecDuration(field, v string) (store.Duration, error) {
+func parseSpecDuration(field, v string) (model.Duration, error) {
 	if v == "" {
 		return 0, nil
 	}
@@ -102,5 +103,5 @@ func parseSpecDuration(field, v string) (store.Duration, error) {
 	if err != nil {
 		return 0, invalid(field, "must be a duration such as 5s, got %q", v)
 	}
-	return store.Duration(d), nil
+	return model.Duration(d), nil
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/rosterhq/roster/api"
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // TestParseReadOptions_Table checks ?consistency, ?index and ?wait parsing.
@@ -45,7 +45,7 @@ func TestParseReadOptions_Table(t *testing.T) {
 		t.Run(tc.query, func(t *testing.T) {
 			o, err := s.parseReadOptions(httptest.NewRequest(http.MethodGet, "/?"+tc.query, nil))
 			if tc.field != "" {
-				var ve *store.ValidationError
+				var ve *model.ValidationError
 				if !errors.As(err, &ve) || ve.Field != tc.field {
 					t.Fatalf("err %v, want field %q", err, tc.field)
 				}
@@ -101,7 +101,7 @@ func TestRead_ConsistencyModes(t *testing.T) {
 // with the leader headers, and never forwarded.
 func TestRead_StaleOnFollowerIsLocal(t *testing.T) {
 	// The leader's address is unreachable: forwarding would fail.
-	leader := store.Member{ID: "n1", RaftAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:1"}
+	leader := model.Member{ID: "n1", RaftAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:1"}
 	node := newFollowerNode("n2", &leader)
 	h := mustNew(t, testConfig(node, seededReader()))
 	resp := do(t, h, http.MethodGet, svcPath+"/instances?consistency=stale", nil)

@@ -92,7 +92,7 @@ func decodeJSON(b []byte, out any) error {
 	return nil
 }
 
-// jsonError turns a decoding error into a *store.ValidationError naming the field.
+// jsonError turns a decoding error into a *model.ValidationError naming the field.
 func jsonError(b []byte, out any, err error) error {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/rosterhq/roster/api"
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // TestDecodeJSON_Strict checks strict decoding: each failure is a validation error
@@ -41,7 +41,7 @@ func TestDecodeJSON_Strict(t *testing.T) {
 				}
 				return
 			}
-			var ve *store.ValidationError
+			var ve *model.ValidationError
 			if !errors.As(err, &ve) || ve.Field != tc.field {
 				t.Fatalf("err %v, want a validation error naming %q", err, tc.field)
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -34,7 +35,7 @@ var (
 
 // invalid is a 400 naming the offending field.
 func invalid(field, format string, args ...any) error {
-	return &store.ValidationError{Field: field, Message: fmt.Sprintf(format, args...)}
+	return &model.ValidationError{Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
 // isNotLeader reports whether err says the request was not applied because this node
@@ -51,12 +52,12 @@ func isSentinel(err, target error) bool { return target != nil && errors.Is(err,
 // decides a status code from an error.
 func (s *server) classify(err error) (int, string, string) {
 	e := s.cfg.Errors
-	var ve *store.ValidationError
+	var ve *model.ValidationError
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &ve):
 		return http.StatusBadRequest, api.CodeInvalid, ve.Field
-	case errors.Is(err, store.ErrInvalid):
+	case errors.Is(err, model.ErrInvalid):
 		return http.StatusBadRequest, api.CodeInvalid, ""
 	case errors.As(err, &mbe), errors.Is(err, errBodyTooLarge):
 		return http.StatusRequestEntityTooLarge, api.CodeTooLarge, ""
@@ -64,9 +65,9 @@ func (s *server) classify(err error) (int, string, string) {
 		return http.StatusUnsupportedMediaType, api.CodeUnsupportedMedia, ""
 	case errors.Is(err, errMethodNotAllowed):
 		return http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, ""
-	case errors.Is(err, errRouteNotFound), errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, errRouteNotFound), errors.Is(err, model.ErrNotFound):
 		return http.StatusNotFound, api.CodeNotFound, ""
-	case errors.Is(err, store.ErrConflict):
+	case errors.Is(err, model.ErrConflict):
 		return http.StatusConflict, api.CodeConflict, ""
 	case errors.Is(err, errNoLeader), isSentinel(err, e.NoLeader):
 		return http.StatusServiceUnavailable, api.CodeNoLeader, ""
@@ -91,7 +92,7 @@ func (s *server) classify(err error) (int, string, string) {
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, code, field := s.classify(err)
 	msg := err.Error()
-	var ve *store.ValidationError
+	var ve *model.ValidationError
 	if errors.As(err, &ve) {
 		msg = ve.Message
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -24,10 +25,10 @@ func TestClassify_MapsEveryErrorKind(t *testing.T) {
 		code   string
 		field  string
 	}{
-		{"validation", wrap(&store.ValidationError{Field: "weight", Message: "bad"}), 400, api.CodeInvalid, "weight"},
-		{"invalid sentinel", wrap(store.ErrInvalid), 400, api.CodeInvalid, ""},
-		{"not found", wrap(store.ErrNotFound), 404, api.CodeNotFound, ""},
-		{"conflict", wrap(store.ErrConflict), 409, api.CodeConflict, ""},
+		{"validation", wrap(&model.ValidationError{Field: "weight", Message: "bad"}), 400, api.CodeInvalid, "weight"},
+		{"invalid sentinel", wrap(model.ErrInvalid), 400, api.CodeInvalid, ""},
+		{"not found", wrap(model.ErrNotFound), 404, api.CodeNotFound, ""},
+		{"conflict", wrap(model.ErrConflict), 409, api.CodeConflict, ""},
 		{"max bytes", wrap(&http.MaxBytesError{Limit: 1}), 413, api.CodeTooLarge, ""},
 		{"too large", wrap(errBodyTooLarge), 413, api.CodeTooLarge, ""},
 		{"media type", wrap(errUnsupportedMedia), 415, api.CodeUnsupportedMedia, ""},
@@ -77,8 +78,8 @@ func TestWriteError_AnswersDomainErrorsFromApply(t *testing.T) {
 		status int
 		code   string
 	}{
-		{fmt.Errorf("service has instances: %w", store.ErrConflict), 409, api.CodeConflict},
-		{fmt.Errorf("no instance: %w", store.ErrNotFound), 404, api.CodeNotFound},
+		{fmt.Errorf("service has instances: %w", model.ErrConflict), 409, api.CodeConflict},
+		{fmt.Errorf("no instance: %w", model.ErrNotFound), 404, api.CodeNotFound},
 		{errTestLeadershipLost, 503, api.CodeUnavailable},
 		{errTestTimeout, 504, api.CodeTimeout},
 		{errors.New("disk on fire"), 500, api.CodeInternal},

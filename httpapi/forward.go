@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/rosterhq/roster/api"
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // leaderPoll is how often a request waiting for a leader checks for one.
@@ -122,14 +122,14 @@ func (s *server) forwardTimeout(r *http.Request) time.Duration {
 // awaitLeader returns the leader once one other than this node and exclude is known
 // with an HTTP address, or this node itself when it is the leader and allowSelf is set.
 // It gives up after Config.LeaderHold with errNoLeader.
-func (s *server) awaitLeader(ctx context.Context, exclude string, allowSelf bool) (store.Member, error) {
+func (s *server) awaitLeader(ctx context.Context, exclude string, allowSelf bool) (model.Member, error) {
 	deadline := time.NewTimer(s.cfg.LeaderHold)
 	defer deadline.Stop()
 	tick := time.NewTicker(leaderPoll)
 	defer tick.Stop()
 	for {
 		if allowSelf && s.node.IsLeader() {
-			return store.Member{ID: s.id}, nil
+			return model.Member{ID: s.id}, nil
 		}
 		l, ok := s.node.Leader()
 		if ok && l.ID != exclude && l.ID != s.id && l.HTTPAddr != "" {
@@ -139,11 +139,11 @@ func (s *server) awaitLeader(ctx context.Context, exclude string, allowSelf bool
 		case <-tick.C:
 		case <-deadline.C:
 			if ok && l.HTTPAddr == "" {
-				return store.Member{}, fmt.Errorf("%w: the leader %s has no known HTTP address", errNoLeader, l.ID)
+				return model.Member{}, fmt.Errorf("%w: the leader %s has no known HTTP address", errNoLeader, l.ID)
 			}
-			return store.Member{}, fmt.Errorf("%w: none known within %s", errNoLeader, s.cfg.LeaderHold)
+			return model.Member{}, fmt.Errorf("%w: none known within %s", errNoLeader, s.cfg.LeaderHold)
 		case <-ctx.Done():
-			return store.Member{}, ctx.Err()
+			return model.Member{}, ctx.Err()
 		}
 	}
 }

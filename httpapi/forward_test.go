@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/rosterhq/roster/api"
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // recordingServer serves h over HTTP and records the requests it received.
@@ -45,8 +45,8 @@ func (rs *recordingServer) requests() []*http.Request {
 	return append([]*http.Request(nil), rs.reqs...)
 }
 
-func (rs *recordingServer) member(id string) *store.Member {
-	return &store.Member{ID: id, RaftAddr: "127.0.0.1:7848", HTTPAddr: rs.Listener.Addr().String()}
+func (rs *recordingServer) member(id string) *model.Member {
+	return &model.Member{ID: id, RaftAddr: "127.0.0.1:7848", HTTPAddr: rs.Listener.Addr().String()}
 }
 
 // newLeaderServer runs a leader's API over HTTP.
@@ -187,7 +187,7 @@ type pollingNode struct {
 	onPoll func(n int)
 }
 
-func (p *pollingNode) Leader() (store.Member, bool) {
+func (p *pollingNode) Leader() (model.Member, bool) {
 	p.mu.Lock()
 	p.polls++
 	n, fn := p.polls, p.onPoll
@@ -219,7 +219,7 @@ func TestForward_WaitsForALeaderToAppear(t *testing.T) {
 	self := &pollingNode{fakeNode: newFollowerNode("n3", nil)}
 	self.onPoll = func(n int) {
 		if n == 3 {
-			self.setLeader(true, &store.Member{ID: "n3"})
+			self.setLeader(true, &model.Member{ID: "n3"})
 		}
 	}
 	cfg = testConfig(self, seededReader())
@@ -295,7 +295,7 @@ func TestForward_LeadershipLostDuringApply(t *testing.T) {
 
 	// A forwarded request refused the same way is answered 503 not_leader (for the
 	// forwarding follower to retry), never forwarded a second hop.
-	node.setLeader(true, &store.Member{ID: "n1"})
+	node.setLeader(true, &model.Member{ID: "n1"})
 	req := newRequest(t, http.MethodPut, instPath, `{}`)
 	req.Header.Set(api.HeaderForwardedBy, "n2")
 	rec := httptest.NewRecorder()
@@ -317,7 +317,7 @@ func TestForward_DeadLeaderIs503(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	follower := newFollowerNode("n2", &store.Member{ID: "n1", HTTPAddr: addr})
+	follower := newFollowerNode("n2", &model.Member{ID: "n1", HTTPAddr: addr})
 	h := mustNew(t, testConfig(follower, seededReader()))
 	start := time.Now()
 	resp := do(t, h, http.MethodPut, instPath, `{}`)
@@ -342,7 +342,7 @@ func TestForward_DeadLeaderRetriesAtANewlyKnownLeader(t *testing.T) {
 	}
 	dead := ln.Addr().String()
 	ln.Close()
-	node := &pollingNode{fakeNode: newFollowerNode("n2", &store.Member{ID: "n1", HTTPAddr: dead})}
+	node := &pollingNode{fakeNode: newFollowerNode("n2", &model.Member{ID: "n1", HTTPAddr: dead})}
 	// The first poll picks the dead leader; from then on n3 is known.
 	node.onPoll = func(n int) {
 		if n == 2 {
@@ -359,7 +359,7 @@ func TestForward_DeadLeaderRetriesAtANewlyKnownLeader(t *testing.T) {
 // TestForward_LeaderWithoutHTTPAddress checks a leader whose HTTP address is unknown
 // is a 503 no_leader after the hold.
 func TestForward_LeaderWithoutHTTPAddress(t *testing.T) {
-	h := mustNew(t, testConfig(newFollowerNode("n2", &store.Member{ID: "n1"}), seededReader()))
+	h := mustNew(t, testConfig(newFollowerNode("n2", &model.Member{ID: "n1"}), seededReader()))
 	resp := do(t, h, http.MethodPut, instPath, `{}`)
 	if resp.Code != http.StatusServiceUnavailable || !strings.Contains(resp.errorBody(t).Message, "HTTP address") {
 		t.Fatalf("%d %s", resp.Code, resp.Body)

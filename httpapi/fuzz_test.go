@@ -15,6 +15,7 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -92,7 +93,7 @@ func checkAnswer(t *testing.T, rec *httptest.ResponseRecorder) {
 // belongs before the log, so an accepted request must never be a store ErrInvalid.
 func (a *fuzzAPI) checkStoreAccepted(t *testing.T) {
 	t.Helper()
-	if errors.Is(a.applyErr, store.ErrInvalid) {
+	if errors.Is(a.applyErr, model.ErrInvalid) {
 		t.Fatalf("the API accepted %s %+v but the store refused it: %v", a.last.Type, a.last.Msg, a.applyErr)
 	}
 }
@@ -129,7 +130,7 @@ func FuzzDecodeInstanceRequest(f *testing.F) {
 		f.Add(s.patch, s.ns, s.group, s.service, s.addr, []byte(s.body))
 	}
 	a := newFuzzAPI(f)
-	limits := store.DefaultLimits()
+	limits := model.DefaultLimits()
 	f.Fuzz(func(t *testing.T, patch bool, ns, group, service, addr string, body []byte) {
 		method := http.MethodPut
 		if patch {
@@ -159,11 +160,11 @@ func FuzzDecodeInstanceRequest(f *testing.F) {
 			if !patch {
 				t.Fatalf("a PUT became %T", m)
 			}
-			if err := store.ValidateInstanceRef(m.Ref); err != nil {
+			if err := model.ValidateInstanceRef(m.Ref); err != nil {
 				t.Fatalf("accepted patch names an invalid instance %+v: %v", m.Ref, err)
 			}
-			base := store.Instance{Namespace: m.Ref.Namespace, Group: m.Ref.Group, Service: m.Ref.Service,
-				IP: m.Ref.IP, Port: m.Ref.Port, Cluster: store.DefaultCluster, Weight: 1, Enabled: true}
+			base := model.Instance{Namespace: m.Ref.Namespace, Group: m.Ref.Group, Service: m.Ref.Service,
+				IP: m.Ref.IP, Port: m.Ref.Port, Cluster: model.DefaultCluster, Weight: 1, Enabled: true}
 			if err := limits.ValidateInstance(m.Patch.ApplyTo(base)); err != nil {
 				t.Fatalf("accepted patch %+v makes a valid instance invalid: %v", m.Patch, err)
 			}
@@ -196,8 +197,8 @@ func FuzzDecodeClusterRequest(f *testing.F) {
 		f.Add(s.name, []byte(s.body))
 	}
 	a := newFuzzAPI(f)
-	limits := store.DefaultLimits()
-	key := store.ServiceKey{Namespace: "public", Group: "DEFAULT_GROUP", Service: "fuzz"}
+	limits := model.DefaultLimits()
+	key := model.ServiceKey{Namespace: "public", Group: "DEFAULT_GROUP", Service: "fuzz"}
 	f.Fuzz(func(t *testing.T, name string, body []byte) {
 		a.last, a.applyErr = applyCall{}, nil
 		path := "/v1/namespaces/public/groups/DEFAULT_GROUP/services/fuzz/clusters/" + url.PathEscape(name)
@@ -232,8 +233,8 @@ func FuzzDecodeClusterRequest(f *testing.F) {
 }
 
 // sameHealthCheck compares two specs, an empty map or list equal to a missing one.
-func sameHealthCheck(a, b store.HealthCheck) bool {
-	norm := func(h store.HealthCheck) store.HealthCheck {
+func sameHealthCheck(a, b model.HealthCheck) bool {
+	norm := func(h model.HealthCheck) model.HealthCheck {
 		if len(h.Headers) == 0 {
 			h.Headers = nil
 		}
@@ -271,7 +272,7 @@ func FuzzHealthCheckSpec(f *testing.F) {
 		f.Add(s.typ, s.port, s.path, s.hk, s.hv, s.status, s.interval, s.tout, s.rise, s.fall)
 	}
 	a := newFuzzAPI(f)
-	key := store.ServiceKey{Namespace: "public", Group: "DEFAULT_GROUP", Service: "spec"}
+	key := model.ServiceKey{Namespace: "public", Group: "DEFAULT_GROUP", Service: "spec"}
 	f.Fuzz(func(t *testing.T, typ string, port int, path, hk, hv string, status int, interval, tout string, rise, fall int) {
 		spec := &api.HealthCheckSpec{Type: typ, Port: port, Path: path, Interval: interval, Timeout: tout, Rise: rise, Fall: fall}
 		if hk != "" || hv != "" {
@@ -282,13 +283,13 @@ func FuzzHealthCheckSpec(f *testing.F) {
 		}
 		hc, err := healthCheckFromSpec(spec)
 		if err != nil {
-			var ve *store.ValidationError
+			var ve *model.ValidationError
 			if !errors.As(err, &ve) || !strings.HasPrefix(ve.Field, "healthCheck.") {
 				t.Fatalf("refusal %v is not a validation error naming a healthCheck field", err)
 			}
 			return
 		}
-		if err := store.ValidateHealthCheck(hc); err != nil {
+		if err := model.ValidateHealthCheck(hc); err != nil {
 			t.Fatalf("accepted %+v fails ValidateHealthCheck: %v", hc, err)
 		}
 		if d := hc.WithDefaults(); !reflect.DeepEqual(d, hc) {
@@ -301,7 +302,7 @@ func FuzzHealthCheckSpec(f *testing.F) {
 		if !utf8Clean(spec) {
 			return // invalid UTF-8 cannot travel as JSON unchanged (it becomes U+FFFD)
 		}
-		var back store.HealthCheck
+		var back model.HealthCheck
 		if err := json.Unmarshal(raw, &back); err != nil || !reflect.DeepEqual(back, hc) {
 			t.Fatalf("JSON round trip of %+v gives %+v (%v)", hc, back, err)
 		}

@@ -6,14 +6,14 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/healthcheck"
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // HealthResults is the leader's in-memory view of its last probes (a *healthcheck.Manager).
 type HealthResults interface {
 	// Results returns the last probe result of every probed instance of the service,
 	// and whether a prober is running on this node.
-	Results(key store.ServiceKey) ([]healthcheck.Result, bool)
+	Results(key model.ServiceKey) ([]healthcheck.Result, bool)
 }
 
 // getHealth serves GET .../services/{service}/health from the leader: the last probe of

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -48,7 +49,7 @@ type fakeNode struct {
 	mu        sync.Mutex
 	id        string
 	leader    bool
-	known     *store.Member
+	known     *model.Member
 	applies   []applyCall
 	applyFn   func(t fsm.MessageType, msg any) (uint64, error)
 	nextIndex uint64
@@ -65,18 +66,18 @@ type fakeNode struct {
 
 func newLeaderNode(id string) *fakeNode {
 	n := &fakeNode{id: id, nextIndex: 100, ready: true}
-	n.setLeader(true, &store.Member{ID: id, RaftAddr: "127.0.0.1:7848", HTTPAddr: "127.0.0.1:8848"})
+	n.setLeader(true, &model.Member{ID: id, RaftAddr: "127.0.0.1:7848", HTTPAddr: "127.0.0.1:8848"})
 	return n
 }
 
 // newFollowerNode is a follower that knows leader (nil: no leader).
-func newFollowerNode(id string, leader *store.Member) *fakeNode {
+func newFollowerNode(id string, leader *model.Member) *fakeNode {
 	n := &fakeNode{id: id, nextIndex: 100, ready: leader != nil}
 	n.setLeader(false, leader)
 	return n
 }
 
-func (n *fakeNode) setLeader(isLeader bool, leader *store.Member) {
+func (n *fakeNode) setLeader(isLeader bool, leader *model.Member) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.leader = isLeader
@@ -110,11 +111,11 @@ func (n *fakeNode) IsLeader() bool {
 	return n.leader
 }
 
-func (n *fakeNode) Leader() (store.Member, bool) {
+func (n *fakeNode) Leader() (model.Member, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.known == nil {
-		return store.Member{}, false
+		return model.Member{}, false
 	}
 	return *n.known, true
 }
@@ -198,11 +199,11 @@ type fakeReader struct {
 	mu         sync.Mutex
 	index      uint64
 	changed    chan struct{}
-	namespaces []store.Namespace
-	services   []store.Service
-	clusters   []store.Cluster
-	instances  []store.Instance
-	members    []store.Member
+	namespaces []model.Namespace
+	services   []model.Service
+	clusters   []model.Cluster
+	instances  []model.Instance
+	members    []model.Member
 	reads      int
 }
 
@@ -210,8 +211,8 @@ func newFakeReader() *fakeReader {
 	return &fakeReader{
 		index:      10,
 		changed:    make(chan struct{}),
-		namespaces: []store.Namespace{{ID: "public", Name: "public", CreateIndex: 1, ModifyIndex: 1}},
-		members:    []store.Member{{ID: "n1", RaftAddr: "127.0.0.1:7848", HTTPAddr: "127.0.0.1:8848"}},
+		namespaces: []model.Namespace{{ID: "public", Name: "public", CreateIndex: 1, ModifyIndex: 1}},
+		members:    []model.Member{{ID: "n1", RaftAddr: "127.0.0.1:7848", HTTPAddr: "127.0.0.1:8848"}},
 	}
 }
 
@@ -241,13 +242,13 @@ func (f *fakeReader) begin(ws *store.WatchSet) uint64 {
 	return f.index
 }
 
-func (f *fakeReader) Namespaces(ws *store.WatchSet) (uint64, []store.Namespace, error) {
+func (f *fakeReader) Namespaces(ws *store.WatchSet) (uint64, []model.Namespace, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.begin(ws), append([]store.Namespace(nil), f.namespaces...), nil
+	return f.begin(ws), append([]model.Namespace(nil), f.namespaces...), nil
 }
 
-func (f *fakeReader) Namespace(ws *store.WatchSet, id string) (uint64, store.Namespace, error) {
+func (f *fakeReader) Namespace(ws *store.WatchSet, id string) (uint64, model.Namespace, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	idx := f.begin(ws)
@@ -256,14 +257,14 @@ func (f *fakeReader) Namespace(ws *store.WatchSet, id string) (uint64, store.Nam
 			return idx, n, nil
 		}
 	}
-	return idx, store.Namespace{}, store.ErrNotFound
+	return idx, model.Namespace{}, model.ErrNotFound
 }
 
-func (f *fakeReader) Services(ws *store.WatchSet, ns, group string, page, size int) (uint64, []store.Service, int, error) {
+func (f *fakeReader) Services(ws *store.WatchSet, ns, group string, page, size int) (uint64, []model.Service, int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	idx := f.begin(ws)
-	var out []store.Service
+	var out []model.Service
 	for _, s := range f.services {
 		if s.Namespace == ns && (group == "" || s.Group == group) {
 			out = append(out, s)
@@ -277,23 +278,23 @@ func (f *fakeReader) Services(ws *store.WatchSet, ns, group string, page, size i
 	return idx, out, total, nil
 }
 
-func (f *fakeReader) service(key store.ServiceKey) (store.Service, bool) {
+func (f *fakeReader) service(key model.ServiceKey) (model.Service, bool) {
 	for _, s := range f.services {
 		if s.Key() == key {
 			return s, true
 		}
 	}
-	return store.Service{}, false
+	return model.Service{}, false
 }
 
-func (f *fakeReader) Clusters(ws *store.WatchSet, key store.ServiceKey) (uint64, []store.Cluster, error) {
+func (f *fakeReader) Clusters(ws *store.WatchSet, key model.ServiceKey) (uint64, []model.Cluster, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	idx := f.begin(ws)
 	if _, ok := f.service(key); !ok {
-		return idx, nil, store.ErrNotFound
+		return idx, nil, model.ErrNotFound
 	}
-	var out []store.Cluster
+	var out []model.Cluster
 	for _, c := range f.clusters {
 		if c.Namespace == key.Namespace && c.Group == key.Group && c.Service == key.Service {
 			out = append(out, c)
@@ -302,21 +303,21 @@ func (f *fakeReader) Clusters(ws *store.WatchSet, key store.ServiceKey) (uint64,
 	return idx, out, nil
 }
 
-func (f *fakeReader) Cluster(ws *store.WatchSet, key store.ServiceKey, name string) (uint64, store.Cluster, error) {
+func (f *fakeReader) Cluster(ws *store.WatchSet, key model.ServiceKey, name string) (uint64, model.Cluster, error) {
 	idx, list, err := f.Clusters(ws, key)
 	if err != nil {
-		return idx, store.Cluster{}, err
+		return idx, model.Cluster{}, err
 	}
 	for _, c := range list {
 		if c.Name == name {
 			return idx, c, nil
 		}
 	}
-	return idx, store.Cluster{}, store.ErrNotFound
+	return idx, model.Cluster{}, model.ErrNotFound
 }
 
-func (f *fakeReader) instancesOf(key store.ServiceKey) []store.Instance {
-	var out []store.Instance
+func (f *fakeReader) instancesOf(key model.ServiceKey) []model.Instance {
+	var out []model.Instance
 	for _, in := range f.instances {
 		if in.ServiceKey() == key {
 			out = append(out, in)
@@ -325,7 +326,7 @@ func (f *fakeReader) instancesOf(key store.ServiceKey) []store.Instance {
 	return out
 }
 
-func (f *fakeReader) Instance(ws *store.WatchSet, ref store.InstanceRef) (uint64, store.Instance, error) {
+func (f *fakeReader) Instance(ws *store.WatchSet, ref model.InstanceRef) (uint64, model.Instance, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	idx := f.begin(ws)
@@ -334,18 +335,18 @@ func (f *fakeReader) Instance(ws *store.WatchSet, ref store.InstanceRef) (uint64
 			return idx, in, nil
 		}
 	}
-	return idx, store.Instance{}, store.ErrNotFound
+	return idx, model.Instance{}, model.ErrNotFound
 }
 
-func (f *fakeReader) ServiceView(ws *store.WatchSet, key store.ServiceKey) (uint64, store.ServiceView, error) {
+func (f *fakeReader) ServiceView(ws *store.WatchSet, key model.ServiceKey) (uint64, store.ServiceView, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	idx := f.begin(ws)
 	svc, ok := f.service(key)
 	if !ok {
-		return idx, store.ServiceView{}, store.ErrNotFound
+		return idx, store.ServiceView{}, model.ErrNotFound
 	}
-	var cl []store.Cluster
+	var cl []model.Cluster
 	for _, c := range f.clusters {
 		if c.Namespace == key.Namespace && c.Group == key.Group && c.Service == key.Service {
 			cl = append(cl, c)
@@ -354,13 +355,13 @@ func (f *fakeReader) ServiceView(ws *store.WatchSet, key store.ServiceKey) (uint
 	return idx, store.ServiceView{Service: svc, Clusters: cl, Instances: f.instancesOf(key)}, nil
 }
 
-func (f *fakeReader) Members(ws *store.WatchSet) (uint64, []store.Member, error) {
+func (f *fakeReader) Members(ws *store.WatchSet) (uint64, []model.Member, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.begin(ws), append([]store.Member(nil), f.members...), nil
+	return f.begin(ws), append([]model.Member(nil), f.members...), nil
 }
 
-func (f *fakeReader) Limits() store.Limits { return store.DefaultLimits() }
+func (f *fakeReader) Limits() model.Limits { return model.DefaultLimits() }
 
 // testConfig is a Config over the fakes with short timeouts.
 func testConfig(node Consensus, rd Reader) Config {
@@ -473,17 +474,17 @@ const (
 // 127.100.0.3:8080 (healthy, disabled) and [::1]:9090 (manual, healthy).
 func seededReader() *fakeReader {
 	f := newFakeReader()
-	key := store.ServiceKey{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders"}
-	f.services = []store.Service{{Namespace: "public", Group: "DEFAULT_GROUP", Name: "orders", CreateIndex: 2, ModifyIndex: 9}}
-	f.clusters = []store.Cluster{
-		{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", Name: "DEFAULT", HealthCheck: store.DefaultHealthCheck()},
-		{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", Name: "manual", HealthCheck: store.HealthCheck{Type: store.CheckNone}.WithDefaults()},
+	key := model.ServiceKey{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders"}
+	f.services = []model.Service{{Namespace: "public", Group: "DEFAULT_GROUP", Name: "orders", CreateIndex: 2, ModifyIndex: 9}}
+	f.clusters = []model.Cluster{
+		{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", Name: "DEFAULT", HealthCheck: model.DefaultHealthCheck()},
+		{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", Name: "manual", HealthCheck: model.HealthCheck{Type: model.CheckNone}.WithDefaults()},
 	}
-	mk := func(ip string, port int, cluster string, healthy, enabled bool) store.Instance {
-		return store.Instance{Namespace: key.Namespace, Group: key.Group, Service: key.Service, IP: ip, Port: port,
+	mk := func(ip string, port int, cluster string, healthy, enabled bool) model.Instance {
+		return model.Instance{Namespace: key.Namespace, Group: key.Group, Service: key.Service, IP: ip, Port: port,
 			Cluster: cluster, Weight: 1, Healthy: healthy, Enabled: enabled, CreateIndex: 3, ModifyIndex: 3}
 	}
-	f.instances = []store.Instance{
+	f.instances = []model.Instance{
 		mk("127.100.0.1", 8080, "DEFAULT", true, true),
 		mk("127.100.0.2", 8080, "DEFAULT", false, true),
 		mk("127.100.0.3", 8080, "DEFAULT", true, false),

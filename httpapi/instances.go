@@ -7,6 +7,7 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -34,7 +35,7 @@ func parseInstanceFilter(r *http.Request) (instanceFilter, error) {
 			if c == "" {
 				continue
 			}
-			if err := store.ValidateClusterName(c); err != nil {
+			if err := model.ValidateClusterName(c); err != nil {
 				return f, err
 			}
 			if f.clusters == nil {
@@ -52,8 +53,8 @@ func parseInstanceFilter(r *http.Request) (instanceFilter, error) {
 // threshold (threshold > 0, total = enabled instances of the selected clusters): then
 // every enabled instance is returned and the second result is true. healthy=false
 // returns the unhealthy ones. Instances keep their true healthy field.
-func selectInstances(all []store.Instance, threshold float64, f instanceFilter) ([]store.Instance, bool) {
-	var selected []store.Instance
+func selectInstances(all []model.Instance, threshold float64, f instanceFilter) ([]model.Instance, bool) {
+	var selected []model.Instance
 	for _, in := range all {
 		if f.clusters == nil || f.clusters[in.Cluster] {
 			selected = append(selected, in)
@@ -63,7 +64,7 @@ func selectInstances(all []store.Instance, threshold float64, f instanceFilter) 
 		return selected, false
 	}
 	if !*f.healthy {
-		var out []store.Instance
+		var out []model.Instance
 		for _, in := range selected {
 			if !in.Healthy {
 				out = append(out, in)
@@ -71,7 +72,7 @@ func selectInstances(all []store.Instance, threshold float64, f instanceFilter) 
 		}
 		return out, false
 	}
-	var enabled, healthy []store.Instance
+	var enabled, healthy []model.Instance
 	for _, in := range selected {
 		if !in.Enabled {
 			continue
@@ -88,7 +89,7 @@ func selectInstances(all []store.Instance, threshold float64, f instanceFilter) 
 }
 
 // toAPI adds the Nacos instance id to each instance.
-func toAPI(list []store.Instance) []api.Instance {
+func toAPI(list []model.Instance) []api.Instance {
 	out := make([]api.Instance, len(list))
 	for i, in := range list {
 		out[i] = api.Instance{Instance: in, InstanceID: in.InstanceID()}
@@ -128,7 +129,7 @@ func (s *server) getInstance(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	idx, in, err := readValue(s, w, r, func(ws *store.WatchSet) (uint64, store.Instance, error) {
+	idx, in, err := readValue(s, w, r, func(ws *store.WatchSet) (uint64, model.Instance, error) {
 		return s.store.Instance(ws, ref)
 	})
 	if err != nil {
@@ -152,9 +153,9 @@ func (s *server) putInstance(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &req); err != nil {
 		return err
 	}
-	in := store.Instance{
+	in := model.Instance{
 		Namespace: ref.Namespace, Group: ref.Group, Service: ref.Service, IP: ref.IP, Port: ref.Port,
-		Cluster: store.DefaultCluster, Weight: 1, Enabled: true, Healthy: true, Metadata: req.Metadata,
+		Cluster: model.DefaultCluster, Weight: 1, Enabled: true, Healthy: true, Metadata: req.Metadata,
 	}
 	if req.Cluster != nil {
 		in.Cluster = *req.Cluster
@@ -188,14 +189,14 @@ func (s *server) patchInstance(w http.ResponseWriter, r *http.Request) error {
 	if req.Healthy != nil {
 		return invalid("healthy", "cannot be patched; use PUT .../instances/{ip}:{port}/health on a NONE cluster")
 	}
-	p := store.InstancePatch{Cluster: req.Cluster, Weight: req.Weight, Enabled: req.Enabled}
+	p := model.InstancePatch{Cluster: req.Cluster, Weight: req.Weight, Enabled: req.Enabled}
 	if req.Cluster != nil {
-		if err := store.ValidateClusterName(*req.Cluster); err != nil {
+		if err := model.ValidateClusterName(*req.Cluster); err != nil {
 			return err
 		}
 	}
 	if req.Weight != nil {
-		if err := store.ValidateWeight(*req.Weight); err != nil {
+		if err := model.ValidateWeight(*req.Weight); err != nil {
 			return err
 		}
 	}

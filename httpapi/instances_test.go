@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/rosterhq/roster/api"
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 func addrs[T interface{ Addr() string }](list []T) []string {
@@ -20,10 +20,10 @@ func addrs[T interface{ Addr() string }](list []T) []string {
 // TestSelectInstances_FiltersAndProtectThreshold checks the healthy and cluster filters
 // and the protect threshold rule.
 func TestSelectInstances_FiltersAndProtectThreshold(t *testing.T) {
-	mk := func(ip, cluster string, healthy, enabled bool) store.Instance {
-		return store.Instance{IP: ip, Port: 80, Cluster: cluster, Healthy: healthy, Enabled: enabled}
+	mk := func(ip, cluster string, healthy, enabled bool) model.Instance {
+		return model.Instance{IP: ip, Port: 80, Cluster: cluster, Healthy: healthy, Enabled: enabled}
 	}
-	all := []store.Instance{
+	all := []model.Instance{
 		mk("127.100.0.1", "a", true, true),
 		mk("127.100.0.2", "a", false, true),
 		mk("127.100.0.3", "a", false, true),

@@ -10,10 +10,10 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fsm"
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
-var ordersRef = store.InstanceRef{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", IP: "127.100.0.1", Port: 8080}
+var ordersRef = model.InstanceRef{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", IP: "127.100.0.1", Port: 8080}
 
 // TestNacosAPI_V1InstanceLifecycle drives register, read, update, patch and deregister
 // through the v1 API against the real store and FSM.
@@ -36,7 +36,7 @@ func TestNacosAPI_V1InstanceLifecycle(t *testing.T) {
 		t.Fatalf("registered %+v", in)
 	}
 	// The service and its cluster were created implicitly, as by the native API.
-	if _, c, err := st.Cluster(nil, ordersRef.ServiceKey(), "DEFAULT"); err != nil || !reflect.DeepEqual(c.HealthCheck, store.DefaultHealthCheck()) {
+	if _, c, err := st.Cluster(nil, ordersRef.ServiceKey(), "DEFAULT"); err != nil || !reflect.DeepEqual(c.HealthCheck, model.DefaultHealthCheck()) {
 		t.Fatalf("implicit cluster %+v %v", c, err)
 	}
 
@@ -281,7 +281,7 @@ func TestNacosAPI_HealthOnNoneCluster(t *testing.T) {
 // TestNacosAPI_ServiceLifecycle checks create, update (replace), delete of services.
 func TestNacosAPI_ServiceLifecycle(t *testing.T) {
 	h, st, _ := newStoreAPI(t)
-	key := store.ServiceKey{Namespace: "dev", Group: "g1", Service: "orders"}
+	key := model.ServiceKey{Namespace: "dev", Group: "g1", Service: "orders"}
 	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=orders&groupName=g1&namespaceId=dev&protectThreshold=0.5&metadata=a%3D1,b%3D2")
 	_, svc, err := st.Service(nil, key)
 	if err != nil || svc.ProtectThreshold != 0.5 || !reflect.DeepEqual(svc.Metadata, map[string]string{"a": "1", "b": "2"}) {
@@ -314,8 +314,8 @@ func TestNacosAPI_ClusterMapsHealthChecker(t *testing.T) {
 	mustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster",
 		`serviceName=orders&clusterName=web&checkPort=9999&healthChecker={"type":"HTTP","path":"/health","headers":"X-A:1","expectedResponseCode":204}`)
 	_, c, err := st.Cluster(nil, key, "web")
-	want := store.HealthCheck{Type: store.CheckHTTP, Port: 0, Path: "/health", Headers: map[string]string{"X-A": "1"},
-		ExpectedStatus: []int{204}, Interval: store.Duration(10 * time.Second), Timeout: store.Duration(3 * time.Second), Rise: 1, Fall: 5}
+	want := model.HealthCheck{Type: model.CheckHTTP, Port: 0, Path: "/health", Headers: map[string]string{"X-A": "1"},
+		ExpectedStatus: []int{204}, Interval: model.Duration(10 * time.Second), Timeout: model.Duration(3 * time.Second), Rise: 1, Fall: 5}
 	if err != nil || !reflect.DeepEqual(c.HealthCheck, want) {
 		t.Fatalf("web %+v %v\nwant %+v", c.HealthCheck, err, want)
 	}
@@ -323,7 +323,7 @@ func TestNacosAPI_ClusterMapsHealthChecker(t *testing.T) {
 	mustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster",
 		`serviceName=orders&clusterName=new&healthChecker={"type":"tcp"}&useInstancePort4Check=false&checkPort=9000&metadata={"zone":"a"}`)
 	_, c, _ = st.Cluster(nil, key, "new")
-	want = store.HealthCheck{Type: store.CheckTCP, Port: 9000}.WithDefaults()
+	want = model.HealthCheck{Type: model.CheckTCP, Port: 9000}.WithDefaults()
 	if !reflect.DeepEqual(c.HealthCheck, want) || c.Metadata["zone"] != "a" {
 		t.Fatalf("new %+v", c)
 	}

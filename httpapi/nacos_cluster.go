@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/rosterhq/roster/fsm"
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // nacosHealthChecker is Nacos's health checker JSON: {"type":"TCP"}, {"type":"NONE"} or
@@ -23,9 +23,9 @@ type nacosHealthChecker struct {
 // toNacosHealthChecker shows a cluster's spec as Nacos's health checker. An HTTP spec
 // with several expected statuses shows the first; with none (any 2xx or 3xx) it shows
 // no expectedResponseCode.
-func toNacosHealthChecker(hc store.HealthCheck) nacosHealthChecker {
+func toNacosHealthChecker(hc model.HealthCheck) nacosHealthChecker {
 	out := nacosHealthChecker{Type: string(hc.Type)}
-	if hc.Type != store.CheckHTTP {
+	if hc.Type != model.CheckHTTP {
 		return out
 	}
 	out.Path = hc.Path
@@ -51,7 +51,7 @@ func toNacosHealthChecker(hc store.HealthCheck) nacosHealthChecker {
 // headers are "name:value" pairs separated by '|' (Nacos's splitter), split at the
 // first ':' so that values may contain ':'; a pair without ':' is refused rather than
 // dropped. expectedResponseCode defaults to 200, as in Nacos, and is honoured.
-func parseNacosHealthChecker(raw string) (store.HealthCheck, error) {
+func parseNacosHealthChecker(raw string) (model.HealthCheck, error) {
 	var in struct {
 		Type                 string          `json:"type"`
 		Path                 string          `json:"path"`
@@ -60,16 +60,16 @@ func parseNacosHealthChecker(raw string) (store.HealthCheck, error) {
 	}
 	dec := json.NewDecoder(strings.NewReader(raw))
 	if err := dec.Decode(&in); err != nil {
-		return store.HealthCheck{}, nacosInvalid("Param 'healthChecker' is not a valid health checker JSON object: %v", err)
+		return model.HealthCheck{}, nacosInvalid("Param 'healthChecker' is not a valid health checker JSON object: %v", err)
 	}
-	var hc store.HealthCheck
+	var hc model.HealthCheck
 	switch t := strings.ToUpper(strings.TrimSpace(in.Type)); t {
 	case "TCP":
-		hc.Type = store.CheckTCP
+		hc.Type = model.CheckTCP
 	case "NONE":
-		hc.Type = store.CheckNone
+		hc.Type = model.CheckNone
 	case "HTTP":
-		hc.Type = store.CheckHTTP
+		hc.Type = model.CheckHTTP
 	case "":
 		return hc, nacosInvalid("Param 'healthChecker' has no type: use TCP, HTTP or NONE")
 	case "MYSQL":
@@ -77,7 +77,7 @@ func parseNacosHealthChecker(raw string) (store.HealthCheck, error) {
 	default:
 		return hc, nacosInvalid("health checker type %q is not supported: use TCP, HTTP or NONE", in.Type)
 	}
-	if hc.Type != store.CheckHTTP {
+	if hc.Type != model.CheckHTTP {
 		return hc, nil
 	}
 	hc.Path = strings.TrimSpace(in.Path)
@@ -122,7 +122,7 @@ func (s *server) nacosPutCluster(w http.ResponseWriter, r *http.Request, p nacos
 	if name == "" {
 		return nil, nacosMissing("clusterName", "String")
 	}
-	if err := store.ValidateClusterName(name); err != nil {
+	if err := model.ValidateClusterName(name); err != nil {
 		return nil, err
 	}
 	raw, err := p.required("healthChecker", "String")
@@ -168,7 +168,7 @@ func (s *server) nacosPutCluster(w http.ResponseWriter, r *http.Request, p nacos
 		hc.Rise, hc.Fall = old.HealthCheck.Rise, old.HealthCheck.Fall
 	}
 	hc = hc.WithDefaults()
-	c := store.Cluster{Namespace: key.Namespace, Group: key.Group, Service: key.Service, Name: name, HealthCheck: hc, Metadata: md}
+	c := model.Cluster{Namespace: key.Namespace, Group: key.Group, Service: key.Service, Name: name, HealthCheck: hc, Metadata: md}
 	if err := s.store.Limits().ValidateCluster(c); err != nil {
 		return nil, err
 	}

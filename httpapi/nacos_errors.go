@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/rosterhq/roster/api"
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // Nacos v2 result codes (Nacos's ErrorCode; reference/nacos.md §1.0). Only the codes the
@@ -133,7 +133,7 @@ const (
 	nacosService
 )
 
-// nacosParamName maps a store.ValidationError field to the Nacos parameter it came from.
+// nacosParamName maps a model.ValidationError field to the Nacos parameter it came from.
 func nacosParamName(field string) string {
 	switch field {
 	case "namespace":
@@ -155,7 +155,7 @@ func nacosParamName(field string) string {
 // nacosValidation turns a store validation error into Nacos's code for the parameter:
 // weight 21001, metadata 21002 (instances) or 21005 (services), service and group names
 // 21000, namespace 22000, anything else 20002. All are 400s; nothing was written.
-func nacosValidation(ve *store.ValidationError, res nacosResource) *nacosError {
+func nacosValidation(ve *model.ValidationError, res nacosResource) *nacosError {
 	param := nacosParamName(ve.Field)
 	e := nacosInvalid("Param '%s' is illegal: %s", param, ve.Message)
 	e.cause = ve
@@ -186,7 +186,7 @@ func (s *server) nacosClassify(err error, res nacosResource) *nacosError {
 	if errors.As(err, &ne) {
 		return ne
 	}
-	var ve *store.ValidationError
+	var ve *model.ValidationError
 	if errors.As(err, &ve) {
 		return nacosValidation(ve, res)
 	}
@@ -195,11 +195,11 @@ func (s *server) nacosClassify(err error, res nacosResource) *nacosError {
 	switch {
 	case errors.Is(err, errUnsupportedMedia):
 		out.status, out.code = http.StatusBadRequest, nacosCodeMediaType
-	case errors.Is(err, store.ErrInvalid):
+	case errors.Is(err, model.ErrInvalid):
 		out.code = nacosCodeParameterValidate
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, model.ErrNotFound):
 		out.code = nacosCodeResourceNotFound
-	case errors.Is(err, store.ErrConflict):
+	case errors.Is(err, model.ErrConflict):
 		out.code = nacosCodeResourceConflict
 	case status == http.StatusRequestEntityTooLarge:
 		out.code = nacosCodeParameterValidate

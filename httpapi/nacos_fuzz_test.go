@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // FuzzNacosParams feeds arbitrary query strings and form bodies to the Nacos parameter
@@ -31,7 +31,7 @@ func FuzzNacosParams(f *testing.F) {
 	for _, s := range seeds {
 		f.Add(s[0], s[1])
 	}
-	limits := store.DefaultLimits()
+	limits := model.DefaultLimits()
 	f.Fuzz(func(t *testing.T, query, body string) {
 		r := &http.Request{
 			Method: http.MethodPost,
@@ -80,7 +80,7 @@ func FuzzNacosParams(f *testing.F) {
 func checkRefusal(t *testing.T, err error) {
 	t.Helper()
 	var ne *nacosError
-	var ve *store.ValidationError
+	var ve *model.ValidationError
 	switch {
 	case errors.As(err, &ne):
 		if ne.status < 400 || ne.status > 499 || ne.code == 0 || nacosMessage(ne.code) == "server error" || ne.msg == "" {

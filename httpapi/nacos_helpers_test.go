@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -164,7 +165,7 @@ func appliedTypes(n *fakeNode) []fsm.MessageType {
 }
 
 // mustInstance reads one instance from the store.
-func mustInstance(t *testing.T, st *store.Store, ref store.InstanceRef) store.Instance {
+func mustInstance(t *testing.T, st *store.Store, ref model.InstanceRef) model.Instance {
 	t.Helper()
 	_, in, err := st.Instance(nil, ref)
 	if err != nil {

@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
 // errNacosInstanceNotFound is the 404 (21003) of a write on an instance that does not exist.
-func errNacosInstanceNotFound(ref store.InstanceRef) error {
+func errNacosInstanceNotFound(ref model.InstanceRef) error {
 	return nacosErr(http.StatusNotFound, nacosCodeInstanceNotFound, "instance %s not found in service %s (namespace %s)",
-		store.JoinAddr(ref.IP, ref.Port), ref.ServiceKey().GroupedName(), ref.Namespace)
+		model.JoinAddr(ref.IP, ref.Port), ref.ServiceKey().GroupedName(), ref.Namespace)
 }
 
 // nacosRegister serves POST .../instance: register, or re-register (replace cluster,
@@ -54,7 +55,7 @@ func (s *server) nacosUpdate(w http.ResponseWriter, r *http.Request, p nacosPara
 	if f.metadata != nil {
 		md = *f.metadata
 	}
-	patch := store.InstancePatch{Cluster: f.cluster, Weight: &weight, Enabled: &enabled, Metadata: &md}
+	patch := model.InstancePatch{Cluster: f.cluster, Weight: &weight, Enabled: &enabled, Metadata: &md}
 	return s.nacosPatchInstance(w, r, f.ref, patch)
 }
 
@@ -73,13 +74,13 @@ func (s *server) nacosPatch(w http.ResponseWriter, r *http.Request, p nacosParam
 	if f.ephemeral != nil && *f.ephemeral {
 		return nil, errEphemeral(f.ref.ServiceKey(), "update")
 	}
-	patch := store.InstancePatch{Cluster: f.cluster, Weight: f.weight, Enabled: f.enabled, Metadata: f.metadata}
+	patch := model.InstancePatch{Cluster: f.cluster, Weight: f.weight, Enabled: f.enabled, Metadata: f.metadata}
 	return s.nacosPatchInstance(w, r, f.ref, patch)
 }
 
 // nacosPatchInstance applies patch to an existing instance (404 when it is missing). A
 // patch that changes nothing writes nothing.
-func (s *server) nacosPatchInstance(w http.ResponseWriter, r *http.Request, ref store.InstanceRef, patch store.InstancePatch) (any, error) {
+func (s *server) nacosPatchInstance(w http.ResponseWriter, r *http.Request, ref model.InstanceRef, patch model.InstancePatch) (any, error) {
 	view, found, err := s.leaderView(r, ref.ServiceKey())
 	if err != nil {
 		return nil, err
@@ -90,11 +91,11 @@ func (s *server) nacosPatchInstance(w http.ResponseWriter, r *http.Request, ref 
 	if _, ok := findInstance(view, ref); !ok {
 		return nil, errNacosInstanceNotFound(ref)
 	}
-	if patch == (store.InstancePatch{}) {
+	if patch == (model.InstancePatch{}) {
 		return "ok", nil
 	}
 	err = s.nacosApply(w, r, fsm.UpdateInstanceType, fsm.UpdateInstanceRequest{Ref: ref, Patch: patch})
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, model.ErrNotFound) {
 		return nil, errNacosInstanceNotFound(ref)
 	}
 	if err != nil {
@@ -114,7 +115,7 @@ func (s *server) nacosDeregister(w http.ResponseWriter, r *http.Request, p nacos
 		return nil, err
 	}
 	if c := p.str("clusterName", "cluster"); c != "" {
-		if err := store.ValidateClusterName(c); err != nil {
+		if err := model.ValidateClusterName(c); err != nil {
 			return nil, err
 		}
 	}
@@ -129,7 +130,7 @@ func (s *server) nacosDeregister(w http.ResponseWriter, r *http.Request, p nacos
 		return "ok", nil
 	}
 	err = s.nacosApply(w, r, fsm.DeregisterInstanceType, fsm.DeregisterInstanceRequest{Ref: ref})
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err != nil && !errors.Is(err, model.ErrNotFound) {
 		return nil, err
 	}
 	return "ok", nil
@@ -166,15 +167,15 @@ func (s *server) nacosGetInstance(w http.ResponseWriter, r *http.Request, p naco
 	if err != nil {
 		return nil, err
 	}
-	var in store.Instance
+	var in model.Instance
 	_, err = s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
 		idx, i, err := s.store.Instance(ws, ref)
 		in = i
 		return idx, err
 	})
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, model.ErrNotFound) {
 		return nil, nacosErr(http.StatusNotFound, nacosCodeResourceNotFound, "no matched ip found: instance %s of service %s (namespace %s)",
-			store.JoinAddr(ref.IP, ref.Port), ref.ServiceKey().GroupedName(), ref.Namespace)
+			model.JoinAddr(ref.IP, ref.Port), ref.ServiceKey().GroupedName(), ref.Namespace)
 	}
 	if err != nil {
 		return nil, err
@@ -215,7 +216,7 @@ func (s *server) nacosListInstances(w http.ResponseWriter, r *http.Request, p na
 	_, err = s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
 		idx, v, err := s.store.ServiceView(ws, key)
 		view, found = v, err == nil
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, model.ErrNotFound) {
 			return idx, nil
 		}
 		return idx, err
@@ -244,7 +245,7 @@ func (s *server) nacosSetHealth(w http.ResponseWriter, r *http.Request, p nacosP
 			"Required parameter 'healthy' type Boolean is not present")
 	}
 	if c := p.str("clusterName", "cluster"); c != "" {
-		if err := store.ValidateClusterName(c); err != nil {
+		if err := model.ValidateClusterName(c); err != nil {
 			return nil, err
 		}
 	}
@@ -256,7 +257,7 @@ func (s *server) nacosSetHealth(w http.ResponseWriter, r *http.Request, p nacosP
 	if !found || !ok {
 		return nil, errNacosInstanceNotFound(ref)
 	}
-	if c, ok := findCluster(view, in.Cluster); ok && c.HealthCheck.Type != store.CheckNone {
+	if c, ok := findCluster(view, in.Cluster); ok && c.HealthCheck.Type != model.CheckNone {
 		return nil, errHealthCheckRunning(ref.ServiceKey(), in.Cluster, c.HealthCheck.Type)
 	}
 	if in.Healthy == healthy {
@@ -264,9 +265,9 @@ func (s *server) nacosSetHealth(w http.ResponseWriter, r *http.Request, p nacosP
 	}
 	err = s.nacosApply(w, r, fsm.SetHealthManualType, fsm.SetHealthManualRequest{Ref: ref, Healthy: healthy})
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, model.ErrNotFound):
 		return nil, errNacosInstanceNotFound(ref)
-	case errors.Is(err, store.ErrConflict):
+	case errors.Is(err, model.ErrConflict):
 		return nil, errHealthCheckRunning(ref.ServiceKey(), in.Cluster, "")
 	case err != nil:
 		return nil, err
@@ -275,7 +276,7 @@ func (s *server) nacosSetHealth(w http.ResponseWriter, r *http.Request, p nacosP
 }
 
 // errHealthCheckRunning refuses a manual health change on a probed cluster.
-func errHealthCheckRunning(key store.ServiceKey, cluster string, typ store.CheckType) error {
+func errHealthCheckRunning(key model.ServiceKey, cluster string, typ model.CheckType) error {
 	detail := ""
 	if typ != "" {
 		detail = " (health checker " + string(typ) + ")"

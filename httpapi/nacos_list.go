@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -88,8 +89,8 @@ func parseClusterSet(s string) map[string]bool {
 // and the unhealthy ones too unless healthyOnly, each with its true health. Order is the
 // store's (IP, port). With the default threshold 0 the threshold is reached exactly
 // when every enabled instance is unhealthy.
-func nacosSelect(all []store.Instance, threshold float64, clusters map[string]bool, healthyOnly bool) ([]store.Instance, bool) {
-	var enabled []store.Instance
+func nacosSelect(all []model.Instance, threshold float64, clusters map[string]bool, healthyOnly bool) ([]model.Instance, bool) {
+	var enabled []model.Instance
 	healthy := 0
 	for _, in := range all {
 		if !in.Enabled || (clusters != nil && !clusters[in.Cluster]) {
@@ -101,7 +102,7 @@ func nacosSelect(all []store.Instance, threshold float64, clusters map[string]bo
 		}
 	}
 	if len(enabled) > 0 && float64(healthy)/float64(len(enabled)) <= threshold {
-		out := make([]store.Instance, len(enabled))
+		out := make([]model.Instance, len(enabled))
 		for i, in := range enabled {
 			in.Healthy = true
 			out[i] = in
@@ -111,7 +112,7 @@ func nacosSelect(all []store.Instance, threshold float64, clusters map[string]bo
 	if !healthyOnly {
 		return enabled, false
 	}
-	out := make([]store.Instance, 0, healthy)
+	out := make([]model.Instance, 0, healthy)
 	for _, in := range enabled {
 		if in.Healthy {
 			out = append(out, in)
@@ -121,7 +122,7 @@ func nacosSelect(all []store.Instance, threshold float64, clusters map[string]bo
 }
 
 // toNacosHost shows an instance the way a Nacos list does.
-func toNacosHost(in store.Instance) nacosHost {
+func toNacosHost(in model.Instance) nacosHost {
 	return nacosHost{
 		InstanceID:                in.InstanceID(),
 		IP:                        in.IP,
@@ -144,7 +145,7 @@ func toNacosHost(in store.Instance) nacosHost {
 // nacosServiceInfoFor builds an instance list. clusters is echoed as the client sent
 // it: nacos-sdk-go keys its cache by name and clusters. found is false for a service
 // that does not exist, which Nacos answers with an empty list, not an error.
-func nacosServiceInfoFor(key store.ServiceKey, view store.ServiceView, found bool, clusters string, healthyOnly bool, now time.Time) nacosServiceInfo {
+func nacosServiceInfoFor(key model.ServiceKey, view store.ServiceView, found bool, clusters string, healthyOnly bool, now time.Time) nacosServiceInfo {
 	info := nacosServiceInfo{
 		Name:        key.GroupedName(),
 		GroupName:   key.Group,

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // nacosSwitchDomainName is the name Nacos gives its switch set.
@@ -51,7 +51,7 @@ func (s *server) nacosGetSwitches(http.ResponseWriter, *http.Request, nacosParam
 		DefaultPushCacheMillis:   NacosCacheMillis,
 		DefaultCacheMillis:       NacosCacheMillis,
 		HealthCheckEnabled:       true,
-		CheckTimes:               store.DefaultFall,
+		CheckTimes:               model.DefaultFall,
 		IncrementalList:          []string{},
 		LimitedURLMap:            map[string]int{},
 		DefaultInstanceEphemeral: false,
@@ -150,7 +150,7 @@ func (s *server) nacosServers(_ http.ResponseWriter, r *http.Request, _ nacosPar
 	}{Servers: []nacosServer{}}
 	for _, m := range members {
 		srv := nacosServer{Site: "unknown", Weight: 1, Key: m.HTTPAddr}
-		if host, port, err := store.SplitAddr(m.HTTPAddr); err == nil {
+		if host, port, err := model.SplitAddr(m.HTTPAddr); err == nil {
 			srv.IP, srv.ServePort, srv.Alive = host, port, true
 		} else {
 			srv.Key = m.ID

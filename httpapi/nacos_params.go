@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // nacosParams are a Nacos request's parameters: the query string first, then an
@@ -127,59 +127,59 @@ func (p nacosParams) float(name string) (value float64, present bool, err error)
 // and the required serviceName, which may already be grouped (group@@service). A
 // grouped name's group wins; a groupName that contradicts it is refused (20009) rather
 // than silently ignored as Nacos does. Names are checked with the store's rules.
-func nacosServiceKey(p nacosParams) (store.ServiceKey, error) {
+func nacosServiceKey(p nacosParams) (model.ServiceKey, error) {
 	raw, err := p.required("serviceName", "String")
 	if err != nil {
-		return store.ServiceKey{}, err
+		return model.ServiceKey{}, err
 	}
-	key := store.ServiceKey{Namespace: p.str("namespaceId"), Group: p.str("groupName"), Service: raw}
-	if g, svc, ok := strings.Cut(raw, store.GroupSeparator); ok {
+	key := model.ServiceKey{Namespace: p.str("namespaceId"), Group: p.str("groupName"), Service: raw}
+	if g, svc, ok := strings.Cut(raw, model.GroupSeparator); ok {
 		if g == "" || svc == "" {
-			return store.ServiceKey{}, nacosErr(http.StatusBadRequest, nacosCodeServiceName,
+			return model.ServiceKey{}, nacosErr(http.StatusBadRequest, nacosCodeServiceName,
 				"Param 'serviceName' is illegal, it should be format as 'groupName@@serviceName', got %q", raw)
 		}
 		if key.Group != "" && key.Group != g {
-			return store.ServiceKey{}, nacosErr(http.StatusBadRequest, nacosCodeParameterMismatch,
+			return model.ServiceKey{}, nacosErr(http.StatusBadRequest, nacosCodeParameterMismatch,
 				"Param 'groupName' (%q) does not match the group of serviceName %q", key.Group, raw)
 		}
 		key.Group, key.Service = g, svc
 	}
 	if key.Namespace == "" {
-		key.Namespace = store.DefaultNamespace
+		key.Namespace = model.DefaultNamespace
 	}
 	if key.Group == "" {
-		key.Group = store.DefaultGroup
+		key.Group = model.DefaultGroup
 	}
-	if err := store.ValidateServiceKey(key); err != nil {
-		return store.ServiceKey{}, err
+	if err := model.ValidateServiceKey(key); err != nil {
+		return model.ServiceKey{}, err
 	}
 	return key, nil
 }
 
 // nacosInstanceRef resolves the service key, the required ip and the required port.
 // Parameters are checked in Nacos's order: serviceName, ip, port.
-func nacosInstanceRef(p nacosParams) (store.InstanceRef, error) {
+func nacosInstanceRef(p nacosParams) (model.InstanceRef, error) {
 	if _, err := p.required("serviceName", "String"); err != nil {
-		return store.InstanceRef{}, err
+		return model.InstanceRef{}, err
 	}
 	ip, err := p.required("ip", "String")
 	if err != nil {
-		return store.InstanceRef{}, err
+		return model.InstanceRef{}, err
 	}
 	if _, err := p.required("port", "Integer"); err != nil {
-		return store.InstanceRef{}, err
+		return model.InstanceRef{}, err
 	}
 	key, err := nacosServiceKey(p)
 	if err != nil {
-		return store.InstanceRef{}, err
+		return model.InstanceRef{}, err
 	}
 	port, _, err := p.integer("port")
 	if err != nil {
-		return store.InstanceRef{}, err
+		return model.InstanceRef{}, err
 	}
-	ref := store.InstanceRef{Namespace: key.Namespace, Group: key.Group, Service: key.Service, IP: ip, Port: port}
-	if err := store.ValidateInstanceRef(ref); err != nil {
-		return store.InstanceRef{}, err
+	ref := model.InstanceRef{Namespace: key.Namespace, Group: key.Group, Service: key.Service, IP: ip, Port: port}
+	if err := model.ValidateInstanceRef(ref); err != nil {
+		return model.InstanceRef{}, err
 	}
 	return ref, nil
 }
@@ -249,7 +249,7 @@ func javaSplit(s, sep string) []string {
 
 // nacosInstanceForm is what a register, update or patch request says about an instance.
 type nacosInstanceForm struct {
-	ref store.InstanceRef
+	ref model.InstanceRef
 	// Each field is set only when its parameter was given.
 	cluster   *string
 	weight    *float64
@@ -263,14 +263,14 @@ type nacosInstanceForm struct {
 // weight, enabled (legacy enable), healthy, metadata and ephemeral, and checks each
 // given value with the store's rules. clientIP, udpPort, app, env, tid, isCheck and the
 // auth parameters are accepted and ignored.
-func parseNacosInstanceForm(p nacosParams, limits store.Limits) (nacosInstanceForm, error) {
+func parseNacosInstanceForm(p nacosParams, limits model.Limits) (nacosInstanceForm, error) {
 	var f nacosInstanceForm
 	var err error
 	if f.ref, err = nacosInstanceRef(p); err != nil {
 		return f, err
 	}
 	if c := p.str("clusterName", "cluster"); c != "" {
-		if err := store.ValidateClusterName(c); err != nil {
+		if err := model.ValidateClusterName(c); err != nil {
 			return f, err
 		}
 		f.cluster = &c
@@ -278,7 +278,7 @@ func parseNacosInstanceForm(p nacosParams, limits store.Limits) (nacosInstanceFo
 	if w, ok, err := p.float("weight"); err != nil {
 		return f, err
 	} else if ok {
-		if err := store.ValidateWeight(w); err != nil {
+		if err := model.ValidateWeight(w); err != nil {
 			return f, err
 		}
 		f.weight = &w
@@ -316,15 +316,15 @@ func parseNacosInstanceForm(p nacosParams, limits store.Limits) (nacosInstanceFo
 // the store's rules. An ephemeral registration, explicit or by Nacos's default when
 // ephemeral is absent, is refused with Nacos's wording: Roster keeps persistent
 // instances only.
-func nacosRegistration(p nacosParams, limits store.Limits) (store.Instance, error) {
+func nacosRegistration(p nacosParams, limits model.Limits) (model.Instance, error) {
 	f, err := parseNacosInstanceForm(p, limits)
 	if err != nil {
-		return store.Instance{}, err
+		return model.Instance{}, err
 	}
 	ref := f.ref
-	in := store.Instance{
+	in := model.Instance{
 		Namespace: ref.Namespace, Group: ref.Group, Service: ref.Service, IP: ref.IP, Port: ref.Port,
-		Cluster: store.DefaultCluster, Weight: 1, Enabled: true, Healthy: true,
+		Cluster: model.DefaultCluster, Weight: 1, Enabled: true, Healthy: true,
 	}
 	if f.cluster != nil {
 		in.Cluster = *f.cluster
@@ -342,17 +342,17 @@ func nacosRegistration(p nacosParams, limits store.Limits) (store.Instance, erro
 		in.Metadata = *f.metadata
 	}
 	if err := limits.ValidateInstance(in); err != nil {
-		return store.Instance{}, err
+		return model.Instance{}, err
 	}
 	if f.ephemeral == nil || *f.ephemeral {
-		return store.Instance{}, errEphemeral(ref.ServiceKey(), "register")
+		return model.Instance{}, errEphemeral(ref.ServiceKey(), "register")
 	}
 	return in, nil
 }
 
 // errEphemeral refuses an ephemeral instance with Nacos's own sentence, so that a
 // client that forgot ephemeral=false fails loudly instead of losing its instance.
-func errEphemeral(key store.ServiceKey, verb string) error {
+func errEphemeral(key model.ServiceKey, verb string) error {
 	return nacosErr(http.StatusBadRequest, nacosCodeInstanceError,
 		"Current service %s is persistent service, can't %s ephemeral instance. "+
 			"Roster keeps persistent instances only: send ephemeral=false", key.GroupedName(), verb)

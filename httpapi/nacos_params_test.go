@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // mustParams parses a query string into nacosParams.
@@ -29,7 +29,7 @@ func nacosCode(err error, res nacosResource) int {
 		return 0
 	}
 	var ne *nacosError
-	var ve *store.ValidationError
+	var ve *model.ValidationError
 	switch {
 	case errors.As(err, &ne):
 		return ne.code
@@ -43,31 +43,31 @@ func TestNacosServiceKey_Resolution(t *testing.T) {
 	tests := []struct {
 		name     string
 		query    string
-		want     store.ServiceKey
+		want     model.ServiceKey
 		wantCode int
 	}{
 		{"plain name takes the defaults", "serviceName=orders",
-			store.ServiceKey{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders"}, 0},
+			model.ServiceKey{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders"}, 0},
 		{"blank namespace is public", "serviceName=orders&namespaceId=&groupName=",
-			store.ServiceKey{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders"}, 0},
+			model.ServiceKey{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders"}, 0},
 		{"groupName applies to a plain name", "serviceName=orders&groupName=g1&namespaceId=dev",
-			store.ServiceKey{Namespace: "dev", Group: "g1", Service: "orders"}, 0},
+			model.ServiceKey{Namespace: "dev", Group: "g1", Service: "orders"}, 0},
 		{"grouped name", "serviceName=g1@@orders",
-			store.ServiceKey{Namespace: "public", Group: "g1", Service: "orders"}, 0},
+			model.ServiceKey{Namespace: "public", Group: "g1", Service: "orders"}, 0},
 		{"grouped name with the same groupName", "serviceName=g1@@orders&groupName=g1",
-			store.ServiceKey{Namespace: "public", Group: "g1", Service: "orders"}, 0},
+			model.ServiceKey{Namespace: "public", Group: "g1", Service: "orders"}, 0},
 		{"values are trimmed", "serviceName=+orders+&groupName=+g1+",
-			store.ServiceKey{Namespace: "public", Group: "g1", Service: "orders"}, 0},
-		{"grouped name contradicting groupName", "serviceName=g1@@orders&groupName=g2", store.ServiceKey{}, nacosCodeParameterMismatch},
-		{"missing serviceName", "groupName=g1", store.ServiceKey{}, nacosCodeParameterMissing},
-		{"blank serviceName", "serviceName=++", store.ServiceKey{}, nacosCodeParameterMissing},
-		{"empty group in grouped name", "serviceName=@@orders", store.ServiceKey{}, nacosCodeServiceName},
-		{"empty service in grouped name", "serviceName=g1@@", store.ServiceKey{}, nacosCodeServiceName},
-		{"two separators", "serviceName=g1@@a@@b", store.ServiceKey{}, nacosCodeServiceName},
-		{"whitespace in the name", "serviceName=a%20b", store.ServiceKey{}, nacosCodeServiceName},
-		{"illegal group", "serviceName=orders&groupName=g/1", store.ServiceKey{}, nacosCodeServiceName},
-		{"illegal namespace", "serviceName=orders&namespaceId=dev!", store.ServiceKey{}, nacosCodeIllegalNamespace},
-		{"service name too long", "serviceName=" + strings.Repeat("s", store.MaxServiceNameLen+1), store.ServiceKey{}, nacosCodeServiceName},
+			model.ServiceKey{Namespace: "public", Group: "g1", Service: "orders"}, 0},
+		{"grouped name contradicting groupName", "serviceName=g1@@orders&groupName=g2", model.ServiceKey{}, nacosCodeParameterMismatch},
+		{"missing serviceName", "groupName=g1", model.ServiceKey{}, nacosCodeParameterMissing},
+		{"blank serviceName", "serviceName=++", model.ServiceKey{}, nacosCodeParameterMissing},
+		{"empty group in grouped name", "serviceName=@@orders", model.ServiceKey{}, nacosCodeServiceName},
+		{"empty service in grouped name", "serviceName=g1@@", model.ServiceKey{}, nacosCodeServiceName},
+		{"two separators", "serviceName=g1@@a@@b", model.ServiceKey{}, nacosCodeServiceName},
+		{"whitespace in the name", "serviceName=a%20b", model.ServiceKey{}, nacosCodeServiceName},
+		{"illegal group", "serviceName=orders&groupName=g/1", model.ServiceKey{}, nacosCodeServiceName},
+		{"illegal namespace", "serviceName=orders&namespaceId=dev!", model.ServiceKey{}, nacosCodeIllegalNamespace},
+		{"service name too long", "serviceName=" + strings.Repeat("s", model.MaxServiceNameLen+1), model.ServiceKey{}, nacosCodeServiceName},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -128,8 +128,8 @@ func TestNacosMetadata_Parsing(t *testing.T) {
 
 func TestNacosRegistration_DefaultsAndErrors(t *testing.T) {
 	base := "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=false"
-	inst := func(mod func(in *store.Instance)) store.Instance {
-		in := store.Instance{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", IP: "127.100.0.1", Port: 8080,
+	inst := func(mod func(in *model.Instance)) model.Instance {
+		in := model.Instance{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", IP: "127.100.0.1", Port: 8080,
 			Cluster: "DEFAULT", Weight: 1, Enabled: true, Healthy: true}
 		if mod != nil {
 			mod(&in)
@@ -139,13 +139,13 @@ func TestNacosRegistration_DefaultsAndErrors(t *testing.T) {
 	tests := []struct {
 		name     string
 		query    string
-		want     store.Instance
+		want     model.Instance
 		wantCode int
 	}{
 		{"defaults", base, inst(nil), 0},
 		{"every field", base + "&namespaceId=dev&groupName=g1&clusterName=web&weight=2.5&enabled=false&healthy=false" +
 			`&metadata={"v":"1"}`,
-			inst(func(in *store.Instance) {
+			inst(func(in *model.Instance) {
 				in.Namespace, in.Group, in.Cluster, in.Weight, in.Enabled, in.Healthy = "dev", "g1", "web", 2.5, false, false
 				in.Metadata = map[string]string{"v": "1"}
 			}), 0},
@@ -153,40 +153,40 @@ func TestNacosRegistration_DefaultsAndErrors(t *testing.T) {
 			"&ip=127.100.0.1&port=8080&weight=1&enable=true&healthy=true&metadata={}&ephemeral=false&clusterName=&app=&namespaceId=",
 			inst(nil), 0},
 		{"enabled wins over the legacy enable", base + "&enabled=true&enable=false", inst(nil), 0},
-		{"legacy enable alone", base + "&enable=false", inst(func(in *store.Instance) { in.Enabled = false }), 0},
-		{"legacy cluster", base + "&cluster=c1", inst(func(in *store.Instance) { in.Cluster = "c1" }), 0},
-		{"clusterName wins over cluster", base + "&cluster=c1&clusterName=c2", inst(func(in *store.Instance) { in.Cluster = "c2" }), 0},
+		{"legacy enable alone", base + "&enable=false", inst(func(in *model.Instance) { in.Enabled = false }), 0},
+		{"legacy cluster", base + "&cluster=c1", inst(func(in *model.Instance) { in.Cluster = "c1" }), 0},
+		{"clusterName wins over cluster", base + "&cluster=c1&clusterName=c2", inst(func(in *model.Instance) { in.Cluster = "c2" }), 0},
 		{"ignored parameters", base + "&clientIP=1.2.3.4&udpPort=5&app=a&env=e&tid=t&isCheck=true&accessToken=x&username=u&password=p",
 			inst(nil), 0},
-		{"weight 0", base + "&weight=0", inst(func(in *store.Instance) { in.Weight = 0 }), 0},
-		{"weight 10000", base + "&weight=10000", inst(func(in *store.Instance) { in.Weight = 10000 }), 0},
+		{"weight 0", base + "&weight=0", inst(func(in *model.Instance) { in.Weight = 0 }), 0},
+		{"weight 10000", base + "&weight=10000", inst(func(in *model.Instance) { in.Weight = 10000 }), 0},
 		{"IPv6 address", "serviceName=orders&ip=fe80::1&port=80&ephemeral=false",
-			inst(func(in *store.Instance) { in.IP, in.Port = "fe80::1", 80 }), 0},
-		{"k=v metadata", base + "&metadata=a%3D1", inst(func(in *store.Instance) { in.Metadata = map[string]string{"a": "1"} }), 0},
-		{"missing serviceName", "ip=127.100.0.1&port=8080&ephemeral=false", store.Instance{}, nacosCodeParameterMissing},
-		{"missing ip", "serviceName=orders&port=8080&ephemeral=false", store.Instance{}, nacosCodeParameterMissing},
-		{"missing port", "serviceName=orders&ip=127.100.0.1&ephemeral=false", store.Instance{}, nacosCodeParameterMissing},
-		{"port 0", "serviceName=orders&ip=127.100.0.1&port=0&ephemeral=false", store.Instance{}, nacosCodeParameterValidate},
-		{"port 65536", "serviceName=orders&ip=127.100.0.1&port=65536&ephemeral=false", store.Instance{}, nacosCodeParameterValidate},
-		{"port not a number", "serviceName=orders&ip=127.100.0.1&port=http&ephemeral=false", store.Instance{}, nacosCodeParameterValidate},
-		{"bad ip", "serviceName=orders&ip=127.100.0.300&port=80&ephemeral=false", store.Instance{}, nacosCodeParameterValidate},
-		{"weight above 10000", base + "&weight=10000.5", store.Instance{}, nacosCodeWeight},
-		{"negative weight", base + "&weight=-1", store.Instance{}, nacosCodeWeight},
-		{"weight not a number", base + "&weight=heavy", store.Instance{}, nacosCodeParameterValidate},
-		{"weight NaN", base + "&weight=NaN", store.Instance{}, nacosCodeParameterValidate},
-		{"bad metadata JSON", base + `&metadata={"a":`, store.Instance{}, nacosCodeInstanceMetadata},
+			inst(func(in *model.Instance) { in.IP, in.Port = "fe80::1", 80 }), 0},
+		{"k=v metadata", base + "&metadata=a%3D1", inst(func(in *model.Instance) { in.Metadata = map[string]string{"a": "1"} }), 0},
+		{"missing serviceName", "ip=127.100.0.1&port=8080&ephemeral=false", model.Instance{}, nacosCodeParameterMissing},
+		{"missing ip", "serviceName=orders&port=8080&ephemeral=false", model.Instance{}, nacosCodeParameterMissing},
+		{"missing port", "serviceName=orders&ip=127.100.0.1&ephemeral=false", model.Instance{}, nacosCodeParameterMissing},
+		{"port 0", "serviceName=orders&ip=127.100.0.1&port=0&ephemeral=false", model.Instance{}, nacosCodeParameterValidate},
+		{"port 65536", "serviceName=orders&ip=127.100.0.1&port=65536&ephemeral=false", model.Instance{}, nacosCodeParameterValidate},
+		{"port not a number", "serviceName=orders&ip=127.100.0.1&port=http&ephemeral=false", model.Instance{}, nacosCodeParameterValidate},
+		{"bad ip", "serviceName=orders&ip=127.100.0.300&port=80&ephemeral=false", model.Instance{}, nacosCodeParameterValidate},
+		{"weight above 10000", base + "&weight=10000.5", model.Instance{}, nacosCodeWeight},
+		{"negative weight", base + "&weight=-1", model.Instance{}, nacosCodeWeight},
+		{"weight not a number", base + "&weight=heavy", model.Instance{}, nacosCodeParameterValidate},
+		{"weight NaN", base + "&weight=NaN", model.Instance{}, nacosCodeParameterValidate},
+		{"bad metadata JSON", base + `&metadata={"a":`, model.Instance{}, nacosCodeInstanceMetadata},
 		{"metadata too large", base + "&metadata=" + url.QueryEscape(`{"k":"`+strings.Repeat("v", 1100)+`"}`),
-			store.Instance{}, nacosCodeInstanceMetadata},
-		{"metadata with an empty key", base + "&metadata=%3Dv", store.Instance{}, nacosCodeInstanceMetadata},
-		{"illegal cluster", base + "&clusterName=a.b", store.Instance{}, nacosCodeParameterValidate},
-		{"bad boolean", base + "&enabled=ture", store.Instance{}, nacosCodeParameterValidate},
-		{"ephemeral by default", "serviceName=orders&ip=127.100.0.1&port=8080", store.Instance{}, nacosCodeInstanceError},
-		{"ephemeral explicitly", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=true", store.Instance{}, nacosCodeInstanceError},
-		{"ephemeral not a boolean", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=maybe", store.Instance{}, nacosCodeParameterValidate},
+			model.Instance{}, nacosCodeInstanceMetadata},
+		{"metadata with an empty key", base + "&metadata=%3Dv", model.Instance{}, nacosCodeInstanceMetadata},
+		{"illegal cluster", base + "&clusterName=a.b", model.Instance{}, nacosCodeParameterValidate},
+		{"bad boolean", base + "&enabled=ture", model.Instance{}, nacosCodeParameterValidate},
+		{"ephemeral by default", "serviceName=orders&ip=127.100.0.1&port=8080", model.Instance{}, nacosCodeInstanceError},
+		{"ephemeral explicitly", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=true", model.Instance{}, nacosCodeInstanceError},
+		{"ephemeral not a boolean", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=maybe", model.Instance{}, nacosCodeParameterValidate},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := nacosRegistration(mustParams(t, tt.query), store.DefaultLimits())
+			got, err := nacosRegistration(mustParams(t, tt.query), model.DefaultLimits())
 			if code := nacosCode(err, nacosInstance); code != tt.wantCode {
 				t.Fatalf("code %d (err %v), want %d", code, err, tt.wantCode)
 			}
@@ -201,7 +201,7 @@ func TestNacosRegistration_DefaultsAndErrors(t *testing.T) {
 }
 
 func TestNacosRegistration_EphemeralRefusalWording(t *testing.T) {
-	_, err := nacosRegistration(mustParams(t, "serviceName=g1@@orders&ip=127.100.0.1&port=8080"), store.DefaultLimits())
+	_, err := nacosRegistration(mustParams(t, "serviceName=g1@@orders&ip=127.100.0.1&port=8080"), model.DefaultLimits())
 	want := "Current service g1@@orders is persistent service, can't register ephemeral instance."
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("err %v, want it to start with %q", err, want)
@@ -255,34 +255,34 @@ func TestNacosParams_QueryAndFormBody(t *testing.T) {
 }
 
 func TestNacosSelect_ProtectThreshold(t *testing.T) {
-	mk := func(ip string, cluster string, healthy, enabled bool) store.Instance {
-		return store.Instance{IP: ip, Port: 80, Cluster: cluster, Healthy: healthy, Enabled: enabled, Weight: 1}
+	mk := func(ip string, cluster string, healthy, enabled bool) model.Instance {
+		return model.Instance{IP: ip, Port: 80, Cluster: cluster, Healthy: healthy, Enabled: enabled, Weight: 1}
 	}
 	a := mk("127.100.0.1", "DEFAULT", true, true)
 	b := mk("127.100.0.2", "DEFAULT", false, true)
 	c := mk("127.100.0.3", "DEFAULT", false, false) // disabled: never listed, never counted
 	d := mk("127.100.0.4", "web", false, true)
-	healthy := func(in store.Instance) store.Instance { in.Healthy = true; return in }
+	healthy := func(in model.Instance) model.Instance { in.Healthy = true; return in }
 	tests := []struct {
 		name        string
-		all         []store.Instance
+		all         []model.Instance
 		threshold   float64
 		clusters    map[string]bool
 		healthyOnly bool
-		want        []store.Instance
+		want        []model.Instance
 		reached     bool
 	}{
 		{"no instances", nil, 0, nil, false, nil, false},
-		{"all: healthy and unhealthy with true health", []store.Instance{a, b, c}, 0, nil, false, []store.Instance{a, b}, false},
-		{"healthy only", []store.Instance{a, b, c}, 0, nil, true, []store.Instance{a}, false},
-		{"threshold 0 with every instance down marks all healthy", []store.Instance{b, c, d}, 0, nil, true,
-			[]store.Instance{healthy(b), healthy(d)}, true},
-		{"ratio equal to the threshold reaches it", []store.Instance{a, b}, 0.5, nil, true,
-			[]store.Instance{a, healthy(b)}, true},
-		{"ratio above the threshold", []store.Instance{a, b}, 0.4, nil, true, []store.Instance{a}, false},
-		{"clusters filter before the ratio", []store.Instance{a, b, d}, 0, map[string]bool{"web": true}, false,
-			[]store.Instance{healthy(d)}, true},
-		{"only disabled instances", []store.Instance{c}, 1, nil, false, nil, false},
+		{"all: healthy and unhealthy with true health", []model.Instance{a, b, c}, 0, nil, false, []model.Instance{a, b}, false},
+		{"healthy only", []model.Instance{a, b, c}, 0, nil, true, []model.Instance{a}, false},
+		{"threshold 0 with every instance down marks all healthy", []model.Instance{b, c, d}, 0, nil, true,
+			[]model.Instance{healthy(b), healthy(d)}, true},
+		{"ratio equal to the threshold reaches it", []model.Instance{a, b}, 0.5, nil, true,
+			[]model.Instance{a, healthy(b)}, true},
+		{"ratio above the threshold", []model.Instance{a, b}, 0.4, nil, true, []model.Instance{a}, false},
+		{"clusters filter before the ratio", []model.Instance{a, b, d}, 0, map[string]bool{"web": true}, false,
+			[]model.Instance{healthy(d)}, true},
+		{"only disabled instances", []model.Instance{c}, 1, nil, false, nil, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -298,25 +298,25 @@ func TestParseNacosHealthChecker_Mapping(t *testing.T) {
 	tests := []struct {
 		name    string
 		raw     string
-		want    store.HealthCheck
+		want    model.HealthCheck
 		wantErr bool
 	}{
-		{"TCP", `{"type":"TCP"}`, store.HealthCheck{Type: store.CheckTCP}, false},
-		{"NONE, any case", `{"type":"none"}`, store.HealthCheck{Type: store.CheckNone}, false},
+		{"TCP", `{"type":"TCP"}`, model.HealthCheck{Type: model.CheckTCP}, false},
+		{"NONE, any case", `{"type":"none"}`, model.HealthCheck{Type: model.CheckNone}, false},
 		{"HTTP with everything", `{"type":"HTTP","path":"/health","headers":"X-A:1|Host: a.b:8080","expectedResponseCode":204}`,
-			store.HealthCheck{Type: store.CheckHTTP, Path: "/health", Headers: map[string]string{"X-A": "1", "Host": "a.b:8080"},
+			model.HealthCheck{Type: model.CheckHTTP, Path: "/health", Headers: map[string]string{"X-A": "1", "Host": "a.b:8080"},
 				ExpectedStatus: []int{204}}, false},
 		{"HTTP expected code defaults to 200", `{"type":"HTTP","path":"","headers":""}`,
-			store.HealthCheck{Type: store.CheckHTTP, ExpectedStatus: []int{200}}, false},
+			model.HealthCheck{Type: model.CheckHTTP, ExpectedStatus: []int{200}}, false},
 		{"HTTP expected code as a string", `{"type":"HTTP","expectedResponseCode":"503"}`,
-			store.HealthCheck{Type: store.CheckHTTP, ExpectedStatus: []int{503}}, false},
-		{"unknown fields are ignored", `{"type":"TCP","foo":1}`, store.HealthCheck{Type: store.CheckTCP}, false},
-		{"MYSQL refused", `{"type":"MYSQL","user":"u"}`, store.HealthCheck{}, true},
-		{"unknown type", `{"type":"UDP"}`, store.HealthCheck{}, true},
-		{"no type", `{}`, store.HealthCheck{}, true},
-		{"not JSON", `TCP`, store.HealthCheck{}, true},
-		{"header without a colon", `{"type":"HTTP","headers":"X-A"}`, store.HealthCheck{}, true},
-		{"bad expected code", `{"type":"HTTP","expectedResponseCode":"ok"}`, store.HealthCheck{}, true},
+			model.HealthCheck{Type: model.CheckHTTP, ExpectedStatus: []int{503}}, false},
+		{"unknown fields are ignored", `{"type":"TCP","foo":1}`, model.HealthCheck{Type: model.CheckTCP}, false},
+		{"MYSQL refused", `{"type":"MYSQL","user":"u"}`, model.HealthCheck{}, true},
+		{"unknown type", `{"type":"UDP"}`, model.HealthCheck{}, true},
+		{"no type", `{}`, model.HealthCheck{}, true},
+		{"not JSON", `TCP`, model.HealthCheck{}, true},
+		{"header without a colon", `{"type":"HTTP","headers":"X-A"}`, model.HealthCheck{}, true},
+		{"bad expected code", `{"type":"HTTP","expectedResponseCode":"ok"}`, model.HealthCheck{}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -332,13 +332,13 @@ func TestParseNacosHealthChecker_Mapping(t *testing.T) {
 }
 
 func TestToNacosHealthChecker_RoundTrip(t *testing.T) {
-	hc := store.HealthCheck{Type: store.CheckHTTP, Path: "/p", Headers: map[string]string{"B": "2", "A": "1"}, ExpectedStatus: []int{204, 200}}
+	hc := model.HealthCheck{Type: model.CheckHTTP, Path: "/p", Headers: map[string]string{"B": "2", "A": "1"}, ExpectedStatus: []int{204, 200}}
 	got := toNacosHealthChecker(hc)
 	want := nacosHealthChecker{Type: "HTTP", Path: "/p", Headers: "A:1|B:2", ExpectedResponseCode: 204}
 	if got != want {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
-	if got := toNacosHealthChecker(store.DefaultHealthCheck()); got != (nacosHealthChecker{Type: "TCP"}) {
+	if got := toNacosHealthChecker(model.DefaultHealthCheck()); got != (nacosHealthChecker{Type: "TCP"}) {
 		t.Fatalf("TCP shows as %+v", got)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -188,12 +189,12 @@ func (s *server) nacosApply(w http.ResponseWriter, r *http.Request, t fsm.Messag
 // earlier terms), then reads the local store. found is false when the service does not
 // exist. The write itself re-checks what it depends on, so a race only changes which
 // error is answered.
-func (s *server) leaderView(r *http.Request, key store.ServiceKey) (view store.ServiceView, found bool, err error) {
+func (s *server) leaderView(r *http.Request, key model.ServiceKey) (view store.ServiceView, found bool, err error) {
 	if err := s.checkConsistency(r.Context(), api.ConsistencyLeader); err != nil {
 		return view, false, err
 	}
 	_, view, err = s.store.ServiceView(nil, key)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, model.ErrNotFound) {
 		return store.ServiceView{}, false, nil
 	}
 	if err != nil {
@@ -203,21 +204,21 @@ func (s *server) leaderView(r *http.Request, key store.ServiceKey) (view store.S
 }
 
 // findInstance returns the instance ref names in view.
-func findInstance(view store.ServiceView, ref store.InstanceRef) (store.Instance, bool) {
+func findInstance(view store.ServiceView, ref model.InstanceRef) (model.Instance, bool) {
 	for _, in := range view.Instances {
 		if in.IP == ref.IP && in.Port == ref.Port {
 			return in, true
 		}
 	}
-	return store.Instance{}, false
+	return model.Instance{}, false
 }
 
 // findCluster returns the named cluster of view.
-func findCluster(view store.ServiceView, name string) (store.Cluster, bool) {
+func findCluster(view store.ServiceView, name string) (model.Cluster, bool) {
 	for _, c := range view.Clusters {
 		if c.Name == name {
 			return c, true
 		}
 	}
-	return store.Cluster{}, false
+	return model.Cluster{}, false
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -20,12 +21,12 @@ const (
 // (default 0), metadata (JSON or k=v,k2=v2; default none) and selector (only none), and
 // refuses ephemeral=true. Nacos's create and update both replace the definition with
 // these values.
-func nacosServiceForm(p nacosParams, limits store.Limits) (store.Service, error) {
+func nacosServiceForm(p nacosParams, limits model.Limits) (model.Service, error) {
 	key, err := nacosServiceKey(p)
 	if err != nil {
-		return store.Service{}, err
+		return model.Service{}, err
 	}
-	svc := store.Service{Namespace: key.Namespace, Group: key.Group, Name: key.Service}
+	svc := model.Service{Namespace: key.Namespace, Group: key.Group, Name: key.Service}
 	if t, ok, err := p.float("protectThreshold"); err != nil {
 		return svc, err
 	} else if ok {
@@ -70,7 +71,7 @@ func checkNoSelector(raw string) error {
 }
 
 // errNacosServiceNotFound is Nacos's answer to a service that does not exist: 400, 21008.
-func errNacosServiceNotFound(key store.ServiceKey) error {
+func errNacosServiceNotFound(key model.ServiceKey) error {
 	return nacosErr(http.StatusBadRequest, nacosCodeServiceNotExist, "service %s not found in namespace %s",
 		key.GroupedName(), key.Namespace)
 }
@@ -138,9 +139,9 @@ func (s *server) nacosDeleteService(w http.ResponseWriter, r *http.Request, p na
 	}
 	err = s.nacosApply(w, r, fsm.DeleteServiceType, fsm.DeleteServiceRequest{Key: key})
 	switch {
-	case errors.Is(err, store.ErrConflict):
+	case errors.Is(err, model.ErrConflict):
 		return nil, notEmpty
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, model.ErrNotFound):
 		return nil, errNacosServiceNotFound(key)
 	case err != nil:
 		return nil, err
@@ -206,7 +207,7 @@ func (s *server) nacosGetService(w http.ResponseWriter, r *http.Request, p nacos
 		view = v
 		return idx, err
 	})
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, model.ErrNotFound) {
 		return nil, errNacosServiceNotFound(key)
 	}
 	if err != nil {
@@ -259,16 +260,16 @@ type nacosServiceListV2 struct {
 func (s *server) nacosListServices(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	ns := p.str("namespaceId")
 	if ns == "" {
-		ns = store.DefaultNamespace
+		ns = model.DefaultNamespace
 	}
-	if err := store.ValidateNamespace(ns); err != nil {
+	if err := model.ValidateNamespace(ns); err != nil {
 		return nil, err
 	}
 	group := p.str("groupName")
 	if group == "" {
-		group = store.DefaultGroup
+		group = model.DefaultGroup
 	}
-	if err := store.ValidateGroup(group); err != nil {
+	if err := model.ValidateGroup(group); err != nil {
 		return nil, err
 	}
 	if err := checkNoSelector(p.str("selector")); err != nil {
@@ -298,7 +299,7 @@ func (s *server) nacosListServices(w http.ResponseWriter, r *http.Request, p nac
 	}
 	page = max(page, 1)
 	var (
-		list  []store.Service
+		list  []model.Service
 		total int
 	)
 	_, err := s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
@@ -312,7 +313,7 @@ func (s *server) nacosListServices(w http.ResponseWriter, r *http.Request, p nac
 		if size <= 0 {
 			list = nil
 		}
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, model.ErrNotFound) {
 			list, total = nil, 0
 			return idx, nil
 		}

@@ -6,12 +6,13 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
 // listNamespaces serves GET /v1/namespaces.
 func (s *server) listNamespaces(w http.ResponseWriter, r *http.Request) error {
-	idx, list, err := readValue(s, w, r, func(ws *store.WatchSet) (uint64, []store.Namespace, error) {
+	idx, list, err := readValue(s, w, r, func(ws *store.WatchSet) (uint64, []model.Namespace, error) {
 		return s.store.Namespaces(ws)
 	})
 	if err != nil {
@@ -27,7 +28,7 @@ func (s *server) getNamespace(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	idx, ns, err := readValue(s, w, r, func(ws *store.WatchSet) (uint64, store.Namespace, error) {
+	idx, ns, err := readValue(s, w, r, func(ws *store.WatchSet) (uint64, model.Namespace, error) {
 		return s.store.Namespace(ws, id)
 	})
 	if err != nil {
@@ -47,11 +48,11 @@ func (s *server) putNamespace(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &req); err != nil {
 		return err
 	}
-	ns := store.Namespace{ID: id, Name: req.Name, Description: req.Description}
+	ns := model.Namespace{ID: id, Name: req.Name, Description: req.Description}
 	if ns.Name == "" {
 		ns.Name = id
 	}
-	if err := store.ValidateNamespaceRecord(ns); err != nil {
+	if err := model.ValidateNamespaceRecord(ns); err != nil {
 		return err
 	}
 	return s.apply(w, r, fsm.UpsertNamespaceType, fsm.UpsertNamespaceRequest{Namespace: ns})
@@ -63,8 +64,8 @@ func (s *server) deleteNamespace(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if id == store.DefaultNamespace {
-		return fmt.Errorf("namespace %q always exists and cannot be deleted: %w", id, store.ErrConflict)
+	if id == model.DefaultNamespace {
+		return fmt.Errorf("namespace %q always exists and cannot be deleted: %w", id, model.ErrConflict)
 	}
 	return s.apply(w, r, fsm.DeleteNamespaceType, fsm.DeleteNamespaceRequest{ID: id})
 }

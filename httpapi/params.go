@@ -8,8 +8,7 @@ import (
 	"strings"
 
 	"github.com/go-chi/chi/v5"
-
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // pathParam returns a path parameter, unescaped. chi matches on the raw path when the
@@ -27,33 +26,33 @@ func pathParam(r *http.Request, name string) string {
 // namespaceParam returns the validated {ns}.
 func namespaceParam(r *http.Request) (string, error) {
 	ns := pathParam(r, "ns")
-	if err := store.ValidateNamespace(ns); err != nil {
+	if err := model.ValidateNamespace(ns); err != nil {
 		return "", err
 	}
 	return ns, nil
 }
 
 // serviceKeyParam returns the validated {ns}/{group}/{service}.
-func serviceKeyParam(r *http.Request) (store.ServiceKey, error) {
-	k := store.ServiceKey{
+func serviceKeyParam(r *http.Request) (model.ServiceKey, error) {
+	k := model.ServiceKey{
 		Namespace: pathParam(r, "ns"),
 		Group:     pathParam(r, "group"),
 		Service:   pathParam(r, "service"),
 	}
-	if err := store.ValidateServiceKey(k); err != nil {
-		return store.ServiceKey{}, err
+	if err := model.ValidateServiceKey(k); err != nil {
+		return model.ServiceKey{}, err
 	}
 	return k, nil
 }
 
 // clusterParam returns the validated service key and {cluster}.
-func clusterParam(r *http.Request) (store.ServiceKey, string, error) {
+func clusterParam(r *http.Request) (model.ServiceKey, string, error) {
 	k, err := serviceKeyParam(r)
 	if err != nil {
 		return k, "", err
 	}
 	name := pathParam(r, "cluster")
-	if err := store.ValidateClusterName(name); err != nil {
+	if err := model.ValidateClusterName(name); err != nil {
 		return k, "", err
 	}
 	return k, name, nil
@@ -61,16 +60,16 @@ func clusterParam(r *http.Request) (store.ServiceKey, string, error) {
 
 // instanceRefParam returns the validated reference of .../instances/{ip}:{port}.
 // IPv6 addresses are bracketed ([::1]:8080), literally or URL-escaped.
-func instanceRefParam(r *http.Request) (store.InstanceRef, error) {
+func instanceRefParam(r *http.Request) (model.InstanceRef, error) {
 	k, err := serviceKeyParam(r)
 	if err != nil {
-		return store.InstanceRef{}, err
+		return model.InstanceRef{}, err
 	}
 	ip, port, err := parseAddr(pathParam(r, "addr"))
 	if err != nil {
-		return store.InstanceRef{}, err
+		return model.InstanceRef{}, err
 	}
-	return store.InstanceRef{Namespace: k.Namespace, Group: k.Group, Service: k.Service, IP: ip, Port: port}, nil
+	return model.InstanceRef{Namespace: k.Namespace, Group: k.Group, Service: k.Service, IP: ip, Port: port}, nil
 }
 
 // parseAddr splits and validates ip:port; errors name "ip" or "port".
@@ -82,14 +81,14 @@ func parseAddr(addr string) (string, int, error) {
 		}
 		return "", 0, invalid("ip", "the instance address %q must be ip:port (IPv6 as [addr]:port)", addr)
 	}
-	if err := store.ValidateIP(host); err != nil {
+	if err := model.ValidateIP(host); err != nil {
 		return "", 0, err
 	}
 	port, err := strconv.Atoi(p)
 	if err != nil {
 		return "", 0, invalid("port", "must be a number between 1 and 65535, got %q", p)
 	}
-	if err := store.ValidatePort(port); err != nil {
+	if err := model.ValidatePort(port); err != nil {
 		return "", 0, err
 	}
 	return host, port, nil

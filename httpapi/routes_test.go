@@ -9,7 +9,7 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fsm"
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -17,7 +17,7 @@ func ptr[T any](v T) *T { return &v }
 // TestRoutes_WritesApplyTheCommand checks every write route's happy path: 200 with the
 // applied index in body and header, and exactly the expected command applied.
 func TestRoutes_WritesApplyTheCommand(t *testing.T) {
-	ref := store.InstanceRef{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", IP: "127.100.0.1", Port: 8080}
+	ref := model.InstanceRef{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", IP: "127.100.0.1", Port: 8080}
 	key := ref.ServiceKey()
 	tests := []struct {
 		name     string
@@ -28,49 +28,49 @@ func TestRoutes_WritesApplyTheCommand(t *testing.T) {
 		wantMsg  any
 	}{
 		{"put namespace", http.MethodPut, "/v1/namespaces/dev", `{"name":"Dev","description":"development"}`,
-			fsm.UpsertNamespaceType, fsm.UpsertNamespaceRequest{Namespace: store.Namespace{ID: "dev", Name: "Dev", Description: "development"}}},
+			fsm.UpsertNamespaceType, fsm.UpsertNamespaceRequest{Namespace: model.Namespace{ID: "dev", Name: "Dev", Description: "development"}}},
 		{"put namespace empty body names it after its id", http.MethodPut, "/v1/namespaces/dev", nil,
-			fsm.UpsertNamespaceType, fsm.UpsertNamespaceRequest{Namespace: store.Namespace{ID: "dev", Name: "dev"}}},
+			fsm.UpsertNamespaceType, fsm.UpsertNamespaceRequest{Namespace: model.Namespace{ID: "dev", Name: "dev"}}},
 		{"delete namespace", http.MethodDelete, "/v1/namespaces/dev", nil,
 			fsm.DeleteNamespaceType, fsm.DeleteNamespaceRequest{ID: "dev"}},
 		{"put service", http.MethodPut, svcPath, `{"protectThreshold":0.5,"metadata":{"team":"a"}}`,
-			fsm.UpsertServiceType, fsm.UpsertServiceRequest{Service: store.Service{Namespace: "public", Group: "DEFAULT_GROUP",
+			fsm.UpsertServiceType, fsm.UpsertServiceRequest{Service: model.Service{Namespace: "public", Group: "DEFAULT_GROUP",
 				Name: "orders", ProtectThreshold: 0.5, Metadata: map[string]string{"team": "a"}}}},
 		{"delete service", http.MethodDelete, svcPath, nil,
 			fsm.DeleteServiceType, fsm.DeleteServiceRequest{Key: key}},
 		{"put cluster full spec", http.MethodPut, svcPath + "/clusters/web",
 			`{"healthCheck":{"type":"HTTP","port":0,"path":"/health","headers":{"X-A":"b"},"expectedStatus":[200],"interval":"5s","timeout":"2s","rise":2,"fall":3},"metadata":{"k":"v"}}`,
-			fsm.UpsertClusterType, fsm.UpsertClusterRequest{Cluster: store.Cluster{Namespace: "public", Group: "DEFAULT_GROUP",
-				Service: "orders", Name: "web", Metadata: map[string]string{"k": "v"}, HealthCheck: store.HealthCheck{
-					Type: store.CheckHTTP, Path: "/health", Headers: map[string]string{"X-A": "b"}, ExpectedStatus: []int{200},
-					Interval: store.Duration(5 * time.Second), Timeout: store.Duration(2 * time.Second), Rise: 2, Fall: 3}}}},
+			fsm.UpsertClusterType, fsm.UpsertClusterRequest{Cluster: model.Cluster{Namespace: "public", Group: "DEFAULT_GROUP",
+				Service: "orders", Name: "web", Metadata: map[string]string{"k": "v"}, HealthCheck: model.HealthCheck{
+					Type: model.CheckHTTP, Path: "/health", Headers: map[string]string{"X-A": "b"}, ExpectedStatus: []int{200},
+					Interval: model.Duration(5 * time.Second), Timeout: model.Duration(2 * time.Second), Rise: 2, Fall: 3}}}},
 		{"put cluster defaults", http.MethodPut, svcPath + "/clusters/web", `{"healthCheck":{"type":"http","interval":"10s"}}`,
-			fsm.UpsertClusterType, fsm.UpsertClusterRequest{Cluster: store.Cluster{Namespace: "public", Group: "DEFAULT_GROUP",
-				Service: "orders", Name: "web", HealthCheck: store.HealthCheck{Type: store.CheckHTTP, Path: "/",
-					Interval: store.Duration(10 * time.Second), Timeout: store.Duration(2 * time.Second), Rise: 2, Fall: 3}}}},
+			fsm.UpsertClusterType, fsm.UpsertClusterRequest{Cluster: model.Cluster{Namespace: "public", Group: "DEFAULT_GROUP",
+				Service: "orders", Name: "web", HealthCheck: model.HealthCheck{Type: model.CheckHTTP, Path: "/",
+					Interval: model.Duration(10 * time.Second), Timeout: model.Duration(2 * time.Second), Rise: 2, Fall: 3}}}},
 		{"put cluster without spec", http.MethodPut, svcPath + "/clusters/web", `{}`,
-			fsm.UpsertClusterType, fsm.UpsertClusterRequest{Cluster: store.Cluster{Namespace: "public", Group: "DEFAULT_GROUP",
-				Service: "orders", Name: "web", HealthCheck: store.DefaultHealthCheck()}}},
+			fsm.UpsertClusterType, fsm.UpsertClusterRequest{Cluster: model.Cluster{Namespace: "public", Group: "DEFAULT_GROUP",
+				Service: "orders", Name: "web", HealthCheck: model.DefaultHealthCheck()}}},
 		{"put instance defaults", http.MethodPut, instPath, `{}`,
-			fsm.RegisterInstanceType, fsm.RegisterInstanceRequest{Instance: store.Instance{Namespace: "public", Group: "DEFAULT_GROUP",
+			fsm.RegisterInstanceType, fsm.RegisterInstanceRequest{Instance: model.Instance{Namespace: "public", Group: "DEFAULT_GROUP",
 				Service: "orders", IP: "127.100.0.1", Port: 8080, Cluster: "DEFAULT", Weight: 1, Enabled: true, Healthy: true}}},
 		{"put instance fields", http.MethodPut, instPath, `{"cluster":"web","weight":2.5,"enabled":false,"healthy":false,"metadata":{"v":"1"}}`,
-			fsm.RegisterInstanceType, fsm.RegisterInstanceRequest{Instance: store.Instance{Namespace: "public", Group: "DEFAULT_GROUP",
+			fsm.RegisterInstanceType, fsm.RegisterInstanceRequest{Instance: model.Instance{Namespace: "public", Group: "DEFAULT_GROUP",
 				Service: "orders", IP: "127.100.0.1", Port: 8080, Cluster: "web", Weight: 2.5, Enabled: false, Healthy: false,
 				Metadata: map[string]string{"v": "1"}}}},
 		{"put instance ipv6", http.MethodPut, svcPath + "/instances/[::1]:8080", `{}`,
-			fsm.RegisterInstanceType, fsm.RegisterInstanceRequest{Instance: store.Instance{Namespace: "public", Group: "DEFAULT_GROUP",
+			fsm.RegisterInstanceType, fsm.RegisterInstanceRequest{Instance: model.Instance{Namespace: "public", Group: "DEFAULT_GROUP",
 				Service: "orders", IP: "::1", Port: 8080, Cluster: "DEFAULT", Weight: 1, Enabled: true, Healthy: true}}},
 		{"put instance ipv6 escaped", http.MethodPut, svcPath + "/instances/%5B::1%5D:8080", `{}`,
-			fsm.RegisterInstanceType, fsm.RegisterInstanceRequest{Instance: store.Instance{Namespace: "public", Group: "DEFAULT_GROUP",
+			fsm.RegisterInstanceType, fsm.RegisterInstanceRequest{Instance: model.Instance{Namespace: "public", Group: "DEFAULT_GROUP",
 				Service: "orders", IP: "::1", Port: 8080, Cluster: "DEFAULT", Weight: 1, Enabled: true, Healthy: true}}},
 		{"put instance hostname", http.MethodPut, svcPath + "/instances/db-1.internal:5432", `{}`,
-			fsm.RegisterInstanceType, fsm.RegisterInstanceRequest{Instance: store.Instance{Namespace: "public", Group: "DEFAULT_GROUP",
+			fsm.RegisterInstanceType, fsm.RegisterInstanceRequest{Instance: model.Instance{Namespace: "public", Group: "DEFAULT_GROUP",
 				Service: "orders", IP: "db-1.internal", Port: 5432, Cluster: "DEFAULT", Weight: 1, Enabled: true, Healthy: true}}},
 		{"patch instance", http.MethodPatch, instPath, `{"enabled":false,"weight":3}`,
-			fsm.UpdateInstanceType, fsm.UpdateInstanceRequest{Ref: ref, Patch: store.InstancePatch{Enabled: ptr(false), Weight: ptr(3.0)}}},
+			fsm.UpdateInstanceType, fsm.UpdateInstanceRequest{Ref: ref, Patch: model.InstancePatch{Enabled: ptr(false), Weight: ptr(3.0)}}},
 		{"patch instance metadata and cluster", http.MethodPatch, instPath, `{"cluster":"web","metadata":{}}`,
-			fsm.UpdateInstanceType, fsm.UpdateInstanceRequest{Ref: ref, Patch: store.InstancePatch{Cluster: ptr("web"), Metadata: ptr(map[string]string{})}}},
+			fsm.UpdateInstanceType, fsm.UpdateInstanceRequest{Ref: ref, Patch: model.InstancePatch{Cluster: ptr("web"), Metadata: ptr(map[string]string{})}}},
 		{"delete instance", http.MethodDelete, instPath, nil,
 			fsm.DeregisterInstanceType, fsm.DeregisterInstanceRequest{Ref: ref}},
 		{"put health", http.MethodPut, instPath + "/health", `{"healthy":false}`,
@@ -197,7 +197,7 @@ func TestRoutes_Reads(t *testing.T) {
 	t.Run("cluster", func(t *testing.T) {
 		var out api.ClusterResponse
 		check(t, svcPath+"/clusters/manual", &out)
-		if out.Cluster.Name != "manual" || out.Cluster.HealthCheck.Type != store.CheckNone {
+		if out.Cluster.Name != "manual" || out.Cluster.HealthCheck.Type != model.CheckNone {
 			t.Fatalf("%+v", out)
 		}
 	})
@@ -242,7 +242,7 @@ func TestRoutes_Reads(t *testing.T) {
 // TestRoutes_Status checks /v1/status/leader and /v1/status/ready on a node with and
 // without a leader.
 func TestRoutes_Status(t *testing.T) {
-	leader := store.Member{ID: "n1", RaftAddr: "127.100.0.1:7848", HTTPAddr: "127.100.0.1:8848"}
+	leader := model.Member{ID: "n1", RaftAddr: "127.100.0.1:7848", HTTPAddr: "127.100.0.1:8848"}
 	h := mustNew(t, testConfig(newFollowerNode("n2", &leader), seededReader()))
 	resp := do(t, h, http.MethodGet, "/v1/status/leader", nil)
 	var l api.Leader

@@ -18,6 +18,7 @@ import (
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/healthcheck"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/store"
 )
@@ -38,15 +39,15 @@ const (
 // Reader is the subset of *store.Store the API reads from. Every read returns the index
 // of the data read (≥ 1) and registers what it read in ws (ws may be nil).
 type Reader interface {
-	Namespaces(ws *store.WatchSet) (uint64, []store.Namespace, error)
-	Namespace(ws *store.WatchSet, id string) (uint64, store.Namespace, error)
-	Services(ws *store.WatchSet, ns, group string, page, size int) (uint64, []store.Service, int, error)
-	Clusters(ws *store.WatchSet, key store.ServiceKey) (uint64, []store.Cluster, error)
-	Cluster(ws *store.WatchSet, key store.ServiceKey, name string) (uint64, store.Cluster, error)
-	Instance(ws *store.WatchSet, ref store.InstanceRef) (uint64, store.Instance, error)
-	ServiceView(ws *store.WatchSet, key store.ServiceKey) (uint64, store.ServiceView, error)
-	Members(ws *store.WatchSet) (uint64, []store.Member, error)
-	Limits() store.Limits
+	Namespaces(ws *store.WatchSet) (uint64, []model.Namespace, error)
+	Namespace(ws *store.WatchSet, id string) (uint64, model.Namespace, error)
+	Services(ws *store.WatchSet, ns, group string, page, size int) (uint64, []model.Service, int, error)
+	Clusters(ws *store.WatchSet, key model.ServiceKey) (uint64, []model.Cluster, error)
+	Cluster(ws *store.WatchSet, key model.ServiceKey, name string) (uint64, model.Cluster, error)
+	Instance(ws *store.WatchSet, ref model.InstanceRef) (uint64, model.Instance, error)
+	ServiceView(ws *store.WatchSet, key model.ServiceKey) (uint64, store.ServiceView, error)
+	Members(ws *store.WatchSet) (uint64, []model.Member, error)
+	Limits() model.Limits
 }
 
 // Consensus is the subset of the Raft node (*raftnode.Node) the API uses.
@@ -59,7 +60,7 @@ type Consensus interface {
 	// IsLeader reports whether this node is the leader now.
 	IsLeader() bool
 	// Leader returns the current leader's addresses, if one is known.
-	Leader() (store.Member, bool)
+	Leader() (model.Member, bool)
 	// ConsistentRead returns once a linearizable read of the local store is safe.
 	ConsistentRead(ctx context.Context) error
 	// LeaderRead returns once a leader-local read of the local store is allowed.

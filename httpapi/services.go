@@ -5,6 +5,7 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -16,7 +17,7 @@ func (s *server) listServices(w http.ResponseWriter, r *http.Request) error {
 	}
 	group := r.URL.Query().Get("group")
 	if group != "" {
-		if err := store.ValidateGroup(group); err != nil {
+		if err := model.ValidateGroup(group); err != nil {
 			return err
 		}
 	}
@@ -25,7 +26,7 @@ func (s *server) listServices(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var (
-		list  []store.Service
+		list  []model.Service
 		total int
 	)
 	idx, err := s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
@@ -80,7 +81,7 @@ func (s *server) putService(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &req); err != nil {
 		return err
 	}
-	svc := store.Service{Namespace: key.Namespace, Group: key.Group, Name: key.Service, Metadata: req.Metadata}
+	svc := model.Service{Namespace: key.Namespace, Group: key.Group, Name: key.Service, Metadata: req.Metadata}
 	if req.ProtectThreshold != nil {
 		svc.ProtectThreshold = *req.ProtectThreshold
 	}

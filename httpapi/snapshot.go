@@ -14,9 +14,9 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/snapshot"
-	"github.com/rosterhq/roster/store"
 )
 
 // Defaults of SnapshotConfig.
@@ -209,7 +209,7 @@ func (h *snapshotHandler) servePut(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !h.restoring.CompareAndSwap(false, true) {
-		h.refuseUnread(w, r, fmt.Errorf("%w: another snapshot restore is in progress", store.ErrConflict))
+		h.refuseUnread(w, r, fmt.Errorf("%w: another snapshot restore is in progress", model.ErrConflict))
 		return
 	}
 	defer h.restoring.Store(false)
@@ -268,7 +268,7 @@ func uploadError(err error, limit int64) error {
 		if field == "" {
 			field = "snapshot"
 		}
-		return &store.ValidationError{Field: field, Message: fe.Error()}
+		return &model.ValidationError{Field: field, Message: fe.Error()}
 	}
 	return err
 }

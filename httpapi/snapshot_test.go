@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/snapshot"
 	"github.com/rosterhq/roster/store"
@@ -42,7 +43,7 @@ func newFakeSnapshots(t *testing.T) *fakeSnapshots {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	if err := st.RegisterInstance(7, store.Instance{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders",
+	if err := st.RegisterInstance(7, model.Instance{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders",
 		IP: "127.100.0.1", Port: 80, Cluster: "DEFAULT", Weight: 1, Enabled: true, Healthy: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +155,7 @@ func TestSnapshotPut_LargeBodyForwardedAndRestored(t *testing.T) {
 	for i := range 2200 {
 		blob := make([]byte, 450)
 		_, _ = rand.Read(blob)
-		if err := src.st.RegisterInstance(uint64(100+i), store.Instance{Namespace: "public", Group: "DEFAULT_GROUP",
+		if err := src.st.RegisterInstance(uint64(100+i), model.Instance{Namespace: "public", Group: "DEFAULT_GROUP",
 			Service: "bulk", IP: "127.101.0.1", Port: 1 + i, Cluster: "DEFAULT", Weight: 1, Enabled: true,
 			Metadata: map[string]string{"b": strings.ToLower(string(bytesToHex(blob)))}}); err != nil {
 			t.Fatal(err)

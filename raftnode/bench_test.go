@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/rosterhq/roster/fsm"
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // BenchmarkCluster_Failover measures, with the default timings, the time from the
@@ -42,7 +42,7 @@ func runFailover(b *testing.B) time.Duration {
 	waitFor(b, 10*time.Second, "a new leader's write", func() bool {
 		for _, tn := range c.running() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, err := tn.N().Apply(ctx, fsm.UpsertNamespaceType, fsm.UpsertNamespaceRequest{Namespace: store.Namespace{ID: "after"}})
+			_, err := tn.N().Apply(ctx, fsm.UpsertNamespaceType, fsm.UpsertNamespaceRequest{Namespace: model.Namespace{ID: "after"}})
 			cancel()
 			if err == nil {
 				return true
@@ -73,7 +73,7 @@ func BenchmarkNode_ApplyConcurrent(b *testing.B) {
 					return
 				}
 				_, err := leader.N().Apply(context.Background(), fsm.UpsertNamespaceType,
-					fsm.UpsertNamespaceRequest{Namespace: store.Namespace{ID: fmt.Sprintf("ns-%d", i)}})
+					fsm.UpsertNamespaceRequest{Namespace: model.Namespace{ID: fmt.Sprintf("ns-%d", i)}})
 				if err != nil {
 					b.Error(err)
 					return

@@ -20,6 +20,7 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -181,7 +182,7 @@ func (c *testCluster) startHTTP(tn *testNode) {
 			w.WriteHeader(http.StatusOK)
 		case errors.Is(err, ErrNotLeader):
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-		case errors.Is(err, store.ErrInvalid):
+		case errors.Is(err, model.ErrInvalid):
 			http.Error(w, err.Error(), http.StatusBadRequest)
 		default:
 			http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -336,7 +337,7 @@ func ctxTimeout(t testing.TB, d time.Duration) context.Context {
 func mustApplyNamespace(t testing.TB, n *Node, id string) uint64 {
 	t.Helper()
 	idx, err := n.Apply(ctxTimeout(t, 10*time.Second), fsm.UpsertNamespaceType, fsm.UpsertNamespaceRequest{
-		Namespace: store.Namespace{ID: id, Name: id},
+		Namespace: model.Namespace{ID: id, Name: id},
 	})
 	if err != nil {
 		t.Fatalf("apply namespace %s on %s: %v", id, n.ID(), err)

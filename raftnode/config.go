@@ -13,8 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hashicorp/raft"
-
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // Timing defaults, tuned for a LAN or loopback cluster that fails over fast.
@@ -343,14 +342,14 @@ func (c *Config) raftConfig(notify chan<- bool) *raft.Config {
 }
 
 // validateNodeID applies the member table's id rules (non-empty, at most
-// store.MaxMemberIDLen bytes, valid UTF-8 without whitespace or control characters)
+// model.MaxMemberIDLen bytes, valid UTF-8 without whitespace or control characters)
 // and forbids the separators of the peer-list syntax.
 func validateNodeID(id string) error {
 	switch {
 	case id == "":
 		return errors.New("must not be empty")
-	case len(id) > store.MaxMemberIDLen:
-		return fmt.Errorf("must be at most %d bytes", store.MaxMemberIDLen)
+	case len(id) > model.MaxMemberIDLen:
+		return fmt.Errorf("must be at most %d bytes", model.MaxMemberIDLen)
 	case !utf8.ValidString(id) || strings.IndexFunc(id, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
 		return fmt.Errorf("%q must be valid UTF-8 without whitespace or control characters", id)
 	case strings.ContainsAny(id, ",="):

@@ -9,7 +9,7 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fsm"
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // Members lists the servers of the latest Raft configuration, sorted by id, with
@@ -62,17 +62,17 @@ func (n *Node) configuration(ctx context.Context) ([]raft.Server, error) {
 // member table. It runs on the leader only. A server already present with the same
 // id and address keeps its place (a voter/non-voter change is applied); one present
 // with another address is removed and added again; another server at the same
-// address is removed. Invalid requests fail with store.ErrInvalid.
+// address is removed. Invalid requests fail with model.ErrInvalid.
 func (n *Node) Join(ctx context.Context, req api.JoinRequest) error {
-	m := store.Member{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr}
-	if err := store.ValidateMember(m); err != nil {
+	m := model.Member{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr}
+	if err := model.ValidateMember(m); err != nil {
 		return err
 	}
 	if n.raft.State() != raft.Leader {
 		return n.notLeaderErr(nil)
 	}
 	if req.ID == n.cfg.NodeID && req.RaftAddr != n.cfg.RaftAdvertise {
-		return &store.ValidationError{Field: "raftAddr", Message: fmt.Sprintf("the leader %s is at %s, not %s", req.ID, n.cfg.RaftAdvertise, req.RaftAddr)}
+		return &model.ValidationError{Field: "raftAddr", Message: fmt.Sprintf("the leader %s is at %s, not %s", req.ID, n.cfg.RaftAdvertise, req.RaftAddr)}
 	}
 	servers, err := n.configuration(ctx)
 	if err != nil {
@@ -118,7 +118,7 @@ func (n *Node) Join(ctx context.Context, req api.JoinRequest) error {
 
 // RemoveServer removes a server from the Raft configuration and its member record.
 // It runs on the leader only; an id that is neither a server nor a recorded member
-// fails with store.ErrNotFound. Removing the leader itself makes it step down.
+// fails with model.ErrNotFound. Removing the leader itself makes it step down.
 func (n *Node) RemoveServer(ctx context.Context, id string) error {
 	if n.raft.State() != raft.Leader {
 		return n.notLeaderErr(nil)
@@ -135,7 +135,7 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 	}
 	_, recorded := n.members.Member(id)
 	if !inConfig && !recorded {
-		return fmt.Errorf("server %q: %w", id, store.ErrNotFound)
+		return fmt.Errorf("server %q: %w", id, model.ErrNotFound)
 	}
 	if id == n.cfg.NodeID {
 		// This node stops being leader once the change commits: forget the record first.
@@ -162,7 +162,7 @@ func (n *Node) removeServer(ctx context.Context, id string, inConfig bool) error
 
 // TransferLeadership hands leadership to the server id (any up-to-date voter when id
 // is empty) and waits until the transfer finished. It runs on the leader only; an id
-// that is not a voter fails with store.ErrNotFound; this node's own id is a no-op.
+// that is not a voter fails with model.ErrNotFound; this node's own id is a no-op.
 func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 	if n.raft.State() != raft.Leader {
 		return n.notLeaderErr(nil)
@@ -183,5 +183,5 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 			return n.await(ctx, n.raft.LeadershipTransferToServer(s.ID, s.Address))
 		}
 	}
-	return fmt.Errorf("voter %q: %w", id, store.ErrNotFound)
+	return fmt.Errorf("voter %q: %w", id, model.ErrNotFound)
 }

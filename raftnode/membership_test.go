@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/rosterhq/roster/api"
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // membersByID indexes a Members result.
@@ -113,11 +113,11 @@ func TestNode_JoinRules(t *testing.T) {
 	if err := c.followers(leader)[1].N().Join(ctx, same); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("join on a follower: %v, want ErrNotLeader", err)
 	}
-	if err := leader.N().Join(ctx, api.JoinRequest{ID: "", RaftAddr: "127.0.0.1:1"}); !errors.Is(err, store.ErrInvalid) {
-		t.Fatalf("join without id: %v, want store.ErrInvalid", err)
+	if err := leader.N().Join(ctx, api.JoinRequest{ID: "", RaftAddr: "127.0.0.1:1"}); !errors.Is(err, model.ErrInvalid) {
+		t.Fatalf("join without id: %v, want model.ErrInvalid", err)
 	}
-	if err := leader.N().Join(ctx, api.JoinRequest{ID: "x", RaftAddr: "nope"}); !errors.Is(err, store.ErrInvalid) {
-		t.Fatalf("join with a bad address: %v, want store.ErrInvalid", err)
+	if err := leader.N().Join(ctx, api.JoinRequest{ID: "x", RaftAddr: "nope"}); !errors.Is(err, model.ErrInvalid) {
+		t.Fatalf("join with a bad address: %v, want model.ErrInvalid", err)
 	}
 
 	// A non-voter joins, then the same server moves to a new address.
@@ -158,8 +158,8 @@ func TestNode_RemoveServer(t *testing.T) {
 	if err := victim.N().RemoveServer(ctx, victim.id); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("remove on a follower: %v, want ErrNotLeader", err)
 	}
-	if err := leader.N().RemoveServer(ctx, "nobody"); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("remove unknown: %v, want store.ErrNotFound", err)
+	if err := leader.N().RemoveServer(ctx, "nobody"); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("remove unknown: %v, want model.ErrNotFound", err)
 	}
 	if err := leader.N().RemoveServer(ctx, victim.id); err != nil {
 		t.Fatalf("remove: %v", err)
@@ -188,13 +188,13 @@ func TestNode_RemoveServer(t *testing.T) {
 }
 
 // TransferLeadership moves leadership to the named voter; unknown ids are
-// store.ErrNotFound and followers refuse with ErrNotLeader.
+// model.ErrNotFound and followers refuse with ErrNotLeader.
 func TestNode_TransferLeadership(t *testing.T) {
 	c := mustNewCluster(t, 3)
 	leader := c.waitForLeader(10 * time.Second)
 	ctx := ctxTimeout(t, 10*time.Second)
-	if err := leader.N().TransferLeadership(ctx, "nobody"); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("transfer to unknown: %v, want store.ErrNotFound", err)
+	if err := leader.N().TransferLeadership(ctx, "nobody"); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("transfer to unknown: %v, want model.ErrNotFound", err)
 	}
 	target := c.followers(leader)[1]
 	if err := target.N().TransferLeadership(ctx, leader.id); !errors.Is(err, ErrNotLeader) {

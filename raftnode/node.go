@@ -19,7 +19,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/rosterhq/roster/fsm"
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // StateMachine is what a Node needs from the replicated state machine; *fsm.FSM
@@ -34,7 +34,7 @@ type StateMachine interface {
 
 // MemberLookup reads the replicated member table; *store.Store implements it.
 type MemberLookup interface {
-	Member(id string) (store.Member, bool)
+	Member(id string) (model.Member, bool)
 }
 
 // Node is one Roster server's Raft participant. Its methods are safe for concurrent use.
@@ -262,15 +262,15 @@ func (n *Node) LastContact() time.Duration {
 // Leader returns the current leader's id and Raft address, and its HTTP address from
 // the member table (empty until the leader's record has been applied here). ok is
 // false when no leader is known.
-func (n *Node) Leader() (m store.Member, ok bool) {
+func (n *Node) Leader() (m model.Member, ok bool) {
 	addr, id := n.raft.LeaderWithID()
 	if id == "" {
-		return store.Member{}, false
+		return model.Member{}, false
 	}
 	if string(id) == n.cfg.NodeID {
 		return n.self(), true
 	}
-	m = store.Member{ID: string(id), RaftAddr: string(addr)}
+	m = model.Member{ID: string(id), RaftAddr: string(addr)}
 	if rec, found := n.members.Member(string(id)); found {
 		m.HTTPAddr = rec.HTTPAddr
 	}
@@ -278,8 +278,8 @@ func (n *Node) Leader() (m store.Member, ok bool) {
 }
 
 // self is this node's member record.
-func (n *Node) self() store.Member {
-	return store.Member{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAdvertise, HTTPAddr: n.cfg.HTTPAdvertise}
+func (n *Node) self() model.Member {
+	return model.Member{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAdvertise, HTTPAddr: n.cfg.HTTPAdvertise}
 }
 
 // Raft exposes the underlying Raft instance (snapshots, restore, stats).

@@ -16,6 +16,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -119,7 +120,7 @@ func Recover(dataDir string, peers []Peer, logger *slog.Logger) (err error) {
 	}()
 
 	state, err := store.Open(StatePath(dataDir), store.Options{
-		Limits: store.Limits{MaxMetadataBytes: math.MaxInt32},
+		Limits: model.Limits{MaxMetadataBytes: math.MaxInt32},
 		Logger: logger,
 	})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -127,7 +128,7 @@ func (n *Node) RestoreState(ctx context.Context, index, term uint64, r io.Reader
 	if err != nil {
 		return 0, err
 	}
-	before := make(map[string]store.Member, len(servers))
+	before := make(map[string]model.Member, len(servers))
 	for _, s := range servers {
 		if m, ok := n.members.Member(string(s.ID)); ok {
 			before[m.ID] = m
@@ -156,7 +157,7 @@ func (n *Node) RestoreState(ctx context.Context, index, term uint64, r io.Reader
 
 // reconcileMembers makes the member table match the Raft configuration servers after a
 // restore. It returns the index of the last write.
-func (n *Node) reconcileMembers(ctx context.Context, servers []raft.Server, before map[string]store.Member) (uint64, error) {
+func (n *Node) reconcileMembers(ctx context.Context, servers []raft.Server, before map[string]model.Member) (uint64, error) {
 	// Always written, even if unchanged: it also advances the applied index.
 	idx, err := n.Apply(ctx, fsm.UpsertMemberType, fsm.UpsertMemberRequest{Member: n.self()})
 	if err != nil {

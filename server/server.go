@@ -21,6 +21,7 @@ import (
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/httpapi"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/store"
 )
@@ -151,7 +152,7 @@ func New(cfg Config) (_ *Server, err error) {
 		return nil, fmt.Errorf("data-dir: %w", err)
 	}
 	s.store, err = store.Open(raftnode.StatePath(cfg.DataDir), store.Options{
-		Limits:       store.Limits{MaxMetadataBytes: cfg.MetadataMaxBytes},
+		Limits:       model.Limits{MaxMetadataBytes: cfg.MetadataMaxBytes},
 		NoSync:       cfg.NoSync,
 		SyncInterval: max(cfg.StateSyncInterval, 0),
 		Logger:       s.log,

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/client"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/server"
 	"github.com/rosterhq/roster/server/servertest"
 	"github.com/rosterhq/roster/snapshot"
@@ -119,7 +120,7 @@ func fill(ctx context.Context, t *testing.T, cl *client.Client, checkPort int) u
 	w(func() (uint64, error) {
 		return cl.UpsertNamespace(ctx, "staging", api.NamespaceRequest{Name: "Staging", Description: "pre-production"})
 	})
-	for _, ns := range []string{store.DefaultNamespace, "staging"} {
+	for _, ns := range []string{model.DefaultNamespace, "staging"} {
 		for s := range 3 {
 			svc := fmt.Sprintf("svc-%d", s)
 			w(func() (uint64, error) {
@@ -187,11 +188,11 @@ func fillBulk(ctx context.Context, t *testing.T, cl *client.Client, n int) uint6
 				_, _ = rand.Read(blob)
 				req := api.InstanceRequest{Cluster: ptr("manual"), Metadata: map[string]string{"blob": base64.StdEncoding.EncodeToString(blob)}}
 				ip := fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
-				idx, err := cl.RegisterInstance(ctx, store.DefaultNamespace, group, "bulk", ip, 8080, req)
+				idx, err := cl.RegisterInstance(ctx, model.DefaultNamespace, group, "bulk", ip, 8080, req)
 				// A leader change under this load is possible with the tests' short
 				// timeouts; registering again is idempotent.
 				for attempt := 0; isUnavailable(err) && attempt < 20; attempt++ {
-					idx, err = cl.RegisterInstance(ctx, store.DefaultNamespace, group, "bulk", ip, 8080, req)
+					idx, err = cl.RegisterInstance(ctx, model.DefaultNamespace, group, "bulk", ip, 8080, req)
 				}
 				if err != nil {
 					errs <- err
@@ -231,11 +232,11 @@ func isUnavailable(err error) bool {
 // logical is the content of a state without its indexes, which legitimately differ
 // between a saved state and the same state after a restore.
 type logical struct {
-	Namespaces []store.Namespace
-	Services   []store.Service
-	Clusters   []store.Cluster
-	Instances  []store.Instance
-	Members    []store.Member
+	Namespaces []model.Namespace
+	Services   []model.Service
+	Clusters   []model.Cluster
+	Instances  []model.Instance
+	Members    []model.Member
 }
 
 func logicalOf(st store.State) logical {
@@ -387,7 +388,7 @@ func readIndexes(ctx context.Context, t *testing.T, c *servertest.Cluster) (lo, 
 		see(m, err)
 		_, m, err = cl.Services(ctx, "staging", client.ServicesQuery{QueryOptions: stale})
 		see(m, err)
-		_, m, err = cl.Instances(ctx, store.DefaultNamespace, group, "svc-0", client.InstancesQuery{QueryOptions: stale})
+		_, m, err = cl.Instances(ctx, model.DefaultNamespace, group, "svc-0", client.InstancesQuery{QueryOptions: stale})
 		see(m, err)
 		_, m, err = cl.Members(ctx, stale)
 		see(m, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/client"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/snapshot"
 	"github.com/rosterhq/roster/store"
 )
@@ -50,8 +51,8 @@ func TestSnapshot_RoundTripRestoresExactState(t *testing.T) {
 	// Change things: add, delete, modify.
 	lc := c.Nodes[leader].Client()
 	wrote(t)(lc.RegisterInstance(ctx, "staging", group, "svc-2", "127.109.9.9", 1, manual))
-	wrote(t)(lc.DeregisterInstance(ctx, store.DefaultNamespace, group, "svc-0", "127.0.0.1", 20000))
-	wrote(t)(lc.UpsertService(ctx, store.DefaultNamespace, group, "svc-1", api.ServiceRequest{Metadata: map[string]string{"changed": "yes"}}))
+	wrote(t)(lc.DeregisterInstance(ctx, model.DefaultNamespace, group, "svc-0", "127.0.0.1", 20000))
+	wrote(t)(lc.UpsertService(ctx, model.DefaultNamespace, group, "svc-1", api.ServiceRequest{Metadata: map[string]string{"changed": "yes"}}))
 	wrote(t)(lc.UpsertNamespace(ctx, "extra", api.NamespaceRequest{}))
 	mutatedIdx := wrote(t)(lc.UpdateInstance(ctx, "staging", group, "svc-0", "127.0.0.1", 20002, api.InstanceRequest{Weight: ptr(9.0)}))
 	noErr(t, c.WaitApplied(ctx, mutatedIdx))
@@ -66,7 +67,7 @@ func TestSnapshot_RoundTripRestoresExactState(t *testing.T) {
 	var woken []chan bool
 	for _, nd := range c.Nodes {
 		ws := store.NewWatchSet()
-		if _, _, err := nd.Server.Store().ServiceView(ws, store.ServiceKey{Namespace: "staging", Group: group, Service: "svc-0"}); err != nil {
+		if _, _, err := nd.Server.Store().ServiceView(ws, model.ServiceKey{Namespace: "staging", Group: group, Service: "svc-0"}); err != nil {
 			t.Fatal(err)
 		}
 		ch := make(chan bool, 1)

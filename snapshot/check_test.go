@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -21,7 +22,7 @@ func mustStateFile(t *testing.T) []byte {
 	}
 	for i, ip := range []string{"127.100.0.1", "127.100.0.2"} {
 		idx := uint64(5 + i)
-		in := store.Instance{Namespace: "public", Group: "DEFAULT_GROUP", Service: "api", IP: ip, Port: 8080,
+		in := model.Instance{Namespace: "public", Group: "DEFAULT_GROUP", Service: "api", IP: ip, Port: 8080,
 			Cluster: "DEFAULT", Weight: 1, Enabled: true, Healthy: true}
 		err := st.Update(func(tx *store.Txn) error {
 			if err := tx.RegisterInstance(idx, in); err != nil {

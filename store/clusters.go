@@ -2,10 +2,12 @@ package store
 
 import (
 	"bytes"
+
+	"github.com/rosterhq/roster/model"
 )
 
 // normalizeCluster fills health-check defaults and turns empty maps and slices into nil.
-func normalizeCluster(c Cluster) Cluster {
+func normalizeCluster(c model.Cluster) model.Cluster {
 	c.HealthCheck = c.HealthCheck.WithDefaults()
 	c.HealthCheck.Headers = normalizeMap(c.HealthCheck.Headers)
 	if len(c.HealthCheck.ExpectedStatus) == 0 {
@@ -19,18 +21,18 @@ func normalizeCluster(c Cluster) Cluster {
 // creating its namespace and service if needed. Zero health-check fields take the
 // defaults (HealthCheck.WithDefaults). It keeps the CreateIndex of an existing cluster;
 // the indexes given in c are ignored.
-func (tx *Txn) UpsertCluster(idx uint64, c Cluster) error {
+func (tx *Txn) UpsertCluster(idx uint64, c model.Cluster) error {
 	c = normalizeCluster(c)
 	if err := tx.s.limits.ValidateCluster(c); err != nil {
 		return err
 	}
-	skey := ServiceKey{Namespace: c.Namespace, Group: c.Group, Service: c.Service}
+	skey := model.ServiceKey{Namespace: c.Namespace, Group: c.Group, Service: c.Service}
 	svc, svcExists, err := tx.loadService(idx, skey)
 	if err != nil {
 		return err
 	}
 	ck := clusterKey(skey, c.Name)
-	var old Cluster
+	var old model.Cluster
 	exists, err := tx.get(tx.clusters, ck, &old)
 	if err != nil {
 		return err
@@ -55,24 +57,24 @@ func (tx *Txn) UpsertCluster(idx uint64, c Cluster) error {
 
 // loadCluster returns the stored cluster, or the cluster that ensureCluster would create
 // (DefaultHealthCheck, CreateIndex idx) with exists false. It writes nothing.
-func (tx *Txn) loadCluster(idx uint64, key ServiceKey, name string) (Cluster, bool, error) {
-	var c Cluster
+func (tx *Txn) loadCluster(idx uint64, key model.ServiceKey, name string) (model.Cluster, bool, error) {
+	var c model.Cluster
 	ok, err := tx.get(tx.clusters, clusterKey(key, name), &c)
 	if err != nil {
-		return Cluster{}, false, err
+		return model.Cluster{}, false, err
 	}
 	if ok {
 		return c, true, nil
 	}
-	return Cluster{
+	return model.Cluster{
 		Namespace: key.Namespace, Group: key.Group, Service: key.Service, Name: name,
-		HealthCheck: DefaultHealthCheck(), CreateIndex: idx, ModifyIndex: idx,
+		HealthCheck: model.DefaultHealthCheck(), CreateIndex: idx, ModifyIndex: idx,
 	}, false, nil
 }
 
 // ensureCluster creates the cluster with the default health check if it does not exist.
 // It is a write-phase helper: the caller writes the service record.
-func (tx *Txn) ensureCluster(idx uint64, key ServiceKey, name string) error {
+func (tx *Txn) ensureCluster(idx uint64, key model.ServiceKey, name string) error {
 	c, exists, err := tx.loadCluster(idx, key, name)
 	if err != nil || exists {
 		return err
@@ -85,17 +87,17 @@ func (tx *Txn) ensureCluster(idx uint64, key ServiceKey, name string) error {
 }
 
 // UpsertCluster runs Txn.UpsertCluster in its own transaction.
-func (s *Store) UpsertCluster(idx uint64, c Cluster) error {
+func (s *Store) UpsertCluster(idx uint64, c model.Cluster) error {
 	return s.Update(func(tx *Txn) error { return tx.UpsertCluster(idx, c) })
 }
 
 // clusters reads the clusters of a service, sorted by name.
-func (r *reader) clusterList(key ServiceKey) ([]Cluster, error) {
-	var out []Cluster
+func (r *reader) clusterList(key model.ServiceKey) ([]model.Cluster, error) {
+	var out []model.Cluster
 	prefix := servicePrefix(key)
 	c := r.clusters.Cursor()
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		var cl Cluster
+		var cl model.Cluster
 		if err := r.s.codec.decode(v, &cl); err != nil {
 			return nil, err
 		}
@@ -106,10 +108,10 @@ func (r *reader) clusterList(key ServiceKey) ([]Cluster, error) {
 
 // Clusters returns a service's clusters sorted by name, with the service's ModifyIndex.
 // ErrNotFound if the service does not exist.
-func (s *Store) Clusters(ws *WatchSet, key ServiceKey) (uint64, []Cluster, error) {
+func (s *Store) Clusters(ws *WatchSet, key model.ServiceKey) (uint64, []model.Cluster, error) {
 	var (
 		idx uint64
-		out []Cluster
+		out []model.Cluster
 	)
 	err := s.view(ws, func(r *reader) error {
 		var err error
@@ -127,10 +129,10 @@ func (s *Store) Clusters(ws *WatchSet, key ServiceKey) (uint64, []Cluster, error
 
 // Cluster returns one cluster with its service's ModifyIndex. ErrNotFound if the
 // service or the cluster does not exist.
-func (s *Store) Cluster(ws *WatchSet, key ServiceKey, name string) (uint64, Cluster, error) {
+func (s *Store) Cluster(ws *WatchSet, key model.ServiceKey, name string) (uint64, model.Cluster, error) {
 	var (
 		idx uint64
-		cl  Cluster
+		cl  model.Cluster
 	)
 	err := s.view(ws, func(r *reader) error {
 		var err error
@@ -149,7 +151,7 @@ func (s *Store) Cluster(ws *WatchSet, key ServiceKey, name string) (uint64, Clus
 		return nil
 	})
 	if err != nil {
-		return idx, Cluster{}, err
+		return idx, model.Cluster{}, err
 	}
 	return idx, cl, nil
 }

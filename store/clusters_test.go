@@ -4,31 +4,33 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/rosterhq/roster/model"
 )
 
 func TestUpsertCluster_ImplicitServiceDefaultsAndReplace(t *testing.T) {
 	s := mustNewStore(t)
-	c := Cluster{Namespace: "dev", Group: "g", Service: "a", Name: "web",
-		HealthCheck: HealthCheck{Type: CheckHTTP, Headers: map[string]string{}}}
+	c := model.Cluster{Namespace: "dev", Group: "g", Service: "a", Name: "web",
+		HealthCheck: model.HealthCheck{Type: model.CheckHTTP, Headers: map[string]string{}}}
 	mustDo(t, s.UpsertCluster(3, c))
-	key := ServiceKey{Namespace: "dev", Group: "g", Service: "a"}
+	key := model.ServiceKey{Namespace: "dev", Group: "g", Service: "a"}
 	idx, got, err := s.Cluster(nil, key, "web")
 	mustDo(t, err)
 	if idx != 3 || got.CreateIndex != 3 || got.ModifyIndex != 3 {
 		t.Fatalf("created: idx %d %+v", idx, got)
 	}
 	hc := got.HealthCheck
-	if hc.Path != "/" || hc.Interval.D() != DefaultCheckInterval || hc.Rise != DefaultRise || hc.Headers != nil {
+	if hc.Path != "/" || hc.Interval.D() != model.DefaultCheckInterval || hc.Rise != model.DefaultRise || hc.Headers != nil {
 		t.Fatalf("defaults not applied: %+v", hc)
 	}
 	if svc := mustService(t, s, key); svc.CreateIndex != 3 {
 		t.Fatalf("implicit service %+v", svc)
 	}
 
-	c.HealthCheck = HealthCheck{Type: CheckNone}
+	c.HealthCheck = model.HealthCheck{Type: model.CheckNone}
 	mustDo(t, s.UpsertCluster(7, c))
 	_, got, _ = s.Cluster(nil, key, "web")
-	if got.CreateIndex != 3 || got.ModifyIndex != 7 || got.HealthCheck.Type != CheckNone {
+	if got.CreateIndex != 3 || got.ModifyIndex != 7 || got.HealthCheck.Type != model.CheckNone {
 		t.Fatalf("replaced: %+v", got)
 	}
 	if svc := mustService(t, s, key); svc.ModifyIndex != 7 {
@@ -43,14 +45,14 @@ func TestUpsertCluster_ImplicitServiceDefaultsAndReplace(t *testing.T) {
 func TestUpsertCluster_ValidationNamesFieldAndWritesNothing(t *testing.T) {
 	s := mustNewStore(t)
 	before := mustDump(t, s)
-	base := Cluster{Namespace: "dev", Group: "g", Service: "a", Name: "web"}
-	cases := map[string]func(*Cluster){
-		"cluster":              func(c *Cluster) { c.Name = "no spaces" },
-		"healthCheck.type":     func(c *Cluster) { c.HealthCheck.Type = "UDP" },
-		"healthCheck.interval": func(c *Cluster) { c.HealthCheck.Interval = Duration(100 * time.Millisecond) },
-		"healthCheck.rise":     func(c *Cluster) { c.HealthCheck.Rise = 11 },
-		"healthCheck.path":     func(c *Cluster) { c.HealthCheck.Type, c.HealthCheck.Path = CheckHTTP, "health" },
-		"service":              func(c *Cluster) { c.Service = "" },
+	base := model.Cluster{Namespace: "dev", Group: "g", Service: "a", Name: "web"}
+	cases := map[string]func(*model.Cluster){
+		"cluster":              func(c *model.Cluster) { c.Name = "no spaces" },
+		"healthCheck.type":     func(c *model.Cluster) { c.HealthCheck.Type = "UDP" },
+		"healthCheck.interval": func(c *model.Cluster) { c.HealthCheck.Interval = model.Duration(100 * time.Millisecond) },
+		"healthCheck.rise":     func(c *model.Cluster) { c.HealthCheck.Rise = 11 },
+		"healthCheck.path":     func(c *model.Cluster) { c.HealthCheck.Type, c.HealthCheck.Path = model.CheckHTTP, "health" },
+		"service":              func(c *model.Cluster) { c.Service = "" },
 	}
 	for field, mutate := range cases {
 		c := base
@@ -62,18 +64,18 @@ func TestUpsertCluster_ValidationNamesFieldAndWritesNothing(t *testing.T) {
 
 func TestClusters_SortedAndNotFound(t *testing.T) {
 	s := mustNewStore(t)
-	if _, _, err := s.Clusters(nil, testKey); !errors.Is(err, ErrNotFound) {
+	if _, _, err := s.Clusters(nil, testKey); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("missing service: %v", err)
 	}
 	for i, name := range []string{"zeta", "alpha", "mid"} {
-		mustDo(t, s.UpsertCluster(uint64(i+1), Cluster{Namespace: testKey.Namespace, Group: testKey.Group, Service: testKey.Service, Name: name}))
+		mustDo(t, s.UpsertCluster(uint64(i+1), model.Cluster{Namespace: testKey.Namespace, Group: testKey.Group, Service: testKey.Service, Name: name}))
 	}
 	idx, cs, err := s.Clusters(nil, testKey)
 	mustDo(t, err)
 	if idx != 3 || len(cs) != 3 || cs[0].Name != "alpha" || cs[1].Name != "mid" || cs[2].Name != "zeta" {
 		t.Fatalf("Clusters = %d %+v", idx, cs)
 	}
-	if _, _, err := s.Cluster(nil, testKey, "nope"); !errors.Is(err, ErrNotFound) {
+	if _, _, err := s.Cluster(nil, testKey, "nope"); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("missing cluster: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 
+	"github.com/rosterhq/roster/model"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -11,11 +12,11 @@ import (
 // namespace's services list). It is meant for tests and comparisons of replicas; the
 // index floor is not part of it.
 type State struct {
-	Namespaces   []Namespace
-	Services     []Service
-	Clusters     []Cluster
-	Instances    []Instance
-	Members      []Member
+	Namespaces   []model.Namespace
+	Services     []model.Service
+	Clusters     []model.Cluster
+	Instances    []model.Instance
+	Members      []model.Member
 	AppliedIndex uint64
 	Indexes      map[string]uint64
 }
@@ -25,19 +26,19 @@ func (s *Store) Dump() (State, error) {
 	var st State
 	err := s.view(nil, func(r *reader) error {
 		var err error
-		if st.Namespaces, err = decodeAll[Namespace](r, r.namespaces); err != nil {
+		if st.Namespaces, err = decodeAll[model.Namespace](r, r.namespaces); err != nil {
 			return err
 		}
-		if st.Services, err = decodeAll[Service](r, r.services); err != nil {
+		if st.Services, err = decodeAll[model.Service](r, r.services); err != nil {
 			return err
 		}
-		if st.Clusters, err = decodeAll[Cluster](r, r.clusters); err != nil {
+		if st.Clusters, err = decodeAll[model.Cluster](r, r.clusters); err != nil {
 			return err
 		}
-		if st.Instances, err = decodeAll[Instance](r, r.instances); err != nil {
+		if st.Instances, err = decodeAll[model.Instance](r, r.instances); err != nil {
 			return err
 		}
-		if st.Members, err = decodeAll[Member](r, r.members); err != nil {
+		if st.Members, err = decodeAll[model.Member](r, r.members); err != nil {
 			return err
 		}
 		if st.AppliedIndex, err = readU64(r.btx.Bucket(bucketMeta).Get(metaApplied)); err != nil {
@@ -83,24 +84,24 @@ func (s *Store) Counts() (namespaces, services, instances int, err error) {
 // ForEachInstance calls fn with every instance and the health-check spec of its cluster,
 // in key order, from one consistent read, until fn returns false. fn runs outside the
 // read transaction, so it may call the store.
-func (s *Store) ForEachInstance(fn func(in Instance, hc HealthCheck) bool) error {
+func (s *Store) ForEachInstance(fn func(in model.Instance, hc model.HealthCheck) bool) error {
 	type item struct {
-		in Instance
-		hc HealthCheck
+		in model.Instance
+		hc model.HealthCheck
 	}
 	var items []item
 	err := s.view(nil, func(r *reader) error {
-		specs := make(map[string]HealthCheck)
+		specs := make(map[string]model.HealthCheck)
 		d := instanceDecoder{codec: r.s.codec}
 		return r.instances.ForEach(func(_, v []byte) error {
-			var in Instance
+			var in model.Instance
 			if err := d.decode(v, &in); err != nil {
 				return err
 			}
 			ck := string(clusterKey(in.ServiceKey(), in.Cluster))
 			hc, ok := specs[ck]
 			if !ok {
-				var c Cluster
+				var c model.Cluster
 				found, err := r.get(r.clusters, []byte(ck), &c)
 				if err != nil {
 					return err

@@ -1,6 +1,10 @@
 package store
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/rosterhq/roster/model"
+)
 
 // EventKind says what an Event reports.
 type EventKind uint8
@@ -41,10 +45,10 @@ func (k EventKind) String() string {
 // for every kind but EventReset.
 type Event struct {
 	Kind     EventKind
-	Instance Instance
-	Ref      InstanceRef
-	Cluster  Cluster
-	Service  ServiceKey
+	Instance model.Instance
+	Ref      model.InstanceRef
+	Cluster  model.Cluster
+	Service  model.ServiceKey
 }
 
 // feed delivers each commit's events to the subscribers.

@@ -2,6 +2,8 @@ package store
 
 import (
 	"testing"
+
+	"github.com/rosterhq/roster/model"
 )
 
 func kinds(evs []Event) []EventKind {
@@ -40,12 +42,12 @@ func TestSubscribe_DeliversEachCommitInOrder(t *testing.T) {
 	if evs[1].Instance.CreateIndex != 1 || evs[1].Ref != in.Ref() || evs[1].Service != testKey {
 		t.Fatalf("instance event %+v", evs[1])
 	}
-	mustDo(t, s.UpsertCluster(2, Cluster{Namespace: testKey.Namespace, Group: testKey.Group, Service: testKey.Service,
-		Name: DefaultCluster, HealthCheck: HealthCheck{Type: CheckHTTP}}))
-	if evs := recv(t, ch); len(evs) != 1 || evs[0].Kind != EventClusterUpsert || evs[0].Cluster.HealthCheck.Type != CheckHTTP {
+	mustDo(t, s.UpsertCluster(2, model.Cluster{Namespace: testKey.Namespace, Group: testKey.Group, Service: testKey.Service,
+		Name: model.DefaultCluster, HealthCheck: model.HealthCheck{Type: model.CheckHTTP}}))
+	if evs := recv(t, ch); len(evs) != 1 || evs[0].Kind != EventClusterUpsert || evs[0].Cluster.HealthCheck.Type != model.CheckHTTP {
 		t.Fatalf("cluster: %+v", evs)
 	}
-	_, _ = s.SetHealth(3, []HealthUpdate{{Ref: in.Ref(), Epoch: 1, Healthy: false}})
+	_, _ = s.SetHealth(3, []model.HealthUpdate{{Ref: in.Ref(), Epoch: 1, Healthy: false}})
 	if evs := recv(t, ch); len(evs) != 1 || evs[0].Kind != EventInstanceUpsert || evs[0].Instance.Healthy {
 		t.Fatalf("health: %+v", evs)
 	}
@@ -58,7 +60,7 @@ func TestSubscribe_DeliversEachCommitInOrder(t *testing.T) {
 		t.Fatalf("delete service: %+v", evs)
 	}
 	// No-ops and member changes carry no events.
-	mustDo(t, s.UpsertMember(6, Member{ID: "n1", RaftAddr: "127.0.0.1:1"}))
+	mustDo(t, s.UpsertMember(6, model.Member{ID: "n1", RaftAddr: "127.0.0.1:1"}))
 	select {
 	case evs := <-ch:
 		t.Fatalf("unexpected events %+v", evs)

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+
+	"github.com/rosterhq/roster/model"
 )
 
 // Instances are read far more often than anything else, and reflection-based decoding
@@ -26,15 +28,15 @@ const maxInterned = 512
 
 var errFastPath = errors.New("record not in the fast path's shape")
 
-func (d *instanceDecoder) decode(b []byte, in *Instance) error {
+func (d *instanceDecoder) decode(b []byte, in *model.Instance) error {
 	if err := d.fast(b, in); err == nil {
 		return nil
 	}
-	*in = Instance{}
+	*in = model.Instance{}
 	return d.codec.decode(b, in)
 }
 
-func (d *instanceDecoder) fast(b []byte, in *Instance) error {
+func (d *instanceDecoder) fast(b []byte, in *model.Instance) error {
 	r := mpReader{b: b}
 	n, ok := r.mapLen()
 	if !ok {

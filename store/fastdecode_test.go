@@ -4,13 +4,14 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/rosterhq/roster/model"
 	"pgregory.net/rapid"
 )
 
 // fullInstance returns an instance with every field set to a non-zero value, found by
 // reflection so that a field added to Instance is covered without editing this test.
-func fullInstance(t *testing.T) Instance {
-	var in Instance
+func fullInstance(t *testing.T) model.Instance {
+	var in model.Instance
 	v := reflect.ValueOf(&in).Elem()
 	for i := range v.NumField() {
 		f := v.Field(i)
@@ -40,7 +41,7 @@ func TestInstanceDecoder_FastPathCoversEveryField(t *testing.T) {
 	b, err := c.encode(in)
 	mustDo(t, err)
 	d := instanceDecoder{codec: c}
-	var got Instance
+	var got model.Instance
 	if err := d.fast(b, &got); err != nil {
 		t.Fatalf("the fast path does not handle every Instance field: %v", err)
 	}
@@ -52,7 +53,7 @@ func TestInstanceDecoder_FastPathCoversEveryField(t *testing.T) {
 func TestInstanceDecoder_MatchesGenericCodec(t *testing.T) {
 	c := newValueCodec()
 	rapid.Check(t, func(t *rapid.T) {
-		in := Instance{
+		in := model.Instance{
 			Namespace:   rapid.String().Draw(t, "ns"),
 			Group:       rapid.String().Draw(t, "group"),
 			Service:     rapid.StringN(0, 600, -1).Draw(t, "service"),
@@ -70,7 +71,7 @@ func TestInstanceDecoder_MatchesGenericCodec(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var want, got Instance
+		var want, got model.Instance
 		if err := c.decode(b, &want); err != nil {
 			t.Fatal(err)
 		}
@@ -95,7 +96,7 @@ func TestInstanceDecoder_FallsBackOnUnknownShape(t *testing.T) {
 	b, err := c.encode(future{IP: "127.100.0.1", Port: 80, NewField: "x"})
 	mustDo(t, err)
 	d := instanceDecoder{codec: c}
-	var in Instance
+	var in model.Instance
 	if d.fast(b, &in) == nil {
 		t.Fatal("fast path accepted an unknown field")
 	}

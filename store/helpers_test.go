@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/rosterhq/roster/model"
 )
 
 // mustNewStore opens a store in a fresh temporary directory and closes it at cleanup.
@@ -26,13 +28,13 @@ func mustOpenAt(t testing.TB, path string) *Store {
 	return s
 }
 
-var testKey = ServiceKey{Namespace: "dev", Group: "g1", Service: "orders"}
+var testKey = model.ServiceKey{Namespace: "dev", Group: "g1", Service: "orders"}
 
 // testInstance returns a valid instance of testKey in cluster DEFAULT.
-func testInstance(ip string, port int) Instance {
-	return Instance{
+func testInstance(ip string, port int) model.Instance {
+	return model.Instance{
 		Namespace: testKey.Namespace, Group: testKey.Group, Service: testKey.Service,
-		IP: ip, Port: port, Cluster: DefaultCluster, Weight: 1, Enabled: true, Healthy: true,
+		IP: ip, Port: port, Cluster: model.DefaultCluster, Weight: 1, Enabled: true, Healthy: true,
 		Metadata: map[string]string{"version": "v1"},
 	}
 }
@@ -64,8 +66,8 @@ func assertUnchanged(t testing.TB, s *Store, before State) {
 // assertField fails unless err is a *ValidationError for field.
 func assertField(t testing.TB, err error, field string) {
 	t.Helper()
-	var ve *ValidationError
-	if !errors.As(err, &ve) || !errors.Is(err, ErrInvalid) {
+	var ve *model.ValidationError
+	if !errors.As(err, &ve) || !errors.Is(err, model.ErrInvalid) {
 		t.Fatalf("err = %v, want a validation error for %q", err, field)
 	}
 	if ve.Field != field {
@@ -73,7 +75,7 @@ func assertField(t testing.TB, err error, field string) {
 	}
 }
 
-func mustInstance(t testing.TB, s *Store, ref InstanceRef) Instance {
+func mustInstance(t testing.TB, s *Store, ref model.InstanceRef) model.Instance {
 	t.Helper()
 	_, in, err := s.Instance(nil, ref)
 	if err != nil {
@@ -82,7 +84,7 @@ func mustInstance(t testing.TB, s *Store, ref InstanceRef) Instance {
 	return in
 }
 
-func mustService(t testing.TB, s *Store, key ServiceKey) Service {
+func mustService(t testing.TB, s *Store, key model.ServiceKey) model.Service {
 	t.Helper()
 	_, svc, err := s.Service(nil, key)
 	if err != nil {

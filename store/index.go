@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 
+	"github.com/rosterhq/roster/model"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -95,27 +96,27 @@ func (r *reader) notFoundIndex(ns string) (uint64, error) {
 
 // service reads a service and watches it. When it is missing, the index returned is
 // notFoundIndex's and the error wraps ErrNotFound.
-func (r *reader) service(key ServiceKey) (uint64, Service, error) {
+func (r *reader) service(key model.ServiceKey) (uint64, model.Service, error) {
 	if badKeyPart(key.Namespace, key.Group, key.Service) {
-		idx, err := r.notFoundIndex(DefaultNamespace)
+		idx, err := r.notFoundIndex(model.DefaultNamespace)
 		if err != nil {
-			return 0, Service{}, err
+			return 0, model.Service{}, err
 		}
-		return idx, Service{}, notFound("service %s", key)
+		return idx, model.Service{}, notFound("service %s", key)
 	}
-	var svc Service
+	var svc model.Service
 	ok, err := r.get(r.services, serviceKey(key), &svc)
 	if err != nil {
-		return 0, Service{}, err
+		return 0, model.Service{}, err
 	}
 	if !ok {
 		// Watch the lists, not the missing service: a channel per name asked for would
 		// pile up, and creating the service changes its namespace's list anyway.
 		idx, err := r.notFoundIndex(key.Namespace)
 		if err != nil {
-			return 0, Service{}, err
+			return 0, model.Service{}, err
 		}
-		return idx, Service{}, notFound("service %s", key)
+		return idx, model.Service{}, notFound("service %s", key)
 	}
 	r.addWatch(watchService(key))
 	return r.result(svc.ModifyIndex), svc, nil

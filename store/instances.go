@@ -2,6 +2,8 @@ package store
 
 import (
 	"bytes"
+
+	"github.com/rosterhq/roster/model"
 )
 
 // RegisterInstance creates or replaces an instance, creating its namespace, service and
@@ -9,13 +11,13 @@ import (
 // in.Healthy and CreateIndex idx. A replaced instance keeps its CreateIndex (its
 // registration epoch) and its stored health, which only SetHealth and SetHealthManual
 // change. The indexes given in in are ignored.
-func (tx *Txn) RegisterInstance(idx uint64, in Instance) error {
+func (tx *Txn) RegisterInstance(idx uint64, in model.Instance) error {
 	in.Metadata = normalizeMap(in.Metadata)
 	if err := tx.s.limits.ValidateInstance(in); err != nil {
 		return err
 	}
 	key := instanceKey(in.Ref())
-	var old Instance
+	var old model.Instance
 	exists, err := tx.get(tx.instances, key, &old)
 	if err != nil {
 		return err
@@ -33,7 +35,7 @@ func (tx *Txn) RegisterInstance(idx uint64, in Instance) error {
 
 // writeInstance stores in (whose checks passed) with ModifyIndex idx, creating its
 // cluster if needed and updating its service.
-func (tx *Txn) writeInstance(idx uint64, key []byte, in Instance) error {
+func (tx *Txn) writeInstance(idx uint64, key []byte, in model.Instance) error {
 	skey := in.ServiceKey()
 	svc, svcExists, err := tx.loadService(idx, skey)
 	if err != nil {
@@ -55,43 +57,26 @@ func (tx *Txn) writeInstance(idx uint64, key []byte, in Instance) error {
 
 // loadInstance validates ref and returns the stored instance; ErrInvalid for a malformed
 // ref, ErrNotFound if there is no such instance.
-func (tx *Txn) loadInstance(ref InstanceRef) (Instance, []byte, error) {
-	if err := ValidateInstanceRef(ref); err != nil {
-		return Instance{}, nil, err
+func (tx *Txn) loadInstance(ref model.InstanceRef) (model.Instance, []byte, error) {
+	if err := model.ValidateInstanceRef(ref); err != nil {
+		return model.Instance{}, nil, err
 	}
 	key := instanceKey(ref)
-	var in Instance
+	var in model.Instance
 	ok, err := tx.get(tx.instances, key, &in)
 	if err != nil {
-		return Instance{}, nil, err
+		return model.Instance{}, nil, err
 	}
 	if !ok {
-		return Instance{}, nil, notFound("instance %s of service %s", JoinAddr(ref.IP, ref.Port), ref.ServiceKey())
+		return model.Instance{}, nil, notFound("instance %s of service %s", model.JoinAddr(ref.IP, ref.Port), ref.ServiceKey())
 	}
 	return in, key, nil
-}
-
-// ApplyTo returns in with the patch's non-nil fields applied; it does not validate.
-func (p InstancePatch) ApplyTo(in Instance) Instance {
-	if p.Cluster != nil {
-		in.Cluster = *p.Cluster
-	}
-	if p.Weight != nil {
-		in.Weight = *p.Weight
-	}
-	if p.Enabled != nil {
-		in.Enabled = *p.Enabled
-	}
-	if p.Metadata != nil {
-		in.Metadata = *p.Metadata
-	}
-	return in
 }
 
 // UpdateInstance changes the patch's fields of an existing instance (ErrNotFound if
 // there is none) and validates the result. Moving the instance to a cluster that does
 // not exist creates that cluster with the default health check.
-func (tx *Txn) UpdateInstance(idx uint64, ref InstanceRef, p InstancePatch) error {
+func (tx *Txn) UpdateInstance(idx uint64, ref model.InstanceRef, p model.InstancePatch) error {
 	old, key, err := tx.loadInstance(ref)
 	if err != nil {
 		return err
@@ -109,7 +94,7 @@ func (tx *Txn) UpdateInstance(idx uint64, ref InstanceRef, p InstancePatch) erro
 
 // DeregisterInstance removes an instance; ErrNotFound if there is none. Its service and
 // cluster stay.
-func (tx *Txn) DeregisterInstance(idx uint64, ref InstanceRef) error {
+func (tx *Txn) DeregisterInstance(idx uint64, ref model.InstanceRef) error {
 	old, key, err := tx.loadInstance(ref)
 	if err != nil {
 		return err
@@ -130,31 +115,31 @@ func (tx *Txn) DeregisterInstance(idx uint64, ref InstanceRef) error {
 }
 
 // RegisterInstance runs Txn.RegisterInstance in its own transaction.
-func (s *Store) RegisterInstance(idx uint64, in Instance) error {
+func (s *Store) RegisterInstance(idx uint64, in model.Instance) error {
 	return s.Update(func(tx *Txn) error { return tx.RegisterInstance(idx, in) })
 }
 
 // UpdateInstance runs Txn.UpdateInstance in its own transaction.
-func (s *Store) UpdateInstance(idx uint64, ref InstanceRef, p InstancePatch) error {
+func (s *Store) UpdateInstance(idx uint64, ref model.InstanceRef, p model.InstancePatch) error {
 	return s.Update(func(tx *Txn) error { return tx.UpdateInstance(idx, ref, p) })
 }
 
 // DeregisterInstance runs Txn.DeregisterInstance in its own transaction.
-func (s *Store) DeregisterInstance(idx uint64, ref InstanceRef) error {
+func (s *Store) DeregisterInstance(idx uint64, ref model.InstanceRef) error {
 	return s.Update(func(tx *Txn) error { return tx.DeregisterInstance(idx, ref) })
 }
 
 // instanceList reads the instances of a service sorted by (IP, port), IPs compared as strings.
-func (r *reader) instanceList(key ServiceKey) ([]Instance, error) {
-	var out []Instance
+func (r *reader) instanceList(key model.ServiceKey) ([]model.Instance, error) {
+	var out []model.Instance
 	d := instanceDecoder{codec: r.s.codec}
 	prefix := servicePrefix(key)
 	c := r.instances.Cursor()
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 		if out == nil {
-			out = make([]Instance, 0, 16)
+			out = make([]model.Instance, 0, 16)
 		}
-		out = append(out, Instance{})
+		out = append(out, model.Instance{})
 		if err := d.decode(v, &out[len(out)-1]); err != nil {
 			return nil, err
 		}
@@ -164,10 +149,10 @@ func (r *reader) instanceList(key ServiceKey) ([]Instance, error) {
 
 // Instances returns a service's instances sorted by (IP, port) — IPs compared as
 // strings — with the service's ModifyIndex. ErrNotFound if the service does not exist.
-func (s *Store) Instances(ws *WatchSet, key ServiceKey) (uint64, []Instance, error) {
+func (s *Store) Instances(ws *WatchSet, key model.ServiceKey) (uint64, []model.Instance, error) {
 	var (
 		idx uint64
-		out []Instance
+		out []model.Instance
 	)
 	err := s.view(ws, func(r *reader) error {
 		var err error
@@ -185,10 +170,10 @@ func (s *Store) Instances(ws *WatchSet, key ServiceKey) (uint64, []Instance, err
 
 // Instance returns one instance with its service's ModifyIndex. ErrNotFound if the
 // service or the instance does not exist.
-func (s *Store) Instance(ws *WatchSet, ref InstanceRef) (uint64, Instance, error) {
+func (s *Store) Instance(ws *WatchSet, ref model.InstanceRef) (uint64, model.Instance, error) {
 	var (
 		idx uint64
-		in  Instance
+		in  model.Instance
 	)
 	err := s.view(ws, func(r *reader) error {
 		var err error
@@ -202,27 +187,27 @@ func (s *Store) Instance(ws *WatchSet, ref InstanceRef) (uint64, Instance, error
 			}
 		}
 		if !ok {
-			return notFound("instance %s of service %s", JoinAddr(ref.IP, ref.Port), ref.ServiceKey())
+			return notFound("instance %s of service %s", model.JoinAddr(ref.IP, ref.Port), ref.ServiceKey())
 		}
 		return nil
 	})
 	if err != nil {
-		return idx, Instance{}, err
+		return idx, model.Instance{}, err
 	}
 	return idx, in, nil
 }
 
 // ServiceView is a service with its clusters and instances, read at one point in time.
 type ServiceView struct {
-	Service   Service
-	Clusters  []Cluster
-	Instances []Instance
+	Service   model.Service
+	Clusters  []model.Cluster
+	Instances []model.Instance
 }
 
 // ServiceView reads a service, its clusters (by name) and its instances (by IP, port)
 // in one read transaction, with the service's ModifyIndex. ErrNotFound if the service
 // does not exist.
-func (s *Store) ServiceView(ws *WatchSet, key ServiceKey) (uint64, ServiceView, error) {
+func (s *Store) ServiceView(ws *WatchSet, key model.ServiceKey) (uint64, ServiceView, error) {
 	var (
 		idx uint64
 		v   ServiceView

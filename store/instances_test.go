@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/rosterhq/roster/model"
 )
 
 func TestRegisterInstance_CreatesNamespaceServiceAndCluster(t *testing.T) {
@@ -21,9 +23,9 @@ func TestRegisterInstance_CreatesNamespaceServiceAndCluster(t *testing.T) {
 	if svc := mustService(t, s, testKey); svc.CreateIndex != 4 || svc.ModifyIndex != 4 {
 		t.Fatalf("implicit service %+v", svc)
 	}
-	_, c, err := s.Cluster(nil, testKey, DefaultCluster)
+	_, c, err := s.Cluster(nil, testKey, model.DefaultCluster)
 	mustDo(t, err)
-	if !reflect.DeepEqual(c.HealthCheck, DefaultHealthCheck()) || c.CreateIndex != 4 {
+	if !reflect.DeepEqual(c.HealthCheck, model.DefaultHealthCheck()) || c.CreateIndex != 4 {
 		t.Fatalf("implicit cluster %+v", c)
 	}
 	got := mustInstance(t, s, in.Ref())
@@ -36,7 +38,7 @@ func TestRegisterInstance_ReplaceKeepsCreateIndexAndHealth(t *testing.T) {
 	s := mustNewStore(t)
 	in := testInstance("127.100.0.1", 8080)
 	mustDo(t, s.RegisterInstance(2, in))
-	n, err := s.SetHealth(3, []HealthUpdate{{Ref: in.Ref(), Epoch: 2, Healthy: false}})
+	n, err := s.SetHealth(3, []model.HealthUpdate{{Ref: in.Ref(), Epoch: 2, Healthy: false}})
 	if err != nil || n != 1 {
 		t.Fatalf("SetHealth = %d, %v", n, err)
 	}
@@ -75,15 +77,15 @@ func TestRegisterInstance_NoOpChangesNoIndex(t *testing.T) {
 func TestRegisterInstance_ValidationNamesFieldAndWritesNothing(t *testing.T) {
 	s := mustNewStore(t)
 	before := mustDump(t, s)
-	cases := map[string]func(*Instance){
-		"namespace": func(in *Instance) { in.Namespace = "a b" },
-		"group":     func(in *Instance) { in.Group = "" },
-		"service":   func(in *Instance) { in.Service = "@x" },
-		"ip":        func(in *Instance) { in.IP = "300.1.1.1" },
-		"port":      func(in *Instance) { in.Port = 70000 },
-		"cluster":   func(in *Instance) { in.Cluster = "" },
-		"weight":    func(in *Instance) { in.Weight = -1 },
-		"metadata":  func(in *Instance) { in.Metadata = map[string]string{"k": strings.Repeat("v", 1100)} },
+	cases := map[string]func(*model.Instance){
+		"namespace": func(in *model.Instance) { in.Namespace = "a b" },
+		"group":     func(in *model.Instance) { in.Group = "" },
+		"service":   func(in *model.Instance) { in.Service = "@x" },
+		"ip":        func(in *model.Instance) { in.IP = "300.1.1.1" },
+		"port":      func(in *model.Instance) { in.Port = 70000 },
+		"cluster":   func(in *model.Instance) { in.Cluster = "" },
+		"weight":    func(in *model.Instance) { in.Weight = -1 },
+		"metadata":  func(in *model.Instance) { in.Metadata = map[string]string{"k": strings.Repeat("v", 1100)} },
 	}
 	for field, mutate := range cases {
 		in := testInstance("127.100.0.1", 80)
@@ -94,7 +96,7 @@ func TestRegisterInstance_ValidationNamesFieldAndWritesNothing(t *testing.T) {
 }
 
 func TestStore_LimitsBoundMetadata(t *testing.T) {
-	s, err := Open(t.TempDir()+"/state.db", Options{NoSync: true, Limits: Limits{MaxMetadataBytes: 16}})
+	s, err := Open(t.TempDir()+"/state.db", Options{NoSync: true, Limits: model.Limits{MaxMetadataBytes: 16}})
 	mustDo(t, err)
 	defer func() { _ = s.Close() }()
 	if s.Limits().MaxMetadataBytes != 16 {
@@ -110,7 +112,7 @@ func TestUpdateInstance_AppliesPatch(t *testing.T) {
 	in := testInstance("127.100.0.1", 80)
 	mustDo(t, s.RegisterInstance(2, in))
 	w, md := 3.0, map[string]string{"zone": "b"}
-	mustDo(t, s.UpdateInstance(5, in.Ref(), InstancePatch{Weight: &w, Enabled: new(false), Metadata: &md, Cluster: new("canary")}))
+	mustDo(t, s.UpdateInstance(5, in.Ref(), model.InstancePatch{Weight: &w, Enabled: new(false), Metadata: &md, Cluster: new("canary")}))
 	got := mustInstance(t, s, in.Ref())
 	if got.Weight != 3 || got.Enabled || got.Metadata["zone"] != "b" || got.Metadata["version"] != "" ||
 		got.Cluster != "canary" || got.CreateIndex != 2 || got.ModifyIndex != 5 || !got.Healthy {
@@ -121,15 +123,15 @@ func TestUpdateInstance_AppliesPatch(t *testing.T) {
 	}
 
 	before := mustDump(t, s)
-	assertField(t, s.UpdateInstance(6, in.Ref(), InstancePatch{Weight: new(10001.0)}), "weight")
-	assertField(t, s.UpdateInstance(6, in.Ref(), InstancePatch{Cluster: new("")}), "cluster")
-	mustDo(t, s.UpdateInstance(6, in.Ref(), InstancePatch{Weight: &w}))
+	assertField(t, s.UpdateInstance(6, in.Ref(), model.InstancePatch{Weight: new(10001.0)}), "weight")
+	assertField(t, s.UpdateInstance(6, in.Ref(), model.InstancePatch{Cluster: new("")}), "cluster")
+	mustDo(t, s.UpdateInstance(6, in.Ref(), model.InstancePatch{Weight: &w}))
 	assertUnchanged(t, s, before)
 
-	if err := s.UpdateInstance(7, testInstance("127.100.0.9", 80).Ref(), InstancePatch{Weight: &w}); !errors.Is(err, ErrNotFound) {
+	if err := s.UpdateInstance(7, testInstance("127.100.0.9", 80).Ref(), model.InstancePatch{Weight: &w}); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("missing instance: %v", err)
 	}
-	assertField(t, s.UpdateInstance(7, InstanceRef{Namespace: "dev", Group: "g1", Service: "orders", IP: "127.100.0.1"}, InstancePatch{}), "port")
+	assertField(t, s.UpdateInstance(7, model.InstanceRef{Namespace: "dev", Group: "g1", Service: "orders", IP: "127.100.0.1"}, model.InstancePatch{}), "port")
 }
 
 func TestDeregisterInstance_RemovesOnlyTheInstance(t *testing.T) {
@@ -138,7 +140,7 @@ func TestDeregisterInstance_RemovesOnlyTheInstance(t *testing.T) {
 	mustDo(t, s.RegisterInstance(2, a))
 	mustDo(t, s.RegisterInstance(3, b))
 	mustDo(t, s.DeregisterInstance(4, a.Ref()))
-	if _, _, err := s.Instance(nil, a.Ref()); !errors.Is(err, ErrNotFound) {
+	if _, _, err := s.Instance(nil, a.Ref()); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("deregistered instance: %v", err)
 	}
 	idx, ins, err := s.Instances(nil, testKey)
@@ -146,11 +148,11 @@ func TestDeregisterInstance_RemovesOnlyTheInstance(t *testing.T) {
 	if idx != 4 || len(ins) != 1 || ins[0].IP != "127.100.0.2" {
 		t.Fatalf("Instances = %d %+v", idx, ins)
 	}
-	if err := s.DeregisterInstance(5, a.Ref()); !errors.Is(err, ErrNotFound) {
+	if err := s.DeregisterInstance(5, a.Ref()); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("second deregister: %v", err)
 	}
 	mustDo(t, s.DeregisterInstance(6, b.Ref()))
-	if _, _, err := s.Cluster(nil, testKey, DefaultCluster); err != nil {
+	if _, _, err := s.Cluster(nil, testKey, model.DefaultCluster); err != nil {
 		t.Fatalf("cluster gone with the last instance: %v", err)
 	}
 	if svc := mustService(t, s, testKey); svc.ModifyIndex != 6 {
@@ -181,14 +183,14 @@ func TestInstances_SortedByIPThenPort(t *testing.T) {
 func TestInstance_NotFoundAndServiceView(t *testing.T) {
 	s := mustNewStore(t)
 	ref := testInstance("127.100.0.1", 80).Ref()
-	if _, _, err := s.Instance(nil, ref); !errors.Is(err, ErrNotFound) {
+	if _, _, err := s.Instance(nil, ref); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("missing service: %v", err)
 	}
-	if _, _, err := s.ServiceView(nil, testKey); !errors.Is(err, ErrNotFound) {
+	if _, _, err := s.ServiceView(nil, testKey); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("ServiceView of missing service: %v", err)
 	}
 	mustDo(t, s.RegisterInstance(1, testInstance("127.100.0.2", 80)))
-	if _, _, err := s.Instance(nil, ref); !errors.Is(err, ErrNotFound) {
+	if _, _, err := s.Instance(nil, ref); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("missing instance: %v", err)
 	}
 	mustDo(t, s.RegisterInstance(2, testInstance("127.100.0.1", 80)))

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
+	"github.com/rosterhq/roster/model"
 )
 
 // Layout of the bbolt file. Every bucket is flat; keys are the names of the model's
@@ -55,7 +56,7 @@ const (
 
 func watchServiceList(ns string) string { return "services\x00" + ns }
 
-func watchService(k ServiceKey) string {
+func watchService(k model.ServiceKey) string {
 	return "service\x00" + k.Namespace + "\x00" + k.Group + "\x00" + k.Service
 }
 
@@ -75,7 +76,7 @@ func appendPart(b []byte, s string) []byte {
 }
 
 // serviceKey is ns\x00group\x00service.
-func serviceKey(k ServiceKey) []byte {
+func serviceKey(k model.ServiceKey) []byte {
 	b := make([]byte, 0, len(k.Namespace)+len(k.Group)+len(k.Service)+2)
 	b = appendPart(b, k.Namespace)
 	b = appendPart(b, k.Group)
@@ -83,7 +84,7 @@ func serviceKey(k ServiceKey) []byte {
 }
 
 // servicePrefix is ns\x00group\x00service\x00, the prefix of the service's clusters and instances.
-func servicePrefix(k ServiceKey) []byte {
+func servicePrefix(k model.ServiceKey) []byte {
 	b := make([]byte, 0, len(k.Namespace)+len(k.Group)+len(k.Service)+3+64)
 	b = appendPart(b, k.Namespace)
 	b = appendPart(b, k.Group)
@@ -100,13 +101,13 @@ func namespacePrefix(ns, group string) []byte {
 }
 
 // clusterKey is ns\x00group\x00service\x00cluster.
-func clusterKey(k ServiceKey, name string) []byte {
+func clusterKey(k model.ServiceKey, name string) []byte {
 	return append(servicePrefix(k), name...)
 }
 
 // instanceKey is ns\x00group\x00service\x00ip\x00 followed by the port as two big-endian
 // bytes, so key order within a service is (IP, port).
-func instanceKey(r InstanceRef) []byte {
+func instanceKey(r model.InstanceRef) []byte {
 	b := servicePrefix(r.ServiceKey())
 	b = appendPart(b, r.IP)
 	return binary.BigEndian.AppendUint16(b, uint16(r.Port))

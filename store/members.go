@@ -1,9 +1,11 @@
 package store
 
+import "github.com/rosterhq/roster/model"
+
 // UpsertMember records a server's Raft and HTTP addresses. Storing the record already
 // stored changes nothing.
-func (tx *Txn) UpsertMember(idx uint64, m Member) error {
-	if err := ValidateMember(m); err != nil {
+func (tx *Txn) UpsertMember(idx uint64, m model.Member) error {
+	if err := model.ValidateMember(m); err != nil {
 		return err
 	}
 	key := []byte(m.ID)
@@ -21,7 +23,7 @@ func (tx *Txn) UpsertMember(idx uint64, m Member) error {
 // is not an error, so removal can be retried.
 func (tx *Txn) RemoveMember(idx uint64, id string) error {
 	if id == "" {
-		return invalid("id", "must not be empty")
+		return model.Invalid("id", "must not be empty")
 	}
 	key := []byte(id)
 	if tx.members.Get(key) == nil {
@@ -35,7 +37,7 @@ func (tx *Txn) RemoveMember(idx uint64, id string) error {
 }
 
 // UpsertMember runs Txn.UpsertMember in its own transaction.
-func (s *Store) UpsertMember(idx uint64, m Member) error {
+func (s *Store) UpsertMember(idx uint64, m model.Member) error {
 	return s.Update(func(tx *Txn) error { return tx.UpsertMember(idx, m) })
 }
 
@@ -45,10 +47,10 @@ func (s *Store) RemoveMember(idx uint64, id string) error {
 }
 
 // Members returns every member record sorted by ID, with the member-list index.
-func (s *Store) Members(ws *WatchSet) (uint64, []Member, error) {
+func (s *Store) Members(ws *WatchSet) (uint64, []model.Member, error) {
 	var (
 		idx uint64
-		out []Member
+		out []model.Member
 	)
 	err := s.view(ws, func(r *reader) error {
 		r.addWatch(watchMembers)
@@ -58,7 +60,7 @@ func (s *Store) Members(ws *WatchSet) (uint64, []Member, error) {
 		}
 		idx = r.result(i)
 		return r.members.ForEach(func(_, v []byte) error {
-			var m Member
+			var m model.Member
 			if err := r.s.codec.decode(v, &m); err != nil {
 				return err
 			}
@@ -74,9 +76,9 @@ func (s *Store) Members(ws *WatchSet) (uint64, []Member, error) {
 
 // Member returns the record of one member, and false if there is none (or the store is
 // closed or unreadable).
-func (s *Store) Member(id string) (Member, bool) {
+func (s *Store) Member(id string) (model.Member, bool) {
 	var (
-		m  Member
+		m  model.Member
 		ok bool
 	)
 	err := s.view(nil, func(r *reader) error {
@@ -85,7 +87,7 @@ func (s *Store) Member(id string) (Member, bool) {
 		return err
 	})
 	if err != nil || !ok {
-		return Member{}, false
+		return model.Member{}, false
 	}
 	return m, true
 }

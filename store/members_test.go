@@ -2,6 +2,8 @@ package store
 
 import (
 	"testing"
+
+	"github.com/rosterhq/roster/model"
 )
 
 func TestMembers_UpsertRemoveAndIndex(t *testing.T) {
@@ -12,8 +14,8 @@ func TestMembers_UpsertRemoveAndIndex(t *testing.T) {
 	if idx != 1 || len(ms) != 0 {
 		t.Fatalf("empty Members = %d %+v", idx, ms)
 	}
-	n2 := Member{ID: "n2", RaftAddr: "127.0.0.1:7849", HTTPAddr: "127.0.0.1:8849"}
-	n1 := Member{ID: "n1", RaftAddr: "127.0.0.1:7848"}
+	n2 := model.Member{ID: "n2", RaftAddr: "127.0.0.1:7849", HTTPAddr: "127.0.0.1:8849"}
+	n1 := model.Member{ID: "n1", RaftAddr: "127.0.0.1:7848"}
 	mustDo(t, s.UpsertMember(3, n2))
 	if !fired(ws) {
 		t.Fatal("member watch did not fire")
@@ -38,9 +40,9 @@ func TestMembers_UpsertRemoveAndIndex(t *testing.T) {
 		t.Fatal("member watch fired on a no-op")
 	}
 
-	assertField(t, s.UpsertMember(6, Member{RaftAddr: "127.0.0.1:1"}), "id")
-	assertField(t, s.UpsertMember(6, Member{ID: "n3", RaftAddr: "nohostport"}), "raftAddr")
-	assertField(t, s.UpsertMember(6, Member{ID: "n3", RaftAddr: "127.0.0.1:1", HTTPAddr: "x"}), "httpAddr")
+	assertField(t, s.UpsertMember(6, model.Member{RaftAddr: "127.0.0.1:1"}), "id")
+	assertField(t, s.UpsertMember(6, model.Member{ID: "n3", RaftAddr: "nohostport"}), "raftAddr")
+	assertField(t, s.UpsertMember(6, model.Member{ID: "n3", RaftAddr: "127.0.0.1:1", HTTPAddr: "x"}), "httpAddr")
 	assertUnchanged(t, s, before)
 
 	mustDo(t, s.RemoveMember(7, "n2"))

@@ -1,17 +1,19 @@
 package store
 
+import "github.com/rosterhq/roster/model"
+
 // UpsertNamespace creates or replaces a namespace's name and description. An empty Name
 // becomes the ID. It keeps the CreateIndex of an existing namespace; the indexes given
 // in ns are ignored.
-func (tx *Txn) UpsertNamespace(idx uint64, ns Namespace) error {
+func (tx *Txn) UpsertNamespace(idx uint64, ns model.Namespace) error {
 	if ns.Name == "" {
 		ns.Name = ns.ID
 	}
-	if err := ValidateNamespaceRecord(ns); err != nil {
+	if err := model.ValidateNamespaceRecord(ns); err != nil {
 		return err
 	}
 	key := []byte(ns.ID)
-	var old Namespace
+	var old model.Namespace
 	exists, err := tx.get(tx.namespaces, key, &old)
 	if err != nil {
 		return err
@@ -43,7 +45,7 @@ func (tx *Txn) ensureNamespace(idx uint64, id string) error {
 	if tx.namespaces.Get([]byte(id)) != nil {
 		return nil
 	}
-	ns := Namespace{ID: id, Name: id, CreateIndex: idx, ModifyIndex: idx}
+	ns := model.Namespace{ID: id, Name: id, CreateIndex: idx, ModifyIndex: idx}
 	if err := tx.putValue(tx.namespaces, []byte(id), ns); err != nil {
 		return err
 	}
@@ -57,10 +59,10 @@ func (tx *Txn) ensureNamespace(idx uint64, id string) error {
 // DeleteNamespace removes a namespace. It fails with ErrNotFound if it does not exist
 // and with ErrConflict for "public" or while the namespace has services.
 func (tx *Txn) DeleteNamespace(idx uint64, id string) error {
-	if err := ValidateNamespace(id); err != nil {
+	if err := model.ValidateNamespace(id); err != nil {
 		return err
 	}
-	if id == DefaultNamespace {
+	if id == model.DefaultNamespace {
 		return conflict("namespace %q cannot be deleted", id)
 	}
 	key := []byte(id)
@@ -81,7 +83,7 @@ func (tx *Txn) DeleteNamespace(idx uint64, id string) error {
 }
 
 // UpsertNamespace runs Txn.UpsertNamespace in its own transaction.
-func (s *Store) UpsertNamespace(idx uint64, ns Namespace) error {
+func (s *Store) UpsertNamespace(idx uint64, ns model.Namespace) error {
 	return s.Update(func(tx *Txn) error { return tx.UpsertNamespace(idx, ns) })
 }
 
@@ -91,10 +93,10 @@ func (s *Store) DeleteNamespace(idx uint64, id string) error {
 }
 
 // Namespaces returns every namespace sorted by ID, and the namespace-list index.
-func (s *Store) Namespaces(ws *WatchSet) (uint64, []Namespace, error) {
+func (s *Store) Namespaces(ws *WatchSet) (uint64, []model.Namespace, error) {
 	var (
 		idx uint64
-		out []Namespace
+		out []model.Namespace
 	)
 	err := s.view(ws, func(r *reader) error {
 		r.addWatch(watchNamespaces)
@@ -104,7 +106,7 @@ func (s *Store) Namespaces(ws *WatchSet) (uint64, []Namespace, error) {
 		}
 		idx = r.result(i)
 		return r.namespaces.ForEach(func(_, v []byte) error {
-			var ns Namespace
+			var ns model.Namespace
 			if err := r.s.codec.decode(v, &ns); err != nil {
 				return err
 			}
@@ -120,10 +122,10 @@ func (s *Store) Namespaces(ws *WatchSet) (uint64, []Namespace, error) {
 
 // Namespace returns one namespace and its ModifyIndex; ErrNotFound (with the
 // namespace-list index) if it does not exist.
-func (s *Store) Namespace(ws *WatchSet, id string) (uint64, Namespace, error) {
+func (s *Store) Namespace(ws *WatchSet, id string) (uint64, model.Namespace, error) {
 	var (
 		idx uint64
-		ns  Namespace
+		ns  model.Namespace
 	)
 	err := s.view(ws, func(r *reader) error {
 		r.addWatch(watchNamespaces)
@@ -146,7 +148,7 @@ func (s *Store) Namespace(ws *WatchSet, id string) (uint64, Namespace, error) {
 		return nil
 	})
 	if err != nil {
-		return idx, Namespace{}, err
+		return idx, model.Namespace{}, err
 	}
 	return idx, ns, nil
 }

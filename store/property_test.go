@@ -12,6 +12,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -24,24 +25,24 @@ import (
 
 // instanceID and clusterID key the model's maps.
 type instanceID struct {
-	key  store.ServiceKey
+	key  model.ServiceKey
 	ip   string
 	port int
 }
 
 type clusterID struct {
-	key  store.ServiceKey
+	key  model.ServiceKey
 	name string
 }
 
 // storeModel is the reference implementation: maps of records and the index table.
 type storeModel struct {
-	limits     store.Limits
-	namespaces map[string]store.Namespace
-	services   map[store.ServiceKey]store.Service
-	clusters   map[clusterID]store.Cluster
-	instances  map[instanceID]store.Instance
-	members    map[string]store.Member
+	limits     model.Limits
+	namespaces map[string]model.Namespace
+	services   map[model.ServiceKey]model.Service
+	clusters   map[clusterID]model.Cluster
+	instances  map[instanceID]model.Instance
+	members    map[string]model.Member
 	indexes    map[string]uint64
 	applied    uint64
 }
@@ -49,12 +50,12 @@ type storeModel struct {
 // newStoreModel is the state of a new store: the "public" namespace with index 0.
 func newStoreModel() *storeModel {
 	return &storeModel{
-		limits:     store.DefaultLimits(),
-		namespaces: map[string]store.Namespace{store.DefaultNamespace: {ID: store.DefaultNamespace, Name: store.DefaultNamespace}},
-		services:   map[store.ServiceKey]store.Service{},
-		clusters:   map[clusterID]store.Cluster{},
-		instances:  map[instanceID]store.Instance{},
-		members:    map[string]store.Member{},
+		limits:     model.DefaultLimits(),
+		namespaces: map[string]model.Namespace{model.DefaultNamespace: {ID: model.DefaultNamespace, Name: model.DefaultNamespace}},
+		services:   map[model.ServiceKey]model.Service{},
+		clusters:   map[clusterID]model.Cluster{},
+		instances:  map[instanceID]model.Instance{},
+		members:    map[string]model.Member{},
 		indexes:    map[string]uint64{},
 	}
 }
@@ -68,15 +69,15 @@ func (m *storeModel) clone() *storeModel {
 }
 
 func errInvalidf(format string, args ...any) error {
-	return fmt.Errorf("model: "+format+": %w", append(args, store.ErrInvalid)...)
+	return fmt.Errorf("model: "+format+": %w", append(args, model.ErrInvalid)...)
 }
 
 func errNotFoundf(format string, args ...any) error {
-	return fmt.Errorf("model: "+format+": %w", append(args, store.ErrNotFound)...)
+	return fmt.Errorf("model: "+format+": %w", append(args, model.ErrNotFound)...)
 }
 
 func errConflictf(format string, args ...any) error {
-	return fmt.Errorf("model: "+format+": %w", append(args, store.ErrConflict)...)
+	return fmt.Errorf("model: "+format+": %w", append(args, model.ErrConflict)...)
 }
 
 func normMap(m map[string]string) map[string]string {
@@ -99,18 +100,18 @@ func (m *storeModel) ensureNamespace(idx uint64, id string) {
 	if _, ok := m.namespaces[id]; ok {
 		return
 	}
-	m.namespaces[id] = store.Namespace{ID: id, Name: id, CreateIndex: idx, ModifyIndex: idx}
+	m.namespaces[id] = model.Namespace{ID: id, Name: id, CreateIndex: idx, ModifyIndex: idx}
 	m.bump(servicesIndex(id), idx)
 	m.bump("namespaces", idx)
 }
 
 // touchService stores svc (created with CreateIndex idx if new) with ModifyIndex idx:
 // every change to a service, its clusters or instances goes through here.
-func (m *storeModel) touchService(idx uint64, key store.ServiceKey, def *store.Service) {
+func (m *storeModel) touchService(idx uint64, key model.ServiceKey, def *model.Service) {
 	svc, ok := m.services[key]
 	if !ok {
 		m.ensureNamespace(idx, key.Namespace)
-		svc = store.Service{Namespace: key.Namespace, Group: key.Group, Name: key.Service, CreateIndex: idx}
+		svc = model.Service{Namespace: key.Namespace, Group: key.Group, Name: key.Service, CreateIndex: idx}
 	}
 	if def != nil {
 		svc.ProtectThreshold, svc.Metadata = def.ProtectThreshold, def.Metadata
@@ -120,19 +121,19 @@ func (m *storeModel) touchService(idx uint64, key store.ServiceKey, def *store.S
 	m.bump(servicesIndex(key.Namespace), idx)
 }
 
-func (m *storeModel) writeInstance(idx uint64, in store.Instance) {
+func (m *storeModel) writeInstance(idx uint64, in model.Instance) {
 	key := in.ServiceKey()
 	m.touchService(idx, key, nil)
 	cid := clusterID{key, in.Cluster}
 	if _, ok := m.clusters[cid]; !ok {
-		m.clusters[cid] = store.Cluster{Namespace: key.Namespace, Group: key.Group, Service: key.Service,
-			Name: in.Cluster, HealthCheck: store.DefaultHealthCheck(), CreateIndex: idx, ModifyIndex: idx}
+		m.clusters[cid] = model.Cluster{Namespace: key.Namespace, Group: key.Group, Service: key.Service,
+			Name: in.Cluster, HealthCheck: model.DefaultHealthCheck(), CreateIndex: idx, ModifyIndex: idx}
 	}
 	in.ModifyIndex = idx
 	m.instances[instanceID{key, in.IP, in.Port}] = in
 }
 
-func (m *storeModel) registerInstance(idx uint64, in store.Instance) error {
+func (m *storeModel) registerInstance(idx uint64, in model.Instance) error {
 	in.Metadata = normMap(in.Metadata)
 	if err := m.limits.ValidateInstance(in); err != nil {
 		return err
@@ -149,18 +150,18 @@ func (m *storeModel) registerInstance(idx uint64, in store.Instance) error {
 	return nil
 }
 
-func (m *storeModel) loadInstance(ref store.InstanceRef) (store.Instance, error) {
-	if err := store.ValidateInstanceRef(ref); err != nil {
-		return store.Instance{}, err
+func (m *storeModel) loadInstance(ref model.InstanceRef) (model.Instance, error) {
+	if err := model.ValidateInstanceRef(ref); err != nil {
+		return model.Instance{}, err
 	}
 	in, ok := m.instances[instanceID{ref.ServiceKey(), ref.IP, ref.Port}]
 	if !ok {
-		return store.Instance{}, errNotFoundf("instance %v", ref)
+		return model.Instance{}, errNotFoundf("instance %v", ref)
 	}
 	return in, nil
 }
 
-func (m *storeModel) updateInstance(idx uint64, ref store.InstanceRef, p store.InstancePatch) error {
+func (m *storeModel) updateInstance(idx uint64, ref model.InstanceRef, p model.InstancePatch) error {
 	old, err := m.loadInstance(ref)
 	if err != nil {
 		return err
@@ -188,7 +189,7 @@ func (m *storeModel) updateInstance(idx uint64, ref store.InstanceRef, p store.I
 	return nil
 }
 
-func (m *storeModel) deregisterInstance(idx uint64, ref store.InstanceRef) error {
+func (m *storeModel) deregisterInstance(idx uint64, ref model.InstanceRef) error {
 	if _, err := m.loadInstance(ref); err != nil {
 		return err
 	}
@@ -197,7 +198,7 @@ func (m *storeModel) deregisterInstance(idx uint64, ref store.InstanceRef) error
 	return nil
 }
 
-func (m *storeModel) upsertService(idx uint64, svc store.Service) error {
+func (m *storeModel) upsertService(idx uint64, svc model.Service) error {
 	svc.Metadata = normMap(svc.Metadata)
 	if err := m.limits.ValidateService(svc); err != nil {
 		return err
@@ -212,8 +213,8 @@ func (m *storeModel) upsertService(idx uint64, svc store.Service) error {
 	return nil
 }
 
-func (m *storeModel) deleteService(idx uint64, key store.ServiceKey) error {
-	if err := store.ValidateServiceKey(key); err != nil {
+func (m *storeModel) deleteService(idx uint64, key model.ServiceKey) error {
+	if err := model.ValidateServiceKey(key); err != nil {
 		return err
 	}
 	if _, ok := m.services[key]; !ok {
@@ -234,7 +235,7 @@ func (m *storeModel) deleteService(idx uint64, key store.ServiceKey) error {
 	return nil
 }
 
-func (m *storeModel) upsertCluster(idx uint64, c store.Cluster) error {
+func (m *storeModel) upsertCluster(idx uint64, c model.Cluster) error {
 	c.HealthCheck = c.HealthCheck.WithDefaults()
 	c.HealthCheck.Headers = normMap(c.HealthCheck.Headers)
 	if len(c.HealthCheck.ExpectedStatus) == 0 {
@@ -244,7 +245,7 @@ func (m *storeModel) upsertCluster(idx uint64, c store.Cluster) error {
 	if err := m.limits.ValidateCluster(c); err != nil {
 		return err
 	}
-	key := store.ServiceKey{Namespace: c.Namespace, Group: c.Group, Service: c.Service}
+	key := model.ServiceKey{Namespace: c.Namespace, Group: c.Group, Service: c.Service}
 	cid := clusterID{key, c.Name}
 	c.CreateIndex, c.ModifyIndex = idx, idx
 	if old, ok := m.clusters[cid]; ok {
@@ -259,11 +260,11 @@ func (m *storeModel) upsertCluster(idx uint64, c store.Cluster) error {
 	return nil
 }
 
-func (m *storeModel) upsertNamespace(idx uint64, ns store.Namespace) error {
+func (m *storeModel) upsertNamespace(idx uint64, ns model.Namespace) error {
 	if ns.Name == "" {
 		ns.Name = ns.ID
 	}
-	if err := store.ValidateNamespaceRecord(ns); err != nil {
+	if err := model.ValidateNamespaceRecord(ns); err != nil {
 		return err
 	}
 	old, exists := m.namespaces[ns.ID]
@@ -284,10 +285,10 @@ func (m *storeModel) upsertNamespace(idx uint64, ns store.Namespace) error {
 }
 
 func (m *storeModel) deleteNamespace(idx uint64, id string) error {
-	if err := store.ValidateNamespace(id); err != nil {
+	if err := model.ValidateNamespace(id); err != nil {
 		return err
 	}
-	if id == store.DefaultNamespace {
+	if id == model.DefaultNamespace {
 		return errConflictf("namespace %q cannot be deleted", id)
 	}
 	if _, ok := m.namespaces[id]; !ok {
@@ -304,17 +305,17 @@ func (m *storeModel) deleteNamespace(idx uint64, id string) error {
 	return nil
 }
 
-func (m *storeModel) setHealth(idx uint64, ups []store.HealthUpdate) (int, error) {
+func (m *storeModel) setHealth(idx uint64, ups []model.HealthUpdate) (int, error) {
 	applied := 0
 	for _, u := range ups {
-		if store.ValidateInstanceRef(u.Ref) != nil {
+		if model.ValidateInstanceRef(u.Ref) != nil {
 			continue
 		}
 		in, ok := m.instances[instanceID{u.Ref.ServiceKey(), u.Ref.IP, u.Ref.Port}]
 		if !ok || in.CreateIndex != u.Epoch || in.Healthy == u.Healthy {
 			continue
 		}
-		if m.clusters[clusterID{in.ServiceKey(), in.Cluster}].HealthCheck.Type == store.CheckNone {
+		if m.clusters[clusterID{in.ServiceKey(), in.Cluster}].HealthCheck.Type == model.CheckNone {
 			continue
 		}
 		in.Healthy = u.Healthy
@@ -324,12 +325,12 @@ func (m *storeModel) setHealth(idx uint64, ups []store.HealthUpdate) (int, error
 	return applied, nil
 }
 
-func (m *storeModel) setHealthManual(idx uint64, ref store.InstanceRef, healthy bool) error {
+func (m *storeModel) setHealthManual(idx uint64, ref model.InstanceRef, healthy bool) error {
 	in, err := m.loadInstance(ref)
 	if err != nil {
 		return err
 	}
-	if m.clusters[clusterID{in.ServiceKey(), in.Cluster}].HealthCheck.Type != store.CheckNone {
+	if m.clusters[clusterID{in.ServiceKey(), in.Cluster}].HealthCheck.Type != model.CheckNone {
 		return errConflictf("cluster %q is probed", in.Cluster)
 	}
 	if in.Healthy == healthy {
@@ -340,8 +341,8 @@ func (m *storeModel) setHealthManual(idx uint64, ref store.InstanceRef, healthy 
 	return nil
 }
 
-func (m *storeModel) upsertMember(idx uint64, mem store.Member) error {
-	if err := store.ValidateMember(mem); err != nil {
+func (m *storeModel) upsertMember(idx uint64, mem model.Member) error {
+	if err := model.ValidateMember(mem); err != nil {
 		return err
 	}
 	if old, ok := m.members[mem.ID]; ok && old == mem {
@@ -377,36 +378,36 @@ func (o op) String() string { return o.name }
 // Small domains make collisions (replace, conflict, not found) frequent; each domain
 // includes an invalid value.
 var (
-	propNamespaces = []string{store.DefaultNamespace, "dev", "ops", "bad ns"}
-	propGroups     = []string{store.DefaultGroup, "g1"}
+	propNamespaces = []string{model.DefaultNamespace, "dev", "ops", "bad ns"}
+	propGroups     = []string{model.DefaultGroup, "g1"}
 	propServices   = []string{"orders", "pay", "@bad"}
-	propClusters   = []string{store.DefaultCluster, "blue", "bad cluster"}
+	propClusters   = []string{model.DefaultCluster, "blue", "bad cluster"}
 	propIPs        = []string{"127.100.0.1", "::1", "db.local", ""}
 	propPorts      = []int{80, 8080, 0}
-	propWeights    = []float64{0, 1, 2.5, store.MaxWeight, store.MaxWeight + 1}
+	propWeights    = []float64{0, 1, 2.5, model.MaxWeight, model.MaxWeight + 1}
 	propMetadata   = []map[string]string{nil, {}, {"v": "1"}, {"v": "2", "zone": "a"}, {"": "x"}}
 	propThresholds = []float64{0, 0.5, 1, 1.5}
-	propChecks     = []store.HealthCheck{
+	propChecks     = []model.HealthCheck{
 		{},
-		{Type: store.CheckNone},
-		{Type: store.CheckHTTP, Path: "/health", Headers: map[string]string{}, ExpectedStatus: []int{200}},
-		{Type: store.CheckTCP, Port: 9000, Interval: store.Duration(2e9), Timeout: store.Duration(1e9), Rise: 1, Fall: 1},
-		{Type: store.CheckTCP, Interval: store.Duration(1e7)}, // invalid: interval below 1s
+		{Type: model.CheckNone},
+		{Type: model.CheckHTTP, Path: "/health", Headers: map[string]string{}, ExpectedStatus: []int{200}},
+		{Type: model.CheckTCP, Port: 9000, Interval: model.Duration(2e9), Timeout: model.Duration(1e9), Rise: 1, Fall: 1},
+		{Type: model.CheckTCP, Interval: model.Duration(1e7)}, // invalid: interval below 1s
 	}
 	propMembers = []string{"n1", "n2", ""}
 )
 
-func drawKey(t *rapid.T) store.ServiceKey {
-	return store.ServiceKey{
+func drawKey(t *rapid.T) model.ServiceKey {
+	return model.ServiceKey{
 		Namespace: rapid.SampledFrom(propNamespaces).Draw(t, "ns"),
 		Group:     rapid.SampledFrom(propGroups).Draw(t, "group"),
 		Service:   rapid.SampledFrom(propServices).Draw(t, "service"),
 	}
 }
 
-func drawRef(t *rapid.T) store.InstanceRef {
+func drawRef(t *rapid.T) model.InstanceRef {
 	k := drawKey(t)
-	return store.InstanceRef{Namespace: k.Namespace, Group: k.Group, Service: k.Service,
+	return model.InstanceRef{Namespace: k.Namespace, Group: k.Group, Service: k.Service,
 		IP: rapid.SampledFrom(propIPs).Draw(t, "ip"), Port: rapid.SampledFrom(propPorts).Draw(t, "port")}
 }
 
@@ -416,7 +417,7 @@ func drawMetadata(t *rapid.T, label string) map[string]string {
 
 // existingRef draws the ref of an instance the model holds (or any ref when it holds none),
 // so that updates, deregistrations and health changes often hit something.
-func existingRef(t *rapid.T, m *storeModel) store.InstanceRef {
+func existingRef(t *rapid.T, m *storeModel) model.InstanceRef {
 	if len(m.instances) == 0 || rapid.IntRange(0, 3).Draw(t, "anyRef") == 0 {
 		return drawRef(t)
 	}
@@ -442,7 +443,7 @@ func drawOp(t *rapid.T, m *storeModel) op {
 	switch rapid.IntRange(0, 11).Draw(t, "kind") {
 	case 0, 1:
 		k := drawKey(t)
-		in := store.Instance{Namespace: k.Namespace, Group: k.Group, Service: k.Service,
+		in := model.Instance{Namespace: k.Namespace, Group: k.Group, Service: k.Service,
 			IP: rapid.SampledFrom(propIPs).Draw(t, "ip"), Port: rapid.SampledFrom(propPorts).Draw(t, "port"),
 			Cluster: rapid.SampledFrom(propClusters).Draw(t, "cluster"), Weight: rapid.SampledFrom(propWeights).Draw(t, "weight"),
 			Enabled: rapid.Bool().Draw(t, "enabled"), Healthy: rapid.Bool().Draw(t, "healthy"),
@@ -456,7 +457,7 @@ func drawOp(t *rapid.T, m *storeModel) op {
 			model: func(m *storeModel, idx uint64) (int, error) { return 0, m.registerInstance(idx, in) }}
 	case 2:
 		ref := existingRef(t, m)
-		var p store.InstancePatch
+		var p model.InstancePatch
 		if rapid.Bool().Draw(t, "patchCluster") {
 			c := rapid.SampledFrom(propClusters).Draw(t, "cluster")
 			p.Cluster = &c
@@ -483,7 +484,7 @@ func drawOp(t *rapid.T, m *storeModel) op {
 			model: func(m *storeModel, idx uint64) (int, error) { return 0, m.deregisterInstance(idx, ref) }}
 	case 4:
 		k := drawKey(t)
-		svc := store.Service{Namespace: k.Namespace, Group: k.Group, Name: k.Service,
+		svc := model.Service{Namespace: k.Namespace, Group: k.Group, Name: k.Service,
 			ProtectThreshold: rapid.SampledFrom(propThresholds).Draw(t, "threshold"), Metadata: drawMetadata(t, "metadata")}
 		return op{name: fmt.Sprintf("UpsertService(%+v)", svc),
 			apply: func(tx *store.Txn, idx uint64) (int, error) { return 0, tx.UpsertService(idx, svc) },
@@ -497,21 +498,21 @@ func drawOp(t *rapid.T, m *storeModel) op {
 		k := drawKey(t)
 		hc := rapid.SampledFrom(propChecks).Draw(t, "check")
 		hc.Headers, hc.ExpectedStatus = maps.Clone(hc.Headers), slices.Clone(hc.ExpectedStatus)
-		c := store.Cluster{Namespace: k.Namespace, Group: k.Group, Service: k.Service,
+		c := model.Cluster{Namespace: k.Namespace, Group: k.Group, Service: k.Service,
 			Name: rapid.SampledFrom(propClusters).Draw(t, "cluster"), HealthCheck: hc, Metadata: drawMetadata(t, "metadata")}
 		return op{name: fmt.Sprintf("UpsertCluster(%+v)", c),
 			apply: func(tx *store.Txn, idx uint64) (int, error) { return 0, tx.UpsertCluster(idx, c) },
 			model: func(m *storeModel, idx uint64) (int, error) { return 0, m.upsertCluster(idx, c) }}
 	case 7:
 		n := rapid.IntRange(1, 3).Draw(t, "updates")
-		ups := make([]store.HealthUpdate, n)
+		ups := make([]model.HealthUpdate, n)
 		for i := range ups {
 			ref := existingRef(t, m)
 			epoch := uint64(rapid.IntRange(0, 40).Draw(t, "epoch"))
 			if in, ok := m.instances[instanceID{ref.ServiceKey(), ref.IP, ref.Port}]; ok && rapid.IntRange(0, 3).Draw(t, "rightEpoch") > 0 {
 				epoch = in.CreateIndex
 			}
-			ups[i] = store.HealthUpdate{Ref: ref, Epoch: epoch, Healthy: rapid.Bool().Draw(t, "healthy")}
+			ups[i] = model.HealthUpdate{Ref: ref, Epoch: epoch, Healthy: rapid.Bool().Draw(t, "healthy")}
 		}
 		return op{name: fmt.Sprintf("SetHealth(%+v)", ups),
 			apply: func(tx *store.Txn, idx uint64) (int, error) { return tx.SetHealth(idx, ups) },
@@ -523,7 +524,7 @@ func drawOp(t *rapid.T, m *storeModel) op {
 			apply: func(tx *store.Txn, idx uint64) (int, error) { return 0, tx.SetHealthManual(idx, ref, healthy) },
 			model: func(m *storeModel, idx uint64) (int, error) { return 0, m.setHealthManual(idx, ref, healthy) }}
 	case 9:
-		ns := store.Namespace{ID: rapid.SampledFrom(propNamespaces).Draw(t, "ns"),
+		ns := model.Namespace{ID: rapid.SampledFrom(propNamespaces).Draw(t, "ns"),
 			Name:        rapid.SampledFrom([]string{"", "Development", "bad\x01name"}).Draw(t, "name"),
 			Description: rapid.SampledFrom([]string{"", "team namespace"}).Draw(t, "description")}
 		return op{name: fmt.Sprintf("UpsertNamespace(%+v)", ns),
@@ -541,7 +542,7 @@ func drawOp(t *rapid.T, m *storeModel) op {
 				apply: func(tx *store.Txn, idx uint64) (int, error) { return 0, tx.RemoveMember(idx, id) },
 				model: func(m *storeModel, idx uint64) (int, error) { return 0, m.removeMember(idx, id) }}
 		}
-		mem := store.Member{ID: id, RaftAddr: rapid.SampledFrom([]string{"127.100.0.1:7848", "127.100.0.2:7848", "nope"}).Draw(t, "raftAddr"),
+		mem := model.Member{ID: id, RaftAddr: rapid.SampledFrom([]string{"127.100.0.1:7848", "127.100.0.2:7848", "nope"}).Draw(t, "raftAddr"),
 			HTTPAddr: rapid.SampledFrom([]string{"", "127.100.0.1:8848"}).Draw(t, "httpAddr")}
 		return op{name: fmt.Sprintf("UpsertMember(%+v)", mem),
 			apply: func(tx *store.Txn, idx uint64) (int, error) { return 0, tx.UpsertMember(idx, mem) },
@@ -549,7 +550,7 @@ func drawOp(t *rapid.T, m *storeModel) op {
 	}
 }
 
-func describePatch(p store.InstancePatch) string {
+func describePatch(p model.InstancePatch) string {
 	s := "{"
 	if p.Cluster != nil {
 		s += fmt.Sprintf(" cluster=%q", *p.Cluster)
@@ -570,7 +571,7 @@ func describePatch(p store.InstancePatch) string {
 // count and on the error class.
 func sameOutcome(t *rapid.T, what string, gotN int, got error, wantN int, want error) {
 	t.Helper()
-	for _, class := range []error{store.ErrInvalid, store.ErrNotFound, store.ErrConflict} {
+	for _, class := range []error{model.ErrInvalid, model.ErrNotFound, model.ErrConflict} {
 		if errors.Is(got, class) != errors.Is(want, class) {
 			t.Fatalf("%s: store says %v, model says %v", what, got, want)
 		}
@@ -721,27 +722,27 @@ func (sm *storeMachine) compare(t *rapid.T, s *store.Store, what string) {
 			t.Fatalf("%s: %s differ:\nstore %+v\nmodel %+v", what, kind, got, want)
 		}
 	}
-	nss := map[string]store.Namespace{}
+	nss := map[string]model.Namespace{}
 	for _, ns := range st.Namespaces {
 		nss[ns.ID] = ns
 	}
 	diff("namespaces", nss, m.namespaces)
-	svcs := map[store.ServiceKey]store.Service{}
+	svcs := map[model.ServiceKey]model.Service{}
 	for _, svc := range st.Services {
 		svcs[svc.Key()] = svc
 	}
 	diff("services", svcs, m.services)
-	cls := map[clusterID]store.Cluster{}
+	cls := map[clusterID]model.Cluster{}
 	for _, c := range st.Clusters {
-		cls[clusterID{store.ServiceKey{Namespace: c.Namespace, Group: c.Group, Service: c.Service}, c.Name}] = c
+		cls[clusterID{model.ServiceKey{Namespace: c.Namespace, Group: c.Group, Service: c.Service}, c.Name}] = c
 	}
 	diff("clusters", cls, m.clusters)
-	ins := map[instanceID]store.Instance{}
+	ins := map[instanceID]model.Instance{}
 	for _, in := range st.Instances {
 		ins[instanceID{in.ServiceKey(), in.IP, in.Port}] = in
 	}
 	diff("instances", ins, m.instances)
-	mems := map[string]store.Member{}
+	mems := map[string]model.Member{}
 	for _, mem := range st.Members {
 		mems[mem.ID] = mem
 	}

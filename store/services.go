@@ -2,13 +2,15 @@ package store
 
 import (
 	"bytes"
+
+	"github.com/rosterhq/roster/model"
 )
 
 // UpsertService creates or replaces a service's definition (protect threshold and
 // metadata), creating its namespace if needed. It never touches the service's clusters
 // or instances, and keeps the CreateIndex of an existing service; the indexes given in
 // svc are ignored.
-func (tx *Txn) UpsertService(idx uint64, svc Service) error {
+func (tx *Txn) UpsertService(idx uint64, svc model.Service) error {
 	svc.Metadata = normalizeMap(svc.Metadata)
 	if err := tx.s.limits.ValidateService(svc); err != nil {
 		return err
@@ -29,14 +31,14 @@ func (tx *Txn) UpsertService(idx uint64, svc Service) error {
 
 // loadService returns the stored service, or a new empty one (CreateIndex idx) with
 // exists false. It writes nothing.
-func (tx *Txn) loadService(idx uint64, key ServiceKey) (Service, bool, error) {
-	var svc Service
+func (tx *Txn) loadService(idx uint64, key model.ServiceKey) (model.Service, bool, error) {
+	var svc model.Service
 	ok, err := tx.get(tx.services, serviceKey(key), &svc)
 	if err != nil {
-		return Service{}, false, err
+		return model.Service{}, false, err
 	}
 	if !ok {
-		return Service{Namespace: key.Namespace, Group: key.Group, Name: key.Service, CreateIndex: idx, ModifyIndex: idx}, false, nil
+		return model.Service{Namespace: key.Namespace, Group: key.Group, Name: key.Service, CreateIndex: idx, ModifyIndex: idx}, false, nil
 	}
 	return svc, true, nil
 }
@@ -44,7 +46,7 @@ func (tx *Txn) loadService(idx uint64, key ServiceKey) (Service, bool, error) {
 // writeService stores svc with ModifyIndex idx (creating its namespace when the service
 // is new), bumps the namespace's services-list index and marks both watched items.
 // Every change to a service, its clusters or its instances goes through here.
-func (tx *Txn) writeService(idx uint64, svc Service, exists bool) error {
+func (tx *Txn) writeService(idx uint64, svc model.Service, exists bool) error {
 	key := svc.Key()
 	if !exists {
 		if err := tx.ensureNamespace(idx, key.Namespace); err != nil {
@@ -61,8 +63,8 @@ func (tx *Txn) writeService(idx uint64, svc Service, exists bool) error {
 
 // DeleteService removes a service and its clusters. It fails with ErrNotFound if the
 // service does not exist and with ErrConflict while it has instances.
-func (tx *Txn) DeleteService(idx uint64, key ServiceKey) error {
-	if err := ValidateServiceKey(key); err != nil {
+func (tx *Txn) DeleteService(idx uint64, key model.ServiceKey) error {
+	if err := model.ValidateServiceKey(key); err != nil {
 		return err
 	}
 	sk := serviceKey(key)
@@ -87,12 +89,12 @@ func (tx *Txn) DeleteService(idx uint64, key ServiceKey) error {
 }
 
 // UpsertService runs Txn.UpsertService in its own transaction.
-func (s *Store) UpsertService(idx uint64, svc Service) error {
+func (s *Store) UpsertService(idx uint64, svc model.Service) error {
 	return s.Update(func(tx *Txn) error { return tx.UpsertService(idx, svc) })
 }
 
 // DeleteService runs Txn.DeleteService in its own transaction.
-func (s *Store) DeleteService(idx uint64, key ServiceKey) error {
+func (s *Store) DeleteService(idx uint64, key model.ServiceKey) error {
 	return s.Update(func(tx *Txn) error { return tx.DeleteService(idx, key) })
 }
 
@@ -102,16 +104,16 @@ func (s *Store) DeleteService(idx uint64, key ServiceKey) error {
 // services-list index, which rises with every change to any of its services, their
 // clusters or instances. ErrNotFound if the namespace does not exist; ErrInvalid for a
 // page below 1 or a negative size.
-func (s *Store) Services(ws *WatchSet, ns, group string, page, size int) (uint64, []Service, int, error) {
+func (s *Store) Services(ws *WatchSet, ns, group string, page, size int) (uint64, []model.Service, int, error) {
 	if page < 1 {
-		return 0, nil, 0, invalid("page", "must be at least 1")
+		return 0, nil, 0, model.Invalid("page", "must be at least 1")
 	}
 	if size < 0 {
-		return 0, nil, 0, invalid("size", "must not be negative")
+		return 0, nil, 0, model.Invalid("size", "must not be negative")
 	}
 	var (
 		idx   uint64
-		out   []Service
+		out   []model.Service
 		total int
 	)
 	err := s.view(ws, func(r *reader) error {
@@ -137,7 +139,7 @@ func (s *Store) Services(ws *WatchSet, ns, group string, page, size int) (uint64
 		c := r.services.Cursor()
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 			if total >= first && (size == 0 || total < first+size) {
-				var svc Service
+				var svc model.Service
 				if err := r.s.codec.decode(v, &svc); err != nil {
 					return err
 				}
@@ -156,10 +158,10 @@ func (s *Store) Services(ws *WatchSet, ns, group string, page, size int) (uint64
 // Service returns one service and its ModifyIndex. If it does not exist the error wraps
 // ErrNotFound and the index is the namespace's services-list index (or the
 // namespace-list index when the namespace is missing too).
-func (s *Store) Service(ws *WatchSet, key ServiceKey) (uint64, Service, error) {
+func (s *Store) Service(ws *WatchSet, key model.ServiceKey) (uint64, model.Service, error) {
 	var (
 		idx uint64
-		svc Service
+		svc model.Service
 	)
 	err := s.view(ws, func(r *reader) error {
 		var err error

@@ -5,17 +5,19 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/rosterhq/roster/model"
 )
 
 func TestUpsertService_CreatesNamespaceImplicitly(t *testing.T) {
 	s := mustNewStore(t)
-	mustDo(t, s.UpsertService(4, Service{Namespace: "dev", Group: "g", Name: "a", ProtectThreshold: 0.5}))
+	mustDo(t, s.UpsertService(4, model.Service{Namespace: "dev", Group: "g", Name: "a", ProtectThreshold: 0.5}))
 	_, ns, err := s.Namespace(nil, "dev")
 	mustDo(t, err)
 	if ns.CreateIndex != 4 || ns.Name != "dev" {
 		t.Fatalf("implicit namespace %+v", ns)
 	}
-	svc := mustService(t, s, ServiceKey{Namespace: "dev", Group: "g", Service: "a"})
+	svc := mustService(t, s, model.ServiceKey{Namespace: "dev", Group: "g", Service: "a"})
 	if svc.CreateIndex != 4 || svc.ModifyIndex != 4 || svc.ProtectThreshold != 0.5 {
 		t.Fatalf("service %+v", svc)
 	}
@@ -24,7 +26,7 @@ func TestUpsertService_CreatesNamespaceImplicitly(t *testing.T) {
 func TestUpsertService_ReplaceKeepsCreateIndexAndInstances(t *testing.T) {
 	s := mustNewStore(t)
 	mustDo(t, s.RegisterInstance(2, testInstance("127.100.0.1", 80)))
-	mustDo(t, s.UpsertService(5, Service{Namespace: testKey.Namespace, Group: testKey.Group, Name: testKey.Service,
+	mustDo(t, s.UpsertService(5, model.Service{Namespace: testKey.Namespace, Group: testKey.Group, Name: testKey.Service,
 		Metadata: map[string]string{"team": "x"}, CreateIndex: 77}))
 	svc := mustService(t, s, testKey)
 	if svc.CreateIndex != 2 || svc.ModifyIndex != 5 || svc.Metadata["team"] != "x" {
@@ -38,13 +40,13 @@ func TestUpsertService_ReplaceKeepsCreateIndexAndInstances(t *testing.T) {
 func TestUpsertService_ValidationNamesFieldAndWritesNothing(t *testing.T) {
 	s := mustNewStore(t)
 	before := mustDump(t, s)
-	base := Service{Namespace: "dev", Group: "g", Name: "a"}
-	cases := map[string]func(*Service){
-		"namespace":        func(v *Service) { v.Namespace = "" },
-		"group":            func(v *Service) { v.Group = "a/b" },
-		"service":          func(v *Service) { v.Name = "x@@y" },
-		"protectThreshold": func(v *Service) { v.ProtectThreshold = 1.5 },
-		"metadata":         func(v *Service) { v.Metadata = map[string]string{"k": strings.Repeat("v", 2000)} },
+	base := model.Service{Namespace: "dev", Group: "g", Name: "a"}
+	cases := map[string]func(*model.Service){
+		"namespace":        func(v *model.Service) { v.Namespace = "" },
+		"group":            func(v *model.Service) { v.Group = "a/b" },
+		"service":          func(v *model.Service) { v.Name = "x@@y" },
+		"protectThreshold": func(v *model.Service) { v.ProtectThreshold = 1.5 },
+		"metadata":         func(v *model.Service) { v.Metadata = map[string]string{"k": strings.Repeat("v", 2000)} },
 	}
 	for field, mutate := range cases {
 		svc := base
@@ -56,14 +58,14 @@ func TestUpsertService_ValidationNamesFieldAndWritesNothing(t *testing.T) {
 
 func TestUpsertService_NoOpChangesNoIndex(t *testing.T) {
 	s := mustNewStore(t)
-	mustDo(t, s.UpsertService(3, Service{Namespace: "dev", Group: "g", Name: "a", Metadata: map[string]string{}}))
+	mustDo(t, s.UpsertService(3, model.Service{Namespace: "dev", Group: "g", Name: "a", Metadata: map[string]string{}}))
 	before := mustDump(t, s)
 	ws := NewWatchSet()
-	key := ServiceKey{Namespace: "dev", Group: "g", Service: "a"}
+	key := model.ServiceKey{Namespace: "dev", Group: "g", Service: "a"}
 	_, _, _ = s.Service(ws, key)
 	_, _, _, _ = s.Services(ws, "dev", "", 1, 0)
 	// nil and empty metadata are the same definition.
-	mustDo(t, s.UpsertService(9, Service{Namespace: "dev", Group: "g", Name: "a"}))
+	mustDo(t, s.UpsertService(9, model.Service{Namespace: "dev", Group: "g", Name: "a"}))
 	assertUnchanged(t, s, before)
 	if !notFired(ws) {
 		t.Fatal("watch fired on a no-op")
@@ -72,14 +74,14 @@ func TestUpsertService_NoOpChangesNoIndex(t *testing.T) {
 
 func TestDeleteService_Rules(t *testing.T) {
 	s := mustNewStore(t)
-	if err := s.DeleteService(1, testKey); !errors.Is(err, ErrNotFound) {
+	if err := s.DeleteService(1, testKey); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("missing: %v, want ErrNotFound", err)
 	}
-	assertField(t, s.DeleteService(1, ServiceKey{Namespace: "dev", Group: "g"}), "service")
+	assertField(t, s.DeleteService(1, model.ServiceKey{Namespace: "dev", Group: "g"}), "service")
 	in := testInstance("127.100.0.1", 80)
 	mustDo(t, s.RegisterInstance(2, in))
 	before := mustDump(t, s)
-	if err := s.DeleteService(3, testKey); !errors.Is(err, ErrConflict) {
+	if err := s.DeleteService(3, testKey); !errors.Is(err, model.ErrConflict) {
 		t.Fatalf("with instances: %v, want ErrConflict", err)
 	}
 	assertUnchanged(t, s, before)
@@ -87,14 +89,14 @@ func TestDeleteService_Rules(t *testing.T) {
 	mustDo(t, s.DeregisterInstance(4, in.Ref()))
 	mustDo(t, s.DeleteService(5, testKey))
 	idx, _, err := s.Service(nil, testKey)
-	if !errors.Is(err, ErrNotFound) {
+	if !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("after delete: %v", err)
 	}
 	if idx != 5 {
 		t.Fatalf("not-found index = %d, want the services-list index 5", idx)
 	}
 	// Its clusters went with it: a new service of the same name starts empty.
-	mustDo(t, s.UpsertService(6, Service{Namespace: testKey.Namespace, Group: testKey.Group, Name: testKey.Service}))
+	mustDo(t, s.UpsertService(6, model.Service{Namespace: testKey.Namespace, Group: testKey.Group, Name: testKey.Service}))
 	if _, cs, err := s.Clusters(nil, testKey); err != nil || len(cs) != 0 {
 		t.Fatalf("clusters of re-created service: %+v %v", cs, err)
 	}
@@ -106,10 +108,10 @@ func TestServices_PagesGroupsAndIndex(t *testing.T) {
 	for _, g := range []string{"b", "a"} {
 		for i := range 3 {
 			idx++
-			mustDo(t, s.UpsertService(idx, Service{Namespace: "dev", Group: g, Name: fmt.Sprintf("s%d", i)}))
+			mustDo(t, s.UpsertService(idx, model.Service{Namespace: "dev", Group: g, Name: fmt.Sprintf("s%d", i)}))
 		}
 	}
-	names := func(svcs []Service) string {
+	names := func(svcs []model.Service) string {
 		var out []string
 		for _, v := range svcs {
 			out = append(out, v.Group+"/"+v.Name)
@@ -136,18 +138,18 @@ func TestServices_PagesGroupsAndIndex(t *testing.T) {
 	if total != 6 || len(beyond) != 0 {
 		t.Fatalf("beyond the last page: total %d %s", total, names(beyond))
 	}
-	if _, _, _, err := s.Services(nil, "nope", "", 1, 0); !errors.Is(err, ErrNotFound) {
+	if _, _, _, err := s.Services(nil, "nope", "", 1, 0); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("missing namespace: %v", err)
 	}
 	assertField(t, func() error { _, _, _, err := s.Services(nil, "dev", "", 0, 1); return err }(), "page")
 
 	// An instance change raises the list index: the listed services' ModifyIndex changed.
-	mustDo(t, s.RegisterInstance(20, Instance{Namespace: "dev", Group: "a", Service: "s0", IP: "127.100.0.1", Port: 1, Cluster: "DEFAULT"}))
+	mustDo(t, s.RegisterInstance(20, model.Instance{Namespace: "dev", Group: "a", Service: "s0", IP: "127.100.0.1", Port: 1, Cluster: "DEFAULT"}))
 	if listIdx, _, _, _ = s.Services(nil, "dev", "", 1, 0); listIdx != 20 {
 		t.Fatalf("list index after instance change = %d, want 20", listIdx)
 	}
 	// Other namespaces' lists are not affected.
-	if pubIdx, _, _, _ := s.Services(nil, DefaultNamespace, "", 1, 0); pubIdx != 1 {
+	if pubIdx, _, _, _ := s.Services(nil, model.DefaultNamespace, "", 1, 0); pubIdx != 1 {
 		t.Fatalf("public list index = %d, want 1", pubIdx)
 	}
 }

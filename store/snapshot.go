@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rosterhq/roster/model"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -304,22 +305,22 @@ func checkRecords(btx *bolt.Tx, c valueCodec) (Counts, error) {
 		})
 	}
 	err := check(bucketNamespaces, &n.Namespaces, func(v []byte) ([]byte, error) {
-		var ns Namespace
+		var ns model.Namespace
 		err := c.decode(v, &ns)
 		return []byte(ns.ID), err
 	})
 	if err == nil {
 		err = check(bucketServices, &n.Services, func(v []byte) ([]byte, error) {
-			var svc Service
+			var svc model.Service
 			err := c.decode(v, &svc)
 			return serviceKey(svc.Key()), err
 		})
 	}
 	if err == nil {
 		err = check(bucketClusters, &n.Clusters, func(v []byte) ([]byte, error) {
-			var cl Cluster
+			var cl model.Cluster
 			err := c.decode(v, &cl)
-			return clusterKey(ServiceKey{Namespace: cl.Namespace, Group: cl.Group, Service: cl.Service}, cl.Name), err
+			return clusterKey(model.ServiceKey{Namespace: cl.Namespace, Group: cl.Group, Service: cl.Service}, cl.Name), err
 		})
 	}
 	if err == nil {
@@ -327,14 +328,14 @@ func checkRecords(btx *bolt.Tx, c valueCodec) (Counts, error) {
 		// generic decoder per record.
 		d := instanceDecoder{codec: c}
 		err = check(bucketInstances, &n.Instances, func(v []byte) ([]byte, error) {
-			var in Instance
+			var in model.Instance
 			err := d.decode(v, &in)
 			return instanceKey(in.Ref()), err
 		})
 	}
 	if err == nil {
 		err = check(bucketMembers, &n.Members, func(v []byte) ([]byte, error) {
-			var m Member
+			var m model.Member
 			err := c.decode(v, &m)
 			return []byte(m.ID), err
 		})

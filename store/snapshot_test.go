@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rosterhq/roster/model"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -21,9 +22,9 @@ func populate(t testing.TB, s *Store, from uint64) uint64 {
 	t.Helper()
 	idx := from
 	next := func() uint64 { idx++; return idx }
-	mustDo(t, s.UpsertNamespace(next(), Namespace{ID: "dev", Description: "development"}))
-	mustDo(t, s.UpsertCluster(next(), Cluster{Namespace: "dev", Group: "g1", Service: "orders", Name: "web",
-		HealthCheck: HealthCheck{Type: CheckHTTP, Path: "/health", ExpectedStatus: []int{200}}}))
+	mustDo(t, s.UpsertNamespace(next(), model.Namespace{ID: "dev", Description: "development"}))
+	mustDo(t, s.UpsertCluster(next(), model.Cluster{Namespace: "dev", Group: "g1", Service: "orders", Name: "web",
+		HealthCheck: model.HealthCheck{Type: model.CheckHTTP, Path: "/health", ExpectedStatus: []int{200}}}))
 	for i := range 5 {
 		in := testInstance("127.100.0.1", 8000+i)
 		if i%2 == 0 {
@@ -31,8 +32,8 @@ func populate(t testing.TB, s *Store, from uint64) uint64 {
 		}
 		mustDo(t, s.RegisterInstance(next(), in))
 	}
-	mustDo(t, s.UpsertService(next(), Service{Namespace: DefaultNamespace, Group: DefaultGroup, Name: "pay", ProtectThreshold: 0.3}))
-	mustDo(t, s.UpsertMember(next(), Member{ID: "n1", RaftAddr: "127.0.0.1:7848", HTTPAddr: "127.0.0.1:8848"}))
+	mustDo(t, s.UpsertService(next(), model.Service{Namespace: model.DefaultNamespace, Group: model.DefaultGroup, Name: "pay", ProtectThreshold: 0.3}))
+	mustDo(t, s.UpsertMember(next(), model.Member{ID: "n1", RaftAddr: "127.0.0.1:7848", HTTPAddr: "127.0.0.1:8848"}))
 	mustDo(t, s.Update(func(tx *Txn) error { return tx.SetAppliedIndex(next()) }))
 	return idx
 }

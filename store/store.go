@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rosterhq/roster/model"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -29,7 +30,7 @@ const initialMmapSize = 1 << 30
 // Options configures a Store.
 type Options struct {
 	// Limits bounds what writes accept; the zero value means DefaultLimits().
-	Limits Limits
+	Limits model.Limits
 	// NoSync skips fsync on commit. Only for tests and benchmarks: a crash loses data.
 	NoSync bool
 	// SyncInterval, when positive, takes fsync off the commit path: commits are written
@@ -49,7 +50,7 @@ type Options struct {
 type Store struct {
 	path   string
 	opts   Options
-	limits Limits
+	limits model.Limits
 	logger *slog.Logger
 	codec  valueCodec
 
@@ -85,8 +86,8 @@ func Open(path string, opts Options) (*Store, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	limits := opts.Limits
-	if limits == (Limits{}) {
-		limits = DefaultLimits()
+	if limits == (model.Limits{}) {
+		limits = model.DefaultLimits()
 	}
 	s := &Store{
 		path:    path,
@@ -179,11 +180,11 @@ func initSchema(btx *bolt.Tx, c valueCodec) error {
 		return err
 	}
 	// Every replica creates the same record, so it carries index 0, not a time-dependent value.
-	b, err := c.encode(Namespace{ID: DefaultNamespace, Name: DefaultNamespace})
+	b, err := c.encode(model.Namespace{ID: model.DefaultNamespace, Name: model.DefaultNamespace})
 	if err != nil {
 		return err
 	}
-	return btx.Bucket(bucketNamespaces).Put([]byte(DefaultNamespace), b)
+	return btx.Bucket(bucketNamespaces).Put([]byte(model.DefaultNamespace), b)
 }
 
 // checkSchema verifies the schema version and that every bucket exists.
@@ -237,7 +238,7 @@ func (s *Store) Close() error {
 }
 
 // Limits returns the validation bounds the store applies to every write.
-func (s *Store) Limits() Limits { return s.limits }
+func (s *Store) Limits() model.Limits { return s.limits }
 
 // Path returns the state file's path.
 func (s *Store) Path() string { return s.path }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rosterhq/roster/model"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -18,8 +19,8 @@ func TestOpen_CreatesPublicNamespace(t *testing.T) {
 	if idx < 1 {
 		t.Fatalf("index = %d, want >= 1", idx)
 	}
-	if len(nss) != 1 || nss[0].ID != DefaultNamespace {
-		t.Fatalf("namespaces = %+v, want only %q", nss, DefaultNamespace)
+	if len(nss) != 1 || nss[0].ID != model.DefaultNamespace {
+		t.Fatalf("namespaces = %+v, want only %q", nss, model.DefaultNamespace)
 	}
 }
 
@@ -116,7 +117,7 @@ func TestStore_ConcurrentReadersAndWriter(t *testing.T) {
 				default:
 				}
 				idx, ins, err := s.Instances(NewWatchSet(), testKey)
-				if errors.Is(err, ErrNotFound) {
+				if errors.Is(err, model.ErrNotFound) {
 					continue
 				}
 				if err != nil {
@@ -149,25 +150,25 @@ func TestStore_ConcurrentReadersAndWriter(t *testing.T) {
 
 func TestForEachInstance_GivesClusterSpec(t *testing.T) {
 	s := mustNewStore(t)
-	mustDo(t, s.UpsertCluster(1, Cluster{Namespace: testKey.Namespace, Group: testKey.Group, Service: testKey.Service,
-		Name: "web", HealthCheck: HealthCheck{Type: CheckHTTP, Path: "/health"}}))
+	mustDo(t, s.UpsertCluster(1, model.Cluster{Namespace: testKey.Namespace, Group: testKey.Group, Service: testKey.Service,
+		Name: "web", HealthCheck: model.HealthCheck{Type: model.CheckHTTP, Path: "/health"}}))
 	a := testInstance("127.100.0.1", 80)
 	a.Cluster = "web"
 	mustDo(t, s.RegisterInstance(2, a))
 	mustDo(t, s.RegisterInstance(3, testInstance("127.100.0.2", 80)))
 
-	got := map[string]CheckType{}
-	mustDo(t, s.ForEachInstance(func(in Instance, hc HealthCheck) bool {
+	got := map[string]model.CheckType{}
+	mustDo(t, s.ForEachInstance(func(in model.Instance, hc model.HealthCheck) bool {
 		got[in.Addr()] = hc.Type
 		return true
 	}))
-	want := map[string]CheckType{"127.100.0.1:80": CheckHTTP, "127.100.0.2:80": CheckTCP}
+	want := map[string]model.CheckType{"127.100.0.1:80": model.CheckHTTP, "127.100.0.2:80": model.CheckTCP}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("specs = %v, want %v", got, want)
 	}
 
 	calls := 0
-	mustDo(t, s.ForEachInstance(func(Instance, HealthCheck) bool { calls++; return false }))
+	mustDo(t, s.ForEachInstance(func(model.Instance, model.HealthCheck) bool { calls++; return false }))
 	if calls != 1 {
 		t.Fatalf("fn called %d times after returning false, want 1", calls)
 	}
@@ -177,7 +178,7 @@ func TestCounts_CountsRecords(t *testing.T) {
 	s := mustNewStore(t)
 	mustDo(t, s.RegisterInstance(1, testInstance("127.100.0.1", 80)))
 	mustDo(t, s.RegisterInstance(2, testInstance("127.100.0.2", 80)))
-	mustDo(t, s.UpsertService(3, Service{Namespace: DefaultNamespace, Group: DefaultGroup, Name: "other"}))
+	mustDo(t, s.UpsertService(3, model.Service{Namespace: model.DefaultNamespace, Group: model.DefaultGroup, Name: "other"}))
 	ns, svcs, ins, err := s.Counts()
 	mustDo(t, err)
 	if ns != 2 || svcs != 2 || ins != 2 {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rosterhq/roster/model"
 )
 
 func openSynced(t *testing.T, path string) *Store {
@@ -142,7 +144,7 @@ func TestSyncInterval_CorruptFileMovedAside(t *testing.T) {
 	if c.AppliedIndex() != 0 {
 		t.Fatalf("rebuilt store has applied index %d, want 0", c.AppliedIndex())
 	}
-	if _, _, err := c.Instances(nil, testKey); !errors.Is(err, ErrNotFound) {
+	if _, _, err := c.Instances(nil, testKey); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("rebuilt store serves old data: %v", err)
 	}
 }

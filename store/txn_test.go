@@ -4,6 +4,8 @@ import (
 	"errors"
 	"path/filepath"
 	"testing"
+
+	"github.com/rosterhq/roster/model"
 )
 
 func TestTxn_FailedOperationLeavesTransactionUnchanged(t *testing.T) {
@@ -13,14 +15,14 @@ func TestTxn_FailedOperationLeavesTransactionUnchanged(t *testing.T) {
 		if err := tx.RegisterInstance(5, a); err != nil {
 			return err
 		}
-		if err := tx.DeleteService(5, testKey); !errors.Is(err, ErrConflict) {
+		if err := tx.DeleteService(5, testKey); !errors.Is(err, model.ErrConflict) {
 			t.Errorf("DeleteService with instances: %v, want ErrConflict", err)
 		}
 		w := 20000.0
-		if err := tx.UpdateInstance(5, a.Ref(), InstancePatch{Weight: &w, Cluster: new("moved")}); !errors.Is(err, ErrInvalid) {
+		if err := tx.UpdateInstance(5, a.Ref(), model.InstancePatch{Weight: &w, Cluster: new("moved")}); !errors.Is(err, model.ErrInvalid) {
 			t.Errorf("UpdateInstance with bad weight: %v, want ErrInvalid", err)
 		}
-		if err := tx.UpsertNamespace(5, Namespace{ID: "bad id"}); !errors.Is(err, ErrInvalid) {
+		if err := tx.UpsertNamespace(5, model.Namespace{ID: "bad id"}); !errors.Is(err, model.ErrInvalid) {
 			t.Errorf("UpsertNamespace with bad id: %v, want ErrInvalid", err)
 		}
 		return tx.RegisterInstance(5, b)
@@ -104,7 +106,7 @@ func TestTxn_AppliedIndexIsMonotonicAndDurable(t *testing.T) {
 		if tx.AppliedIndex() != 9 {
 			t.Errorf("AppliedIndex in tx = %d, want 9", tx.AppliedIndex())
 		}
-		if err := tx.SetAppliedIndex(4); !errors.Is(err, ErrConflict) {
+		if err := tx.SetAppliedIndex(4); !errors.Is(err, model.ErrConflict) {
 			t.Errorf("SetAppliedIndex backwards = %v, want ErrConflict", err)
 		}
 		return nil
@@ -129,9 +131,9 @@ func TestWriteOps_ValidateTheirArguments(t *testing.T) {
 		err   error
 	}{
 		"DeregisterInstance": {"group", s.DeregisterInstance(2, badRef)},
-		"UpdateInstance":     {"group", s.UpdateInstance(2, badRef, InstancePatch{})},
+		"UpdateInstance":     {"group", s.UpdateInstance(2, badRef, model.InstancePatch{})},
 		"SetHealthManual":    {"group", s.SetHealthManual(2, badRef, false)},
-		"DeleteService":      {"namespace", s.DeleteService(2, ServiceKey{Namespace: "a/b", Group: "g", Service: "s"})},
+		"DeleteService":      {"namespace", s.DeleteService(2, model.ServiceKey{Namespace: "a/b", Group: "g", Service: "s"})},
 		"DeleteNamespace":    {"namespace", s.DeleteNamespace(2, "")},
 		"RemoveMember":       {"id", s.RemoveMember(2, "")},
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/rosterhq/roster/model"
 )
 
 func TestWatch_ServiceFiresOnChangeOnly(t *testing.T) {
@@ -51,7 +53,7 @@ func TestWatch_MissingServiceFiresWhenCreated(t *testing.T) {
 	s := mustNewStore(t)
 	ws := NewWatchSet()
 	idx, _, err := s.Service(ws, testKey)
-	if !errors.Is(err, ErrNotFound) || idx < 1 {
+	if !errors.Is(err, model.ErrNotFound) || idx < 1 {
 		t.Fatalf("Service of missing = %d, %v", idx, err)
 	}
 	mustDo(t, s.RegisterInstance(9, testInstance("127.100.0.1", 80)))
@@ -68,14 +70,14 @@ func TestWatch_NamespaceListAndAll(t *testing.T) {
 	nsWS, allWS := NewWatchSet(), NewWatchSet()
 	_, _, _ = s.Namespaces(nsWS)
 	s.WatchAll(allWS)
-	mustDo(t, s.UpsertMember(1, Member{ID: "n1", RaftAddr: "127.0.0.1:1"}))
+	mustDo(t, s.UpsertMember(1, model.Member{ID: "n1", RaftAddr: "127.0.0.1:1"}))
 	if !fired(allWS) {
 		t.Fatal("the everything channel did not fire")
 	}
 	if !notFired(nsWS) {
 		t.Fatal("namespace-list watch fired for a member change")
 	}
-	mustDo(t, s.UpsertService(2, Service{Namespace: "newns", Group: "g", Name: "a"}))
+	mustDo(t, s.UpsertService(2, model.Service{Namespace: "newns", Group: "g", Name: "a"}))
 	if !fired(nsWS) {
 		t.Fatal("namespace-list watch did not fire for an implicit namespace")
 	}
@@ -101,14 +103,14 @@ func TestWatch_OneChannelPerItemReleasedAfterFiring(t *testing.T) {
 func TestWatch_ReadsOfMissingServicesDoNotPileUp(t *testing.T) {
 	s := mustNewStore(t)
 	for i := range 50 {
-		_, _, err := s.Instances(NewWatchSet(), ServiceKey{Namespace: DefaultNamespace, Group: "g", Service: fmt.Sprintf("missing-%d", i)})
-		if !errors.Is(err, ErrNotFound) {
+		_, _, err := s.Instances(NewWatchSet(), model.ServiceKey{Namespace: model.DefaultNamespace, Group: "g", Service: fmt.Sprintf("missing-%d", i)})
+		if !errors.Is(err, model.ErrNotFound) {
 			t.Fatal(err)
 		}
 	}
 	for i := range 50 {
 		_, _, _, err := s.Services(NewWatchSet(), fmt.Sprintf("missing-%d", i), "", 1, 0)
-		if !errors.Is(err, ErrNotFound) {
+		if !errors.Is(err, model.ErrNotFound) {
 			t.Fatal(err)
 		}
 	}

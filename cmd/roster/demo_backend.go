@@ -13,7 +13,7 @@ import (
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/client"
 	"github.com/rosterhq/roster/demo"
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // demoRetryPause is the pause between attempts of `demo-backend register` while the
@@ -69,7 +69,7 @@ func (a *app) demoRegisterCmd() *cobra.Command {
 			defer cancel()
 			c := a.client()
 			spec := api.ClusterRequest{HealthCheck: &api.HealthCheckSpec{
-				Type:           string(store.CheckHTTP),
+				Type:           string(model.CheckHTTP),
 				Path:           demo.HealthPath,
 				ExpectedStatus: []int{http.StatusOK},
 				Interval:       interval.String(),
@@ -90,11 +90,11 @@ func (a *app) demoRegisterCmd() *cobra.Command {
 				return err
 			}
 			return a.printWrite(api.WriteResult{Index: idx}, "registered %s %s in %s/%s, cluster %s with an HTTP check of %s",
-				args[0], store.JoinAddr(ip, port), sc.namespace, sc.group, cluster, demo.HealthPath)
+				args[0], model.JoinAddr(ip, port), sc.namespace, sc.group, cluster, demo.HealthPath)
 		},
 	}
 	sc.flags(cmd)
-	cmd.Flags().StringVar(&cluster, "cluster", store.DefaultCluster, "cluster of the instance")
+	cmd.Flags().StringVar(&cluster, "cluster", model.DefaultCluster, "cluster of the instance")
 	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "health check interval")
 	cmd.Flags().DurationVar(&wait, "wait", 60*time.Second, "how long to retry while the cluster has no leader or is unreachable")
 	a.clientFlags(cmd)

@@ -4,9 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rosterhq/roster/model"
 	"github.com/spf13/cobra"
-
-	"github.com/rosterhq/roster/store"
 )
 
 func (a *app) healthCmd() *cobra.Command {
@@ -37,7 +36,7 @@ func (a *app) healthCmd() *cobra.Command {
 				if r.Pending {
 					healthy += " (changing)"
 				}
-				t.row(store.JoinAddr(r.IP, r.Port), r.Cluster, string(r.CheckType), healthy, last, orDash(r.Outcome),
+				t.row(model.JoinAddr(r.IP, r.Port), r.Cluster, string(r.CheckType), healthy, last, orDash(r.Outcome),
 					orDash(latency(r.Latency)), fmt.Sprintf("%d/%d", r.ConsecutiveSuccesses, r.ConsecutiveFailures), orDash(r.Error))
 			}
 			if err := t.flush(); err != nil {
@@ -54,7 +53,7 @@ func (a *app) healthCmd() *cobra.Command {
 	return cmd
 }
 
-func latency(d store.Duration) string {
+func latency(d model.Duration) string {
 	if d == 0 {
 		return ""
 	}

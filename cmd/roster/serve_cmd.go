@@ -16,9 +16,9 @@ import (
 	"github.com/rosterhq/roster/client"
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/httpapi"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/server"
-	"github.com/rosterhq/roster/store"
 )
 
 // nodeOptions are the settings of one node, as the server and dev commands collect them.
@@ -118,7 +118,7 @@ func (a *app) serverCmd() *cobra.Command {
 	fs.StringVar(&o.Peers, "peers", "", "bootstrap list id=raftaddr,... (the same on every node of a new cluster)")
 	fs.StringVar(&o.Join, "join", "", "HTTP address of a cluster member to ask to add this node")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	fs.IntVar(&o.MetadataMaxBytes, "metadata-max-bytes", store.DefaultMetadataSize, "largest metadata map, in bytes of JSON")
+	fs.IntVar(&o.MetadataMaxBytes, "metadata-max-bytes", model.DefaultMetadataSize, "largest metadata map, in bytes of JSON")
 	fs.Int64Var(&o.SnapshotMaxBytes, "snapshot-max-bytes", 0, fmt.Sprintf("largest snapshot archive a restore accepts, in bytes (0: %d)", int64(httpapi.DefaultSnapshotMaxBytes)))
 	fs.DurationVar(&o.HeartbeatTimeout, "raft-heartbeat-timeout", 0, fmt.Sprintf("time without leader contact before a follower calls an election (0: %s); raise it on loaded or slow machines", raftnode.DefaultHeartbeatTimeout))
 	fs.DurationVar(&o.ElectionTimeout, "raft-election-timeout", 0, fmt.Sprintf("time a candidate waits for votes (0: %s)", raftnode.DefaultElectionTimeout))
@@ -172,7 +172,7 @@ func (a *app) devCmd() *cobra.Command {
 	fs.StringVar(&o.HTTPAddr, "http-addr", ":8848", "address the HTTP API listens on")
 	fs.StringVar(&o.RaftAddr, "raft-addr", "127.0.0.1:7848", "address the Raft transport listens on")
 	fs.StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn or error")
-	fs.IntVar(&o.MetadataMaxBytes, "metadata-max-bytes", store.DefaultMetadataSize, "largest metadata map, in bytes of JSON")
+	fs.IntVar(&o.MetadataMaxBytes, "metadata-max-bytes", model.DefaultMetadataSize, "largest metadata map, in bytes of JSON")
 	probePolicyFlags(fs, &o)
 	return cmd
 }

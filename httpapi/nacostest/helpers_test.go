@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/server/servertest"
-	"github.com/rosterhq/roster/store"
 )
 
 // backend is a TCP listener standing in for an instance, so that a TCP probe of it
@@ -83,7 +83,7 @@ func lastIndex(c *servertest.Cluster, leader int) uint64 {
 }
 
 // instances lists a service's instances on the leader (nil when the service is missing).
-func instances(t *testing.T, c *servertest.Cluster, leader int, key store.ServiceKey) []store.Instance {
+func instances(t *testing.T, c *servertest.Cluster, leader int, key model.ServiceKey) []model.Instance {
 	t.Helper()
 	_, list, err := c.Nodes[leader].Server.Store().Instances(nil, key)
 	if err != nil {

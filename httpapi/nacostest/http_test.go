@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // envelope is a v2 answer.
@@ -31,7 +31,7 @@ func decodeEnvelope(t *testing.T, r reply) envelope {
 func TestNacosHTTP_V2Lifecycle(t *testing.T) {
 	c, leader := newCluster(t, 3)
 	base := "http://" + c.Nodes[c.Followers()[0]].HTTPAddr + "/nacos/v2/ns"
-	key := store.ServiceKey{Namespace: "dev", Group: "g1", Service: "pay"}
+	key := model.ServiceKey{Namespace: "dev", Group: "g1", Service: "pay"}
 	b := newBackend(t)
 	port := "&port=" + strconv.Itoa(b.port)
 

@@ -16,7 +16,7 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/model"
 	"github.com/nacos-group/nacos-sdk-go/vo"
 
-	"github.com/rosterhq/roster/store"
+	rmodel "github.com/rosterhq/roster/model"
 )
 
 // sdkConfig is the configuration a nacos-sdk-go v1 application would use against addr.
@@ -58,7 +58,7 @@ func TestNacosSDK_PersistentInstances(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create naming client: %v", err)
 	}
-	key := store.ServiceKey{Namespace: "public", Group: "g1", Service: "orders"}
+	key := rmodel.ServiceKey{Namespace: "public", Group: "g1", Service: "orders"}
 	register := func(b backend, cluster string, ephemeral bool) (bool, error) {
 		return client.RegisterInstance(vo.RegisterInstanceParam{
 			Ip: "127.0.0.1", Port: uint64(b.port), ServiceName: "orders", GroupName: "g1", ClusterName: cluster,

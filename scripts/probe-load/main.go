@@ -41,10 +41,11 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/healthcheck"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
-var svc = store.ServiceKey{Namespace: "public", Group: "DEFAULT_GROUP", Service: "load"}
+var svc = model.ServiceKey{Namespace: "public", Group: "DEFAULT_GROUP", Service: "load"}
 
 func main() {
 	var (
@@ -149,7 +150,7 @@ type storeApplier struct {
 	mu sync.Mutex
 	// idx is the last index used.
 	idx  uint64
-	subs map[store.InstanceRef][]submission
+	subs map[model.InstanceRef][]submission
 }
 
 type submission struct {
@@ -175,7 +176,7 @@ func (a *storeApplier) Apply(_ context.Context, t fsm.MessageType, msg any) (uin
 	return a.idx, nil
 }
 
-func (a *storeApplier) firstUnhealthy(ref store.InstanceRef) (time.Time, bool) {
+func (a *storeApplier) firstUnhealthy(ref model.InstanceRef) (time.Time, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, s := range a.subs[ref] {
@@ -187,22 +188,22 @@ func (a *storeApplier) firstUnhealthy(ref store.InstanceRef) (time.Time, bool) {
 }
 
 // openStore creates a store holding one TCP cluster and an instance per port.
-func openStore(dir string, ports []int, hc store.HealthCheck) (*store.Store, *storeApplier, []store.Instance, error) {
+func openStore(dir string, ports []int, hc model.HealthCheck) (*store.Store, *storeApplier, []model.Instance, error) {
 	st, err := store.Open(filepath.Join(dir, "state.db"), store.Options{NoSync: true})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ins := make([]store.Instance, len(ports))
+	ins := make([]model.Instance, len(ports))
 	idx := uint64(1)
 	err = st.Update(func(tx *store.Txn) error {
-		if err := tx.UpsertCluster(idx, store.Cluster{Namespace: svc.Namespace, Group: svc.Group, Service: svc.Service,
-			Name: store.DefaultCluster, HealthCheck: hc}); err != nil {
+		if err := tx.UpsertCluster(idx, model.Cluster{Namespace: svc.Namespace, Group: svc.Group, Service: svc.Service,
+			Name: model.DefaultCluster, HealthCheck: hc}); err != nil {
 			return err
 		}
 		for i, p := range ports {
 			idx++
-			ins[i] = store.Instance{Namespace: svc.Namespace, Group: svc.Group, Service: svc.Service,
-				IP: "127.0.0.1", Port: p, Cluster: store.DefaultCluster, Weight: 1, Enabled: true, Healthy: true}
+			ins[i] = model.Instance{Namespace: svc.Namespace, Group: svc.Group, Service: svc.Service,
+				IP: "127.0.0.1", Port: p, Cluster: model.DefaultCluster, Weight: 1, Enabled: true, Healthy: true}
 			if err := tx.RegisterInstance(idx, ins[i]); err != nil {
 				return err
 			}
@@ -213,7 +214,7 @@ func openStore(dir string, ports []int, hc store.HealthCheck) (*store.Store, *st
 		_ = st.Close()
 		return nil, nil, nil, err
 	}
-	return st, &storeApplier{st: st, idx: idx, subs: make(map[store.InstanceRef][]submission)}, ins, nil
+	return st, &storeApplier{st: st, idx: idx, subs: make(map[model.InstanceRef][]submission)}, ins, nil
 }
 
 func runLoad(n int, useHTTP bool, interval, warmup, window time.Duration, cpuprofile string, logger *slog.Logger) error {
@@ -256,10 +257,10 @@ func runLoad(n int, useHTTP bool, interval, warmup, window time.Duration, cpupro
 		return err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	hc := store.HealthCheck{Type: store.CheckTCP, Interval: store.Duration(interval),
-		Timeout: store.Duration(min(2*time.Second, interval/2)), Rise: 2, Fall: 3}
+	hc := model.HealthCheck{Type: model.CheckTCP, Interval: model.Duration(interval),
+		Timeout: model.Duration(min(2*time.Second, interval/2)), Rise: 2, Fall: 3}
 	if useHTTP {
-		hc.Type, hc.Path = store.CheckHTTP, "/health"
+		hc.Type, hc.Path = model.CheckHTTP, "/health"
 	}
 	st, app, _, err := openStore(dir, ports, hc)
 	if err != nil {
@@ -365,8 +366,8 @@ func runDetect(kills int, interval time.Duration, fall int, every time.Duration,
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
 	timeout := min(500*time.Millisecond, interval/2)
-	hc := store.HealthCheck{Type: store.CheckTCP, Interval: store.Duration(interval),
-		Timeout: store.Duration(timeout), Rise: 2, Fall: fall}
+	hc := model.HealthCheck{Type: model.CheckTCP, Interval: model.Duration(interval),
+		Timeout: model.Duration(timeout), Rise: 2, Fall: fall}
 	st, app, ins, err := openStore(dir, ports, hc)
 	if err != nil {
 		return err

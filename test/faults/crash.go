@@ -16,7 +16,7 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/client"
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // CrashIP is the address of the instances the crash test registers.
@@ -44,9 +44,9 @@ func CrashIteration(ctx context.Context, c *Cluster, rng *rand.Rand, iteration i
 	if err != nil {
 		return res, err
 	}
-	none := api.ClusterRequest{HealthCheck: &api.HealthCheckSpec{Type: string(store.CheckNone)}}
+	none := api.ClusterRequest{HealthCheck: &api.HealthCheckSpec{Type: string(model.CheckNone)}}
 	cctx, cancel := withTimeout(ctx)
-	_, err = l.Client().UpsertCluster(cctx, namespace, group, res.Service, store.DefaultCluster, none)
+	_, err = l.Client().UpsertCluster(cctx, namespace, group, res.Service, model.DefaultCluster, none)
 	cancel()
 	if err != nil {
 		return res, fmt.Errorf("create %s: %w", res.Service, err)

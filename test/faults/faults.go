@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/snapshot"
 	"github.com/rosterhq/roster/store"
 )
@@ -431,8 +432,8 @@ func archiveState(archive []byte, dir string, services int) (map[int]SvcState, e
 	defer func() { _ = s.Close() }()
 	out := make(map[int]SvcState, services)
 	for i := 0; i < services; i++ {
-		_, list, err := s.Instances(nil, store.ServiceKey{Namespace: namespace, Group: group, Service: ServiceName(i)})
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
+		_, list, err := s.Instances(nil, model.ServiceKey{Namespace: namespace, Group: group, Service: ServiceName(i)})
+		if err != nil && !errors.Is(err, model.ErrNotFound) {
 			return nil, err
 		}
 		var st SvcState

@@ -12,15 +12,15 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/client"
-	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/model"
 )
 
 // Workload addresses: every service lives in the public namespace and default group;
 // instance p of a service is InstanceIP:p.
 const (
 	InstanceIP = "127.100.0.1"
-	namespace  = store.DefaultNamespace
-	group      = store.DefaultGroup
+	namespace  = model.DefaultNamespace
+	group      = model.DefaultGroup
 )
 
 // ServiceName is the name of workload service i.
@@ -66,7 +66,7 @@ func NewWorkload(cfg WorkloadConfig, c *Cluster, h *History, logf func(string, .
 // only the workload changes instances (no prober flips health). It retries until the
 // cluster accepts each write or ctx ends.
 func (w *Workload) Setup(ctx context.Context) error {
-	none := api.ClusterRequest{HealthCheck: &api.HealthCheckSpec{Type: string(store.CheckNone)}}
+	none := api.ClusterRequest{HealthCheck: &api.HealthCheckSpec{Type: string(model.CheckNone)}}
 	for s := 0; s < w.cfg.Services; s++ {
 		for {
 			l, err := w.c.Leader(ctx)
@@ -74,7 +74,7 @@ func (w *Workload) Setup(ctx context.Context) error {
 				return err
 			}
 			cctx, cancel := withTimeout(ctx)
-			_, err = l.Client().UpsertCluster(cctx, namespace, group, ServiceName(s), store.DefaultCluster, none)
+			_, err = l.Client().UpsertCluster(cctx, namespace, group, ServiceName(s), model.DefaultCluster, none)
 			cancel()
 			if err == nil {
 				break

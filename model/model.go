@@ -1,4 +1,12 @@
-package store
+// Package model holds Roster's domain types — the five layers namespace › group ›
+// service › cluster › instance, health-check specs, members and cluster-wide settings —
+// and their validation. The store, the state machine and the registry service all
+// depend on it; it depends on nothing of Roster's.
+//
+// The JSON tags of these types are the on-disk schema of the state file and, through
+// msgpack, the Raft log format: never rename one. The REST API has its own wire types
+// (package api).
+package model
 
 import (
 	"net"
@@ -271,4 +279,21 @@ type HealthUpdate struct {
 	Ref     InstanceRef `json:"ref"`
 	Epoch   uint64      `json:"epoch"`
 	Healthy bool        `json:"healthy"`
+}
+
+// ApplyTo returns in with the patch's non-nil fields applied; it does not validate.
+func (p InstancePatch) ApplyTo(in Instance) Instance {
+	if p.Cluster != nil {
+		in.Cluster = *p.Cluster
+	}
+	if p.Weight != nil {
+		in.Weight = *p.Weight
+	}
+	if p.Enabled != nil {
+		in.Enabled = *p.Enabled
+	}
+	if p.Metadata != nil {
+		in.Metadata = *p.Metadata
+	}
+	return in
 }

@@ -1,4 +1,4 @@
-package store
+package model
 
 import (
 	"encoding/json"
@@ -50,11 +50,11 @@ func (l Limits) metadataMax() int {
 func ValidateNamespace(ns string) error {
 	switch {
 	case ns == "":
-		return invalid("namespace", "must not be empty")
+		return Invalid("namespace", "must not be empty")
 	case len(ns) > MaxNamespaceLen:
-		return invalid("namespace", "must be at most %d characters", MaxNamespaceLen)
+		return Invalid("namespace", "must be at most %d characters", MaxNamespaceLen)
 	case !namespaceRe.MatchString(ns):
-		return invalid("namespace", "may contain only letters, digits, '_' and '-'")
+		return Invalid("namespace", "may contain only letters, digits, '_' and '-'")
 	}
 	return nil
 }
@@ -63,11 +63,11 @@ func ValidateNamespace(ns string) error {
 func ValidateGroup(g string) error {
 	switch {
 	case g == "":
-		return invalid("group", "must not be empty")
+		return Invalid("group", "must not be empty")
 	case len(g) > MaxGroupNameLen:
-		return invalid("group", "must be at most %d characters", MaxGroupNameLen)
+		return Invalid("group", "must be at most %d characters", MaxGroupNameLen)
 	case !groupRe.MatchString(g):
-		return invalid("group", "may contain only letters, digits, '-', '_', ':' and '.'")
+		return Invalid("group", "may contain only letters, digits, '-', '_', ':' and '.'")
 	}
 	return nil
 }
@@ -78,24 +78,24 @@ func ValidateGroup(g string) error {
 func ValidateServiceName(s string) error {
 	switch {
 	case s == "":
-		return invalid("service", "must not be empty")
+		return Invalid("service", "must not be empty")
 	case len(s) > MaxServiceNameLen:
-		return invalid("service", "must be at most %d characters", MaxServiceNameLen)
+		return Invalid("service", "must be at most %d characters", MaxServiceNameLen)
 	case !utf8.ValidString(s):
-		return invalid("service", "must be valid UTF-8")
+		return Invalid("service", "must be valid UTF-8")
 	case strings.HasPrefix(s, "@"):
-		return invalid("service", "must not start with '@'")
+		return Invalid("service", "must not start with '@'")
 	case strings.Contains(s, GroupSeparator):
-		return invalid("service", "must not contain %q (it separates group and service)", GroupSeparator)
+		return Invalid("service", "must not contain %q (it separates group and service)", GroupSeparator)
 	case strings.Contains(s, "/"):
-		return invalid("service", "must not contain '/'")
+		return Invalid("service", "must not contain '/'")
 	}
 	for _, r := range s {
 		if unicode.IsSpace(r) || unicode.IsControl(r) {
-			return invalid("service", "must not contain whitespace or control characters")
+			return Invalid("service", "must not contain whitespace or control characters")
 		}
 		if r >= 0x4E00 && r <= 0x9FA5 {
-			return invalid("service", "must not contain CJK ideographs")
+			return Invalid("service", "must not contain CJK ideographs")
 		}
 	}
 	return nil
@@ -105,11 +105,11 @@ func ValidateServiceName(s string) error {
 func ValidateClusterName(c string) error {
 	switch {
 	case c == "":
-		return invalid("cluster", "must not be empty")
+		return Invalid("cluster", "must not be empty")
 	case len(c) > MaxClusterNameLen:
-		return invalid("cluster", "must be at most %d characters", MaxClusterNameLen)
+		return Invalid("cluster", "must be at most %d characters", MaxClusterNameLen)
 	case !clusterRe.MatchString(c):
-		return invalid("cluster", "may contain only letters, digits, '-' and '_'")
+		return Invalid("cluster", "may contain only letters, digits, '-' and '_'")
 	}
 	return nil
 }
@@ -129,27 +129,27 @@ func ValidateServiceKey(k ServiceKey) error {
 // of at most 253 characters.
 func ValidateIP(ip string) error {
 	if ip == "" {
-		return invalid("ip", "must not be empty")
+		return Invalid("ip", "must not be empty")
 	}
 	if isIP(ip) {
 		return nil
 	}
 	if len(ip) > MaxHostnameLen {
-		return invalid("ip", "a host name must be at most %d characters", MaxHostnameLen)
+		return Invalid("ip", "a host name must be at most %d characters", MaxHostnameLen)
 	}
 	name := strings.TrimSuffix(ip, ".")
 	labels := strings.Split(name, ".")
 	allDigits := true
 	for _, l := range labels {
 		if !hostLabelRe.MatchString(l) {
-			return invalid("ip", "%q is neither an IP address nor a valid DNS name", ip)
+			return Invalid("ip", "%q is neither an IP address nor a valid DNS name", ip)
 		}
 		if strings.Trim(l, "0123456789") != "" {
 			allDigits = false
 		}
 	}
 	if allDigits {
-		return invalid("ip", "%q is not a valid IP address", ip)
+		return Invalid("ip", "%q is not a valid IP address", ip)
 	}
 	return nil
 }
@@ -157,7 +157,7 @@ func ValidateIP(ip string) error {
 // ValidatePort checks a port number (1..65535).
 func ValidatePort(port int) error {
 	if port < 1 || port > 65535 {
-		return invalid("port", "must be between 1 and 65535, got %d", port)
+		return Invalid("port", "must be between 1 and 65535, got %d", port)
 	}
 	return nil
 }
@@ -165,7 +165,7 @@ func ValidatePort(port int) error {
 // ValidateWeight checks an instance weight (0..10000).
 func ValidateWeight(w float64) error {
 	if w != w || w < 0 || w > MaxWeight {
-		return invalid("weight", "must be between 0 and %d", MaxWeight)
+		return Invalid("weight", "must be between 0 and %d", MaxWeight)
 	}
 	return nil
 }
@@ -178,14 +178,14 @@ func (l Limits) ValidateMetadata(field string, md map[string]string) error {
 	}
 	b, err := json.Marshal(md)
 	if err != nil {
-		return invalid(field, "cannot be encoded: %v", err)
+		return Invalid(field, "cannot be encoded: %v", err)
 	}
 	if len(b) > l.metadataMax() {
-		return invalid(field, "must be at most %d bytes encoded as JSON, got %d", l.metadataMax(), len(b))
+		return Invalid(field, "must be at most %d bytes encoded as JSON, got %d", l.metadataMax(), len(b))
 	}
 	for k := range md {
 		if k == "" {
-			return invalid(field, "keys must not be empty")
+			return Invalid(field, "keys must not be empty")
 		}
 	}
 	return nil
@@ -194,7 +194,7 @@ func (l Limits) ValidateMetadata(field string, md map[string]string) error {
 // ValidateProtectThreshold checks a protect threshold (0..1).
 func ValidateProtectThreshold(t float64) error {
 	if t != t || t < 0 || t > 1 {
-		return invalid("protectThreshold", "must be between 0 and 1")
+		return Invalid("protectThreshold", "must be between 0 and 1")
 	}
 	return nil
 }
@@ -250,43 +250,43 @@ func ValidateHealthCheck(h HealthCheck) error {
 	switch h.Type {
 	case CheckTCP, CheckHTTP, CheckNone:
 	default:
-		return invalid("healthCheck.type", "must be TCP, HTTP or NONE, got %q", h.Type)
+		return Invalid("healthCheck.type", "must be TCP, HTTP or NONE, got %q", h.Type)
 	}
 	if h.Port < 0 || h.Port > 65535 {
-		return invalid("healthCheck.port", "must be between 0 (the instance's port) and 65535")
+		return Invalid("healthCheck.port", "must be between 0 (the instance's port) and 65535")
 	}
 	if h.Interval.D() < MinCheckInterval || h.Interval.D() > MaxCheckInterval {
-		return invalid("healthCheck.interval", "must be between %s and %s", MinCheckInterval, MaxCheckInterval)
+		return Invalid("healthCheck.interval", "must be between %s and %s", MinCheckInterval, MaxCheckInterval)
 	}
 	if h.Timeout.D() <= 0 || h.Timeout >= h.Interval {
-		return invalid("healthCheck.timeout", "must be positive and less than the interval (%s)", h.Interval.D())
+		return Invalid("healthCheck.timeout", "must be positive and less than the interval (%s)", h.Interval.D())
 	}
 	if h.Timeout.D() < 10*time.Millisecond {
-		return invalid("healthCheck.timeout", "must be at least 10ms")
+		return Invalid("healthCheck.timeout", "must be at least 10ms")
 	}
 	if h.Rise < 1 || h.Rise > MaxRiseFall {
-		return invalid("healthCheck.rise", "must be between 1 and %d", MaxRiseFall)
+		return Invalid("healthCheck.rise", "must be between 1 and %d", MaxRiseFall)
 	}
 	if h.Fall < 1 || h.Fall > MaxRiseFall {
-		return invalid("healthCheck.fall", "must be between 1 and %d", MaxRiseFall)
+		return Invalid("healthCheck.fall", "must be between 1 and %d", MaxRiseFall)
 	}
 	if len(h.Path) > MaxPathLen {
-		return invalid("healthCheck.path", "must be at most %d characters", MaxPathLen)
+		return Invalid("healthCheck.path", "must be at most %d characters", MaxPathLen)
 	}
 	if h.Type == CheckHTTP && !strings.HasPrefix(h.Path, "/") {
-		return invalid("healthCheck.path", "must start with '/'")
+		return Invalid("healthCheck.path", "must start with '/'")
 	}
 	if len(h.Headers) > MaxHeaderCount {
-		return invalid("healthCheck.headers", "at most %d headers", MaxHeaderCount)
+		return Invalid("healthCheck.headers", "at most %d headers", MaxHeaderCount)
 	}
 	for k, v := range h.Headers {
 		if k == "" || strings.ContainsAny(k, " \t\r\n:") || strings.ContainsAny(v, "\r\n") {
-			return invalid("healthCheck.headers", "header %q is not a valid HTTP header", k)
+			return Invalid("healthCheck.headers", "header %q is not a valid HTTP header", k)
 		}
 	}
 	for _, s := range h.ExpectedStatus {
 		if s < 100 || s > 599 {
-			return invalid("healthCheck.expectedStatus", "status %d is not between 100 and 599", s)
+			return Invalid("healthCheck.expectedStatus", "status %d is not between 100 and 599", s)
 		}
 	}
 	return nil
@@ -306,16 +306,16 @@ func ValidateNamespaceRecord(ns Namespace) error {
 		return err
 	}
 	if len(ns.Name) > MaxNamespaceNameLen {
-		return invalid("name", "must be at most %d characters", MaxNamespaceNameLen)
+		return Invalid("name", "must be at most %d characters", MaxNamespaceNameLen)
 	}
 	if !printable(ns.Name) {
-		return invalid("name", "must be valid UTF-8 without control characters")
+		return Invalid("name", "must be valid UTF-8 without control characters")
 	}
 	if len(ns.Description) > MaxDescriptionLen {
-		return invalid("description", "must be at most %d characters", MaxDescriptionLen)
+		return Invalid("description", "must be at most %d characters", MaxDescriptionLen)
 	}
 	if !printable(ns.Description) {
-		return invalid("description", "must be valid UTF-8 without control characters")
+		return Invalid("description", "must be valid UTF-8 without control characters")
 	}
 	return nil
 }
@@ -337,11 +337,11 @@ func ValidateInstanceRef(r InstanceRef) error {
 func ValidateMember(m Member) error {
 	switch {
 	case m.ID == "":
-		return invalid("id", "must not be empty")
+		return Invalid("id", "must not be empty")
 	case len(m.ID) > MaxMemberIDLen:
-		return invalid("id", "must be at most %d characters", MaxMemberIDLen)
+		return Invalid("id", "must be at most %d characters", MaxMemberIDLen)
 	case !utf8.ValidString(m.ID) || strings.IndexFunc(m.ID, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
-		return invalid("id", "must be valid UTF-8 without whitespace or control characters")
+		return Invalid("id", "must be valid UTF-8 without whitespace or control characters")
 	}
 	if err := validateHostPort("raftAddr", m.RaftAddr, true); err != nil {
 		return err
@@ -352,16 +352,16 @@ func ValidateMember(m Member) error {
 func validateHostPort(field, addr string, required bool) error {
 	if addr == "" {
 		if required {
-			return invalid(field, "must not be empty")
+			return Invalid(field, "must not be empty")
 		}
 		return nil
 	}
 	if len(addr) > MaxMemberAddrLen {
-		return invalid(field, "must be at most %d characters", MaxMemberAddrLen)
+		return Invalid(field, "must be at most %d characters", MaxMemberAddrLen)
 	}
 	_, port, err := SplitAddr(addr)
 	if err != nil || port < 0 || port > 65535 || !printable(addr) {
-		return invalid(field, "%q is not a host:port address", addr)
+		return Invalid(field, "%q is not a host:port address", addr)
 	}
 	return nil
 }
