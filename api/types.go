@@ -37,6 +37,7 @@ const (
 	CodeInvalid          = "invalid_argument"
 	CodeNotFound         = "not_found"
 	CodeConflict         = "conflict"
+	CodeCASMismatch      = "cas_mismatch"
 	CodeTooLarge         = "payload_too_large"
 	CodeNoLeader         = "no_leader"
 	CodeUnavailable      = "unavailable"
@@ -56,6 +57,8 @@ type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
+	// Index is, for cas_mismatch, the object's current modify index (0: it does not exist).
+	Index *uint64 `json:"index,omitempty"`
 }
 
 // WriteResult is the body of every successful write: the Raft index it was applied at.
@@ -280,6 +283,26 @@ type HealthResponse struct {
 	// has applied every entry of earlier terms).
 	Probing bool          `json:"probing"`
 	Results []ProbeResult `json:"results"`
+}
+
+// Settings are the cluster-wide settings, the same on every node (replicated state).
+type Settings struct {
+	// MetadataMaxBytes bounds a metadata map's JSON encoding in every write.
+	MetadataMaxBytes int `json:"metadataMaxBytes"`
+	// ModifyIndex is the index of the last change (0: never changed, the defaults).
+	ModifyIndex uint64 `json:"modifyIndex"`
+}
+
+// SettingsResponse is the body of GET /v1/operator/settings.
+type SettingsResponse struct {
+	Index uint64 `json:"index"`
+	Settings
+}
+
+// SettingsRequest is the body of PUT /v1/operator/settings: fields left out keep their
+// current value.
+type SettingsRequest struct {
+	MetadataMaxBytes *int `json:"metadataMaxBytes,omitempty"`
 }
 
 // ProbePolicyResponse is the body of GET /v1/operator/probe-policy: the ranges the

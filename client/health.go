@@ -22,3 +22,15 @@ func (c *Client) ProbePolicy(ctx context.Context) (api.ProbePolicyResponse, erro
 	_, err := c.do(ctx, request{method: http.MethodGet, path: newPath("v1", "operator", "probe-policy")}, &out)
 	return out, err
 }
+
+// Settings returns the cluster-wide settings (GET /v1/operator/settings).
+func (c *Client) Settings(ctx context.Context, q QueryOptions) (api.SettingsResponse, Meta, error) {
+	var out api.SettingsResponse
+	meta, err := c.read(ctx, newPath("v1", "operator", "settings"), q, nil, &out)
+	return out, meta, err
+}
+
+// UpdateSettings changes the cluster-wide settings given in req (PUT /v1/operator/settings).
+func (c *Client) UpdateSettings(ctx context.Context, req api.SettingsRequest) (uint64, error) {
+	return c.write(ctx, http.MethodPut, newPath("v1", "operator", "settings"), req)
+}

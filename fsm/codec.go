@@ -19,9 +19,10 @@ func newMsgCodec() msgCodec {
 	return msgCodec{h: h}
 }
 
-// Encode returns a log entry's data: one byte t, then msg as msgpack. The encoding of a
-// given command is stable; fsm/testdata pins it for every command type.
-func Encode(t MessageType, msg any) ([]byte, error) { return newMsgCodec().encode(t, msg) }
+// Encode returns a log entry's data: the command's type byte, then the command as
+// msgpack. The encoding of a given command is stable; fsm/testdata pins it for every
+// command type.
+func Encode(cmd Command) ([]byte, error) { return newMsgCodec().encode(cmd.MessageType(), cmd) }
 
 // Decode decodes payload — the bytes after an entry's type byte — into out, which must
 // be a pointer. Malformed input, including trailing bytes, returns an error wrapping

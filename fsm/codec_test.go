@@ -66,6 +66,8 @@ func examples() []example {
 			ID: "n1", RaftAddr: "10.0.0.1:7848", HTTPAddr: "10.0.0.1:8848",
 		}}, &UpsertMemberRequest{}},
 		{"remove_member", RemoveMemberType, RemoveMemberRequest{ID: "n1"}, &RemoveMemberRequest{}},
+		{"update_settings", UpdateSettingsType, UpdateSettingsRequest{Settings: model.Settings{MetadataMaxBytes: 4096, ModifyIndex: 12}}, &UpdateSettingsRequest{}},
+		{"cas", CASType, mustCAS(7, DeregisterInstanceRequest{Ref: ref}), &CASRequest{}},
 	}
 }
 
@@ -74,7 +76,11 @@ func TestEncode_GoldenBytes(t *testing.T) {
 	for _, ex := range examples() {
 		t.Run(ex.name, func(t *testing.T) {
 			seen[ex.t] = true
-			got, err := Encode(ex.t, ex.msg)
+			cmd, ok := ex.msg.(Command)
+			if !ok || cmd.MessageType() != ex.t {
+				t.Fatalf("%T is not the Command of %s", ex.msg, ex.t)
+			}
+			got, err := Encode(cmd)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,7 +114,7 @@ func TestEncode_GoldenBytes(t *testing.T) {
 		})
 	}
 	for mt := MessageType(1); mt < IgnoreUnknownFlag; mt++ {
-		if _, known := New(nil, nil).handlers[mt]; known && !seen[mt] {
+		if _, known := New(nil, nil).decoders[mt]; known && !seen[mt] {
 			t.Errorf("command type %s has no golden example", mt)
 		}
 	}
@@ -127,7 +133,7 @@ func hexLines(b []byte) string {
 }
 
 func TestDecode_GarbageReturnsError(t *testing.T) {
-	good, err := Encode(RegisterInstanceType, examples()[0].msg)
+	good, err := encodeRaw(RegisterInstanceType, examples()[0].msg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,4 +179,12 @@ func TestMessageType_String(t *testing.T) {
 			t.Errorf("%d.String() = %q, want %q", uint8(mt), got, want)
 		}
 	}
+}
+
+func mustCAS(index uint64, c Conditional) CASRequest {
+	r, err := NewCAS(index, false, c)
+	if err != nil {
+		panic(err)
+	}
+	return r
 }

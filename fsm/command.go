@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/store"
 )
 
 // MessageType is the first byte of every Raft log entry Roster writes.
@@ -28,7 +29,17 @@ const (
 	SetHealthManualType    MessageType = 10
 	UpsertMemberType       MessageType = 11
 	RemoveMemberType       MessageType = 12
+	UpdateSettingsType     MessageType = 13
+	CASType                MessageType = 14
 )
+
+// Command is one state-machine command: a payload struct of this package that knows its
+// message type and how it applies to a transaction. Callers hand a Command to Raft
+// (raftnode.Node.Apply), so a type can never be paired with the wrong payload.
+type Command interface {
+	MessageType() MessageType
+	apply(f *FSM, tx *store.Txn, idx uint64) error
+}
 
 // RegisterInstanceRequest creates or replaces an instance (payload of RegisterInstanceType).
 type RegisterInstanceRequest struct {
@@ -94,6 +105,62 @@ type RemoveMemberRequest struct {
 	ID string
 }
 
+// UpdateSettingsRequest replaces the cluster-wide settings (UpdateSettingsType).
+type UpdateSettingsRequest struct {
+	Settings model.Settings
+}
+
+// CASRequest applies the command it carries only if the modify index of the object that
+// command writes is Index, 0 meaning the object must not exist; otherwise it is refused
+// with a *model.CASError (CASType). With OnService the condition is on the modify index
+// of the service the command writes into instead (which every change to the service,
+// its clusters and its instances raises). The condition is evaluated in the same
+// transaction as the write. Only commands that write one instance, service or cluster
+// can be conditional. Build it with NewCAS.
+type CASRequest struct {
+	Index     uint64
+	OnService bool
+	Type      MessageType
+	Payload   []byte
+}
+
+// NewCAS wraps cmd in a CASRequest with the expected modify index of the object cmd
+// writes (onService false) or of its service (onService true).
+func NewCAS(index uint64, onService bool, cmd Conditional) (CASRequest, error) {
+	b, err := Encode(cmd)
+	if err != nil {
+		return CASRequest{}, err
+	}
+	return CASRequest{Index: index, OnService: onService, Type: cmd.MessageType(), Payload: b[1:]}, nil
+}
+
+// Conditional is a Command that writes one object and can therefore be made conditional
+// on that object's modify index.
+type Conditional interface {
+	Command
+	// target names the object the command writes and returns its modify index (0:
+	// absent) as of tx.
+	target(tx *store.Txn) (what string, index uint64, err error)
+	// service is the key of the service the command writes into.
+	service() model.ServiceKey
+}
+
+// Message types of the commands.
+func (RegisterInstanceRequest) MessageType() MessageType   { return RegisterInstanceType }
+func (DeregisterInstanceRequest) MessageType() MessageType { return DeregisterInstanceType }
+func (UpdateInstanceRequest) MessageType() MessageType     { return UpdateInstanceType }
+func (UpsertServiceRequest) MessageType() MessageType      { return UpsertServiceType }
+func (DeleteServiceRequest) MessageType() MessageType      { return DeleteServiceType }
+func (UpsertClusterRequest) MessageType() MessageType      { return UpsertClusterType }
+func (UpsertNamespaceRequest) MessageType() MessageType    { return UpsertNamespaceType }
+func (DeleteNamespaceRequest) MessageType() MessageType    { return DeleteNamespaceType }
+func (SetHealthRequest) MessageType() MessageType          { return SetHealthType }
+func (SetHealthManualRequest) MessageType() MessageType    { return SetHealthManualType }
+func (UpsertMemberRequest) MessageType() MessageType       { return UpsertMemberType }
+func (RemoveMemberRequest) MessageType() MessageType       { return RemoveMemberType }
+func (UpdateSettingsRequest) MessageType() MessageType     { return UpdateSettingsType }
+func (CASRequest) MessageType() MessageType                { return CASType }
+
 // String names the command type, for logs; the ignore flag shows as a "+ignorable" suffix.
 func (t MessageType) String() string {
 	suffix := ""
@@ -126,6 +193,10 @@ func (t MessageType) String() string {
 		name = "UpsertMember"
 	case RemoveMemberType:
 		name = "RemoveMember"
+	case UpdateSettingsType:
+		name = "UpdateSettings"
+	case CASType:
+		name = "CAS"
 	default:
 		name = "MessageType(" + strconv.Itoa(int(t&^IgnoreUnknownFlag)) + ")"
 	}

@@ -1,83 +1,140 @@
 package fsm
 
-import "github.com/rosterhq/roster/store"
+import (
+	"fmt"
 
-// The handlers below decode one command type and apply it to the batch's transaction.
-// A payload that cannot be decoded panics (see ApplyBatch); the store's refusals are
-// returned as errors.
+	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/store"
+)
 
-func (f *FSM) applyRegisterInstance(tx *store.Txn, idx uint64, payload []byte) error {
-	var req RegisterInstanceRequest
-	f.mustDecode(RegisterInstanceType, idx, payload, &req)
-	return tx.RegisterInstance(idx, req.Instance)
+// How each command applies to the batch's transaction. The store's refusals are
+// returned as errors; a payload that cannot be decoded never gets here (see decoder).
+
+func (c RegisterInstanceRequest) apply(_ *FSM, tx *store.Txn, idx uint64) error {
+	return tx.RegisterInstance(idx, c.Instance)
 }
 
-func (f *FSM) applyDeregisterInstance(tx *store.Txn, idx uint64, payload []byte) error {
-	var req DeregisterInstanceRequest
-	f.mustDecode(DeregisterInstanceType, idx, payload, &req)
-	return tx.DeregisterInstance(idx, req.Ref)
+func (c DeregisterInstanceRequest) apply(_ *FSM, tx *store.Txn, idx uint64) error {
+	return tx.DeregisterInstance(idx, c.Ref)
 }
 
-func (f *FSM) applyUpdateInstance(tx *store.Txn, idx uint64, payload []byte) error {
-	var req UpdateInstanceRequest
-	f.mustDecode(UpdateInstanceType, idx, payload, &req)
-	return tx.UpdateInstance(idx, req.Ref, req.Patch)
+func (c UpdateInstanceRequest) apply(_ *FSM, tx *store.Txn, idx uint64) error {
+	return tx.UpdateInstance(idx, c.Ref, c.Patch)
 }
 
-func (f *FSM) applyUpsertService(tx *store.Txn, idx uint64, payload []byte) error {
-	var req UpsertServiceRequest
-	f.mustDecode(UpsertServiceType, idx, payload, &req)
-	return tx.UpsertService(idx, req.Service)
+func (c UpsertServiceRequest) apply(_ *FSM, tx *store.Txn, idx uint64) error {
+	return tx.UpsertService(idx, c.Service)
 }
 
-func (f *FSM) applyDeleteService(tx *store.Txn, idx uint64, payload []byte) error {
-	var req DeleteServiceRequest
-	f.mustDecode(DeleteServiceType, idx, payload, &req)
-	return tx.DeleteService(idx, req.Key)
+func (c DeleteServiceRequest) apply(_ *FSM, tx *store.Txn, idx uint64) error {
+	return tx.DeleteService(idx, c.Key)
 }
 
-func (f *FSM) applyUpsertCluster(tx *store.Txn, idx uint64, payload []byte) error {
-	var req UpsertClusterRequest
-	f.mustDecode(UpsertClusterType, idx, payload, &req)
-	return tx.UpsertCluster(idx, req.Cluster)
+func (c UpsertClusterRequest) apply(_ *FSM, tx *store.Txn, idx uint64) error {
+	return tx.UpsertCluster(idx, c.Cluster)
 }
 
-func (f *FSM) applyUpsertNamespace(tx *store.Txn, idx uint64, payload []byte) error {
-	var req UpsertNamespaceRequest
-	f.mustDecode(UpsertNamespaceType, idx, payload, &req)
-	return tx.UpsertNamespace(idx, req.Namespace)
+func (c UpsertNamespaceRequest) apply(_ *FSM, tx *store.Txn, idx uint64) error {
+	return tx.UpsertNamespace(idx, c.Namespace)
 }
 
-func (f *FSM) applyDeleteNamespace(tx *store.Txn, idx uint64, payload []byte) error {
-	var req DeleteNamespaceRequest
-	f.mustDecode(DeleteNamespaceType, idx, payload, &req)
-	return tx.DeleteNamespace(idx, req.ID)
+func (c DeleteNamespaceRequest) apply(_ *FSM, tx *store.Txn, idx uint64) error {
+	return tx.DeleteNamespace(idx, c.ID)
 }
 
-func (f *FSM) applySetHealth(tx *store.Txn, idx uint64, payload []byte) error {
-	var req SetHealthRequest
-	f.mustDecode(SetHealthType, idx, payload, &req)
-	n, err := tx.SetHealth(idx, req.Updates)
-	if err == nil && n < len(req.Updates) {
-		f.logger.Debug("stale health updates dropped", "index", idx, "applied", n, "received", len(req.Updates))
+func (c SetHealthRequest) apply(f *FSM, tx *store.Txn, idx uint64) error {
+	n, err := tx.SetHealth(idx, c.Updates)
+	if err == nil && n < len(c.Updates) {
+		f.logger.Debug("stale health updates dropped", "index", idx, "applied", n, "received", len(c.Updates))
 	}
 	return err
 }
 
-func (f *FSM) applySetHealthManual(tx *store.Txn, idx uint64, payload []byte) error {
-	var req SetHealthManualRequest
-	f.mustDecode(SetHealthManualType, idx, payload, &req)
-	return tx.SetHealthManual(idx, req.Ref, req.Healthy)
+func (c SetHealthManualRequest) apply(_ *FSM, tx *store.Txn, idx uint64) error {
+	return tx.SetHealthManual(idx, c.Ref, c.Healthy)
 }
 
-func (f *FSM) applyUpsertMember(tx *store.Txn, idx uint64, payload []byte) error {
-	var req UpsertMemberRequest
-	f.mustDecode(UpsertMemberType, idx, payload, &req)
-	return tx.UpsertMember(idx, req.Member)
+func (c UpsertMemberRequest) apply(_ *FSM, tx *store.Txn, idx uint64) error {
+	return tx.UpsertMember(idx, c.Member)
 }
 
-func (f *FSM) applyRemoveMember(tx *store.Txn, idx uint64, payload []byte) error {
-	var req RemoveMemberRequest
-	f.mustDecode(RemoveMemberType, idx, payload, &req)
-	return tx.RemoveMember(idx, req.ID)
+func (c RemoveMemberRequest) apply(_ *FSM, tx *store.Txn, idx uint64) error {
+	return tx.RemoveMember(idx, c.ID)
+}
+
+func (c UpdateSettingsRequest) apply(_ *FSM, tx *store.Txn, idx uint64) error {
+	return tx.UpdateSettings(idx, c.Settings)
+}
+
+// apply decodes the wrapped command, checks the modify index of the object it writes
+// and applies it only if the index is the expected one. A wrapped type that is not
+// conditional (or is itself a CAS) is refused as invalid: no such entry is ever written.
+func (c CASRequest) apply(f *FSM, tx *store.Txn, idx uint64) error {
+	dec, ok := f.decoders[c.Type]
+	if !ok || c.Type == CASType {
+		return model.Invalid("cas", "command type %s cannot be conditional", c.Type)
+	}
+	inner := dec(c.Type, idx, c.Payload)
+	cond, ok := inner.(Conditional)
+	if !ok {
+		return model.Invalid("cas", "command type %s cannot be conditional", c.Type)
+	}
+	what, cur, err := cond.target(tx)
+	if c.OnService {
+		what, cur, err = serviceTarget(tx, cond.service())
+	}
+	if err != nil {
+		return err
+	}
+	if cur != c.Index {
+		return &model.CASError{What: what, Expected: c.Index, Current: cur}
+	}
+	return cond.apply(f, tx, idx)
+}
+
+// Targets of the conditional commands.
+
+func (c RegisterInstanceRequest) target(tx *store.Txn) (string, uint64, error) {
+	return instanceTarget(tx, c.Instance.Ref())
+}
+
+func (c UpdateInstanceRequest) target(tx *store.Txn) (string, uint64, error) {
+	return instanceTarget(tx, c.Ref)
+}
+
+func (c DeregisterInstanceRequest) target(tx *store.Txn) (string, uint64, error) {
+	return instanceTarget(tx, c.Ref)
+}
+
+func (c UpsertServiceRequest) target(tx *store.Txn) (string, uint64, error) {
+	return serviceTarget(tx, c.Service.Key())
+}
+
+func (c DeleteServiceRequest) target(tx *store.Txn) (string, uint64, error) {
+	return serviceTarget(tx, c.Key)
+}
+
+func (c UpsertClusterRequest) target(tx *store.Txn) (string, uint64, error) {
+	key := model.ServiceKey{Namespace: c.Cluster.Namespace, Group: c.Cluster.Group, Service: c.Cluster.Service}
+	i, err := tx.ClusterIndex(key, c.Cluster.Name)
+	return fmt.Sprintf("cluster %s of service %s", c.Cluster.Name, key), i, err
+}
+
+func (c RegisterInstanceRequest) service() model.ServiceKey   { return c.Instance.ServiceKey() }
+func (c UpdateInstanceRequest) service() model.ServiceKey     { return c.Ref.ServiceKey() }
+func (c DeregisterInstanceRequest) service() model.ServiceKey { return c.Ref.ServiceKey() }
+func (c UpsertServiceRequest) service() model.ServiceKey      { return c.Service.Key() }
+func (c DeleteServiceRequest) service() model.ServiceKey      { return c.Key }
+func (c UpsertClusterRequest) service() model.ServiceKey {
+	return model.ServiceKey{Namespace: c.Cluster.Namespace, Group: c.Cluster.Group, Service: c.Cluster.Service}
+}
+
+func instanceTarget(tx *store.Txn, ref model.InstanceRef) (string, uint64, error) {
+	i, err := tx.InstanceIndex(ref)
+	return fmt.Sprintf("instance %s of service %s", model.JoinAddr(ref.IP, ref.Port), ref.ServiceKey()), i, err
+}
+
+func serviceTarget(tx *store.Txn, key model.ServiceKey) (string, uint64, error) {
+	i, err := tx.ServiceIndex(key)
+	return "service " + key.String(), i, err
 }

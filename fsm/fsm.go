@@ -24,8 +24,9 @@ type Result struct {
 	Err   error
 }
 
-// handler applies one decoded command type inside the batch's transaction.
-type handler func(tx *store.Txn, idx uint64, payload []byte) error
+// decodeFunc decodes the payload of one command type; a payload that cannot be decoded
+// panics (see ApplyBatch).
+type decodeFunc func(t MessageType, idx uint64, payload []byte) Command
 
 // FSM applies committed Raft entries to a store. It implements raft.FSM and
 // raft.BatchingFSM. Applying is idempotent: the applied index is stored in the same
@@ -35,7 +36,7 @@ type FSM struct {
 	store    *store.Store
 	logger   *slog.Logger
 	codec    msgCodec
-	handlers map[MessageType]handler
+	decoders map[MessageType]decodeFunc // the command table, built in New
 
 	mu sync.Mutex
 	// appliedCh is closed and replaced after every batch and restore.
@@ -58,21 +59,32 @@ func New(s *store.Store, logger *slog.Logger) *FSM {
 		codec:     newMsgCodec(),
 		appliedCh: make(chan struct{}),
 	}
-	f.handlers = map[MessageType]handler{
-		RegisterInstanceType:   f.applyRegisterInstance,
-		DeregisterInstanceType: f.applyDeregisterInstance,
-		UpdateInstanceType:     f.applyUpdateInstance,
-		UpsertServiceType:      f.applyUpsertService,
-		DeleteServiceType:      f.applyDeleteService,
-		UpsertClusterType:      f.applyUpsertCluster,
-		UpsertNamespaceType:    f.applyUpsertNamespace,
-		DeleteNamespaceType:    f.applyDeleteNamespace,
-		SetHealthType:          f.applySetHealth,
-		SetHealthManualType:    f.applySetHealthManual,
-		UpsertMemberType:       f.applyUpsertMember,
-		RemoveMemberType:       f.applyRemoveMember,
-	}
+	f.decoders = map[MessageType]decodeFunc{}
+	register[RegisterInstanceRequest](f)
+	register[DeregisterInstanceRequest](f)
+	register[UpdateInstanceRequest](f)
+	register[UpsertServiceRequest](f)
+	register[DeleteServiceRequest](f)
+	register[UpsertClusterRequest](f)
+	register[UpsertNamespaceRequest](f)
+	register[DeleteNamespaceRequest](f)
+	register[SetHealthRequest](f)
+	register[SetHealthManualRequest](f)
+	register[UpsertMemberRequest](f)
+	register[RemoveMemberRequest](f)
+	register[UpdateSettingsRequest](f)
+	register[CASRequest](f)
 	return f
+}
+
+// register adds command type C to f's command table.
+func register[C Command](f *FSM) {
+	var zero C
+	f.decoders[zero.MessageType()] = func(t MessageType, idx uint64, payload []byte) Command {
+		var c C
+		f.mustDecode(t, idx, payload, &c)
+		return c
+	}
 }
 
 // Store returns the store the FSM applies to.
@@ -138,7 +150,7 @@ func (f *FSM) applyCommand(tx *store.Txn, l *raft.Log) error {
 	}
 	t := MessageType(l.Data[0])
 	ignorable := t&IgnoreUnknownFlag != 0
-	h, ok := f.handlers[t&^IgnoreUnknownFlag]
+	dec, ok := f.decoders[t&^IgnoreUnknownFlag]
 	if !ok {
 		if ignorable {
 			f.logger.Warn("skipping unknown ignorable command", "index", l.Index, "type", t)
@@ -146,13 +158,14 @@ func (f *FSM) applyCommand(tx *store.Txn, l *raft.Log) error {
 		}
 		panic(fmt.Sprintf("fsm: entry %d: unknown command type %s", l.Index, t))
 	}
-	return h(tx, l.Index, l.Data[1:])
+	return dec(t, l.Index, l.Data[1:]).apply(f, tx, l.Index)
 }
 
 // isDomainError reports whether err is the state refusing a command, as opposed to a
 // storage failure.
 func isDomainError(err error) bool {
-	return errors.Is(err, model.ErrInvalid) || errors.Is(err, model.ErrNotFound) || errors.Is(err, model.ErrConflict)
+	return errors.Is(err, model.ErrInvalid) || errors.Is(err, model.ErrNotFound) ||
+		errors.Is(err, model.ErrConflict) || errors.Is(err, model.ErrCASMismatch)
 }
 
 // mustDecode decodes a command payload; an entry that cannot be decoded panics.

@@ -177,7 +177,7 @@ func TestApplyBatch_ConfigurationAndIgnorableEntriesAdvanceAppliedIndex(t *testi
 	}
 	// The flag does not make a known command skippable: it is applied (here, undecodable → panic).
 	mustPanic(t, "known command with the ignore flag and a bad payload", func() { f.Apply(logs[2]) })
-	data, _ := Encode(IgnoreUnknownFlag|RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance("127.100.0.1", 80)})
+	data, _ := encodeRaw(IgnoreUnknownFlag|RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance("127.100.0.1", 80)})
 	applyOK(t, f, &raft.Log{Index: 4, Type: raft.LogCommand, Data: data})
 	if _, ins, _ := f.Store().Instances(nil, testKey); len(ins) != 1 {
 		t.Fatalf("flagged known command not applied: %+v", ins)

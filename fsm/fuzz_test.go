@@ -91,7 +91,7 @@ func fuzzSeeds(f *testing.F) [][]byte {
 		{UpsertServiceType, UpsertServiceRequest{Service: model.Service{Namespace: "dev", Group: "g1", Name: "orders", ProtectThreshold: 0.5}}},
 	}
 	for _, e := range extra {
-		b, err := Encode(e.t, e.msg)
+		b, err := encodeRaw(e.t, e.msg)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -132,7 +132,7 @@ func FuzzDecode(f *testing.F) {
 			}
 			return
 		}
-		enc, err := Encode(mt, derefPayload(out))
+		enc, err := encodeRaw(mt, derefPayload(out))
 		if err != nil {
 			t.Fatalf("decoded %+v does not encode: %v", out, err)
 		}
@@ -140,7 +140,7 @@ func FuzzDecode(f *testing.F) {
 		if err := Decode(enc[1:], again); err != nil {
 			t.Fatalf("re-encoded %s does not decode: %v", mt, err)
 		}
-		enc2, err := Encode(mt, derefPayload(again))
+		enc2, err := encodeRaw(mt, derefPayload(again))
 		if err != nil || !bytes.Equal(enc, enc2) {
 			t.Fatalf("encoding of %s is not stable: %x then %x (%v)", mt, enc, enc2, err)
 		}
@@ -233,7 +233,7 @@ func fuzzFSM(t *testing.T) *FSM {
 func checkStateInvariants(t *testing.T, s *store.Store) {
 	t.Helper()
 	st := mustDump(t, s)
-	limits := s.Limits()
+	limits := model.HardLimits()
 	namespaces := map[string]bool{}
 	for _, ns := range st.Namespaces {
 		if err := model.ValidateNamespaceRecord(ns); err != nil {

@@ -223,11 +223,12 @@ type fakeApplier struct {
 	fail func(ctx context.Context, n int) error
 }
 
-func (a *fakeApplier) Apply(ctx context.Context, t fsm.MessageType, msg any) (uint64, error) {
-	req, ok := msg.(fsm.SetHealthRequest)
+func (a *fakeApplier) Apply(ctx context.Context, cmd fsm.Command) (uint64, error) {
+	req, ok := cmd.(fsm.SetHealthRequest)
 	if !ok {
-		return 0, fmt.Errorf("unexpected payload %T", msg)
+		return 0, fmt.Errorf("unexpected payload %T", cmd)
 	}
+	t := cmd.MessageType()
 	a.mu.Lock()
 	n := len(a.calls)
 	a.calls = append(a.calls, applyCall{typ: t, req: req, ctxDone: ctx.Err() != nil, at: time.Now()})

@@ -30,8 +30,8 @@ type fsmApplier struct {
 	idx uint64
 }
 
-func (a *fsmApplier) Apply(_ context.Context, t fsm.MessageType, msg any) (uint64, error) {
-	buf, err := fsm.Encode(t, msg)
+func (a *fsmApplier) Apply(_ context.Context, cmd fsm.Command) (uint64, error) {
+	buf, err := fsm.Encode(cmd)
 	if err != nil {
 		return 0, err
 	}
@@ -45,10 +45,10 @@ func (a *fsmApplier) Apply(_ context.Context, t fsm.MessageType, msg any) (uint6
 	return res.Index, res.Err
 }
 
-func (a *fsmApplier) mustApply(t *testing.T, typ fsm.MessageType, msg any) {
+func (a *fsmApplier) mustApply(t *testing.T, cmd fsm.Command) {
 	t.Helper()
-	if _, err := a.Apply(context.Background(), typ, msg); err != nil {
-		t.Fatalf("apply %d: %v", typ, err)
+	if _, err := a.Apply(context.Background(), cmd); err != nil {
+		t.Fatalf("apply %s: %v", cmd.MessageType(), err)
 	}
 }
 
@@ -78,14 +78,14 @@ func TestProber_WithStoreAndFSM(t *testing.T) {
 		return fsm.UpsertClusterRequest{Cluster: model.Cluster{Namespace: testSvc.Namespace, Group: testSvc.Group,
 			Service: testSvc.Service, Name: name, HealthCheck: hc}}
 	}
-	app.mustApply(t, fsm.UpsertClusterType, cluster(model.DefaultCluster, tcpCheck(time.Second, 1, 1)))
-	app.mustApply(t, fsm.UpsertClusterType, cluster("manual", model.HealthCheck{Type: model.CheckNone,
+	app.mustApply(t, cluster(model.DefaultCluster, tcpCheck(time.Second, 1, 1)))
+	app.mustApply(t, cluster("manual", model.HealthCheck{Type: model.CheckNone,
 		Interval: model.Duration(time.Second), Timeout: model.Duration(time.Second / 2), Rise: 1, Fall: 1}))
 	a := inst("127.100.0.1", 8080, false)
-	app.mustApply(t, fsm.RegisterInstanceType, fsm.RegisterInstanceRequest{Instance: a})
+	app.mustApply(t, fsm.RegisterInstanceRequest{Instance: a})
 	manual := inst("127.100.0.2", 8080, false)
 	manual.Cluster = "manual"
-	app.mustApply(t, fsm.RegisterInstanceType, fsm.RegisterInstanceRequest{Instance: manual})
+	app.mustApply(t, fsm.RegisterInstanceRequest{Instance: manual})
 
 	clk, fnet := newFakeClock(), newFakeNet()
 	p := mustNewProber(t, Config{Clock: clk, Dial: fnet.dial}, st, app)
@@ -110,7 +110,7 @@ func TestProber_WithStoreAndFSM(t *testing.T) {
 	}
 
 	// A spec change through the log reschedules.
-	app.mustApply(t, fsm.UpsertClusterType, cluster(model.DefaultCluster, model.HealthCheck{Type: model.CheckHTTP,
+	app.mustApply(t, cluster(model.DefaultCluster, model.HealthCheck{Type: model.CheckHTTP,
 		Path: "/hz", Interval: model.Duration(2 * time.Second), Timeout: model.Duration(time.Second), Rise: 1, Fall: 1}))
 	waitFor(t, 5*time.Second, "HTTP spec applied", func() bool {
 		r, _ := resultFor(p, a.IP, a.Port)
@@ -120,13 +120,13 @@ func TestProber_WithStoreAndFSM(t *testing.T) {
 	// An instance registered into a new cluster gets the implicit cluster's spec.
 	c := inst("127.100.0.3", 9000, true)
 	c.Cluster = "fresh"
-	app.mustApply(t, fsm.RegisterInstanceType, fsm.RegisterInstanceRequest{Instance: c})
+	app.mustApply(t, fsm.RegisterInstanceRequest{Instance: c})
 	waitFor(t, 5*time.Second, "new instance scheduled", func() bool {
 		r, ok := resultFor(p, c.IP, c.Port)
 		return ok && r.CheckType == model.CheckTCP && r.Interval.D() == model.DefaultCheckInterval
 	})
 
 	// Deregistration drops the instance.
-	app.mustApply(t, fsm.DeregisterInstanceType, fsm.DeregisterInstanceRequest{Ref: a.Ref()})
+	app.mustApply(t, fsm.DeregisterInstanceRequest{Ref: a.Ref()})
 	waitFor(t, 5*time.Second, "instance dropped", func() bool { _, ok := resultFor(p, a.IP, a.Port); return !ok })
 }

@@ -419,7 +419,7 @@ func randomPhase(now time.Time, iv time.Duration) time.Time {
 func (p *Prober) submitUpdates(ctx context.Context, items []batchItem, ups []model.HealthUpdate) {
 	r := submitResult{items: items}
 	if r.err = ctx.Err(); r.err == nil {
-		r.index, r.err = p.app.Apply(ctx, fsm.SetHealthType, fsm.SetHealthRequest{Updates: ups})
+		r.index, r.err = p.app.Apply(ctx, fsm.SetHealthRequest{Updates: ups})
 	}
 	p.submitted <- r // never blocks: one submission at a time, buffer 1
 }

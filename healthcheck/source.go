@@ -22,7 +22,7 @@ type Source interface {
 // the index of the applied entry, or an error when the command was not committed or
 // the state machine refused it.
 type Applier interface {
-	Apply(ctx context.Context, t fsm.MessageType, msg any) (uint64, error)
+	Apply(ctx context.Context, cmd fsm.Command) (uint64, error)
 }
 
 // ClusterSource is an optional extension of Source (*store.Store implements it): the

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/rosterhq/roster/api"
-	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
@@ -62,10 +61,11 @@ func (s *server) putCluster(w http.ResponseWriter, r *http.Request) error {
 		Namespace: key.Namespace, Group: key.Group, Service: key.Service, Name: name,
 		HealthCheck: hc, Metadata: req.Metadata,
 	}
-	if err := s.store.Limits().ValidateCluster(c); err != nil {
+	cond, err := casParam(r)
+	if err != nil {
 		return err
 	}
-	return s.apply(w, r, fsm.UpsertClusterType, fsm.UpsertClusterRequest{Cluster: c})
+	return written(w)(s.reg.UpsertCluster(r.Context(), c, cond))
 }
 
 // healthCheckFromSpec turns the wire spec into a validated model.HealthCheck with the

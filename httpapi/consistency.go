@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -100,29 +101,14 @@ func readValue[T any](s *server, w http.ResponseWriter, r *http.Request, fetch f
 func (s *server) read(w http.ResponseWriter, r *http.Request, fn func(ws *store.WatchSet) (uint64, error)) (uint64, error) {
 	o := s.readOpts(r)
 	s.setLeaderHeaders(w, o.mode)
-	if err := s.checkConsistency(r.Context(), o.mode); err != nil {
-		return 0, err
-	}
-	idx, err := s.blockingRead(r.Context(), o, fn)
+	idx, err := s.reg.Read(r.Context(), registry.ReadOptions{
+		Consistency: registry.Consistency(o.mode), Blocking: o.blocking, MinIndex: o.index, Wait: o.wait,
+	}, fn)
 	if err != nil {
 		return 0, err
 	}
 	setIndex(w, idx)
 	return idx, nil
-}
-
-// checkConsistency waits until reading the local store is allowed in mode.
-func (s *server) checkConsistency(ctx context.Context, mode string) error {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-	defer cancel()
-	switch mode {
-	case api.ConsistencyLinearizable:
-		return s.node.ConsistentRead(ctx)
-	case api.ConsistencyLeader:
-		return s.node.LeaderRead(ctx)
-	default:
-		return nil
-	}
 }
 
 // setLeaderHeaders sets X-Roster-Consistency, -Known-Leader and -Last-Contact (in

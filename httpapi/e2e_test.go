@@ -36,7 +36,7 @@ func newStoreNode(t *testing.T, st *store.Store) *fakeNode {
 	var mu sync.Mutex
 	var index uint64
 	node.applyFn = func(typ fsm.MessageType, msg any) (uint64, error) {
-		data, err := fsm.Encode(typ, msg)
+		data, err := fsm.Encode(msg.(fsm.Command))
 		if err != nil {
 			t.Errorf("encode %v: %v", typ, err)
 			return 0, err

@@ -67,6 +67,8 @@ func (s *server) classify(err error) (int, string, string) {
 		return http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, ""
 	case errors.Is(err, errRouteNotFound), errors.Is(err, model.ErrNotFound):
 		return http.StatusNotFound, api.CodeNotFound, ""
+	case errors.Is(err, model.ErrCASMismatch):
+		return http.StatusConflict, api.CodeCASMismatch, ""
 	case errors.Is(err, model.ErrConflict):
 		return http.StatusConflict, api.CodeConflict, ""
 	case errors.Is(err, errNoLeader), isSentinel(err, e.NoLeader):
@@ -105,7 +107,13 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case status >= 500:
 		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 	}
-	writeJSON(w, status, api.ErrorBody{Error: api.Error{Code: code, Message: msg, Field: field}})
+	body := api.Error{Code: code, Message: msg, Field: field}
+	var cas *model.CASError
+	if errors.As(err, &cas) {
+		cur := cas.Current
+		body.Index = &cur
+	}
+	writeJSON(w, status, api.ErrorBody{Error: body})
 }
 
 // writeJSON writes v as the JSON body with the given status.

@@ -168,7 +168,7 @@ func TestForward_NoLeaderIs503WithinTheHold(t *testing.T) {
 	// The hold never exceeds the request timeout.
 	cfg.RequestTimeout = 50 * time.Millisecond
 	cfg.LeaderHold = time.Hour
-	cfg.Registry = nil
+	cfg.Metrics = nil
 	h = mustNew(t, cfg)
 	start := time.Now()
 	if resp := do(t, h, http.MethodPut, instPath, nil); resp.Code != http.StatusServiceUnavailable {

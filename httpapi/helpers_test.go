@@ -19,6 +19,7 @@ import (
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -92,7 +93,8 @@ func (n *fakeNode) calls() []applyCall {
 
 func (n *fakeNode) ID() string { return n.id }
 
-func (n *fakeNode) Apply(_ context.Context, t fsm.MessageType, msg any) (uint64, error) {
+func (n *fakeNode) Apply(_ context.Context, cmd fsm.Command) (uint64, error) {
+	t, msg := cmd.MessageType(), any(cmd)
 	n.mu.Lock()
 	n.applies = append(n.applies, applyCall{Type: t, Msg: msg})
 	fn := n.applyFn
@@ -361,18 +363,40 @@ func (f *fakeReader) Members(ws *store.WatchSet) (uint64, []model.Member, error)
 	return f.begin(ws), append([]model.Member(nil), f.members...), nil
 }
 
-func (f *fakeReader) Limits() model.Limits { return model.DefaultLimits() }
+func (f *fakeReader) Settings(*store.WatchSet) (uint64, model.Settings, error) {
+	return 1, model.DefaultSettings(), nil
+}
+
+// testRegistry is a Registry over the fakes.
+func testRegistry(node registry.Raft, rd registry.SettingsSource) *registry.Registry {
+	r, err := registry.New(registry.Config{Settings: rd, Raft: node, RequestTimeout: 2 * time.Second})
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
 
 // testConfig is a Config over the fakes with short timeouts.
-func testConfig(node Consensus, rd Reader) Config {
+// testNode is what the fakes of the consensus layer implement.
+type testNode interface {
+	Consensus
+	registry.Raft
+}
+
+func testConfig(node testNode, rd Reader) Config {
+	settings, ok := rd.(registry.SettingsSource)
+	if !ok {
+		settings = &fakeReader{}
+	}
 	return Config{
 		Store:          rd,
 		Node:           node,
+		Registry:       testRegistry(node, settings),
 		Logger:         discardLogger(),
 		RequestTimeout: 2 * time.Second,
 		LeaderHold:     300 * time.Millisecond,
 		Errors:         testErrors(),
-		Registry:       prometheus.NewRegistry(),
+		Metrics:        prometheus.NewRegistry(),
 	}
 }
 

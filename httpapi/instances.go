@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/rosterhq/roster/api"
-	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
@@ -169,10 +168,11 @@ func (s *server) putInstance(w http.ResponseWriter, r *http.Request) error {
 	if req.Healthy != nil {
 		in.Healthy = *req.Healthy
 	}
-	if err := s.store.Limits().ValidateInstance(in); err != nil {
+	cond, err := casParam(r)
+	if err != nil {
 		return err
 	}
-	return s.apply(w, r, fsm.RegisterInstanceType, fsm.RegisterInstanceRequest{Instance: in})
+	return written(w)(s.reg.RegisterInstance(r.Context(), in, cond))
 }
 
 // patchInstance serves PATCH .../instances/{ip}:{port}: only the fields present change
@@ -190,23 +190,14 @@ func (s *server) patchInstance(w http.ResponseWriter, r *http.Request) error {
 		return invalid("healthy", "cannot be patched; use PUT .../instances/{ip}:{port}/health on a NONE cluster")
 	}
 	p := model.InstancePatch{Cluster: req.Cluster, Weight: req.Weight, Enabled: req.Enabled}
-	if req.Cluster != nil {
-		if err := model.ValidateClusterName(*req.Cluster); err != nil {
-			return err
-		}
-	}
-	if req.Weight != nil {
-		if err := model.ValidateWeight(*req.Weight); err != nil {
-			return err
-		}
-	}
 	if req.Metadata != nil {
-		if err := s.store.Limits().ValidateMetadata("metadata", req.Metadata); err != nil {
-			return err
-		}
 		p.Metadata = &req.Metadata
 	}
-	return s.apply(w, r, fsm.UpdateInstanceType, fsm.UpdateInstanceRequest{Ref: ref, Patch: p})
+	cond, err := casParam(r)
+	if err != nil {
+		return err
+	}
+	return written(w)(s.reg.UpdateInstance(r.Context(), ref, p, cond))
 }
 
 // deleteInstance serves DELETE .../instances/{ip}:{port} (404 if missing).
@@ -215,7 +206,11 @@ func (s *server) deleteInstance(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.apply(w, r, fsm.DeregisterInstanceType, fsm.DeregisterInstanceRequest{Ref: ref})
+	cond, err := casParam(r)
+	if err != nil {
+		return err
+	}
+	return written(w)(s.reg.DeregisterInstance(r.Context(), ref, cond))
 }
 
 // putHealth serves PUT .../instances/{ip}:{port}/health {"healthy":bool} (409 on a
@@ -232,5 +227,5 @@ func (s *server) putHealth(w http.ResponseWriter, r *http.Request) error {
 	if req.Healthy == nil {
 		return invalid("healthy", "is required")
 	}
-	return s.apply(w, r, fsm.SetHealthManualType, fsm.SetHealthManualRequest{Ref: ref, Healthy: *req.Healthy})
+	return written(w)(s.reg.SetInstanceHealth(r.Context(), ref, *req.Healthy))
 }

@@ -17,7 +17,8 @@ var (
 // sentinels.
 func TestDefaultConsensusErrors_AreRaftnodes(t *testing.T) {
 	s := &server{cfg: Config{}}
-	cfg, err := Config{Store: seededReader(), Node: newLeaderNode("n1")}.withDefaults()
+	node := newLeaderNode("n1")
+	cfg, err := Config{Store: seededReader(), Node: node, Registry: testRegistry(node, &fakeReader{})}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,12 +3,13 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"sort"
 	"strings"
 
-	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/registry"
 )
 
 // nacosHealthChecker is Nacos's health checker JSON: {"type":"TCP"}, {"type":"NONE"} or
@@ -156,24 +157,32 @@ func (s *server) nacosPutCluster(w http.ResponseWriter, r *http.Request, p nacos
 			return nil, err
 		}
 	}
-	view, found, err := s.leaderView(r, key)
-	if err != nil {
-		return nil, err
+	// The merge with the stored cluster is conditional on the service's index as read:
+	// a concurrent change is read again and merged, and a service deleted meanwhile is
+	// not recreated.
+	for range maxCASRetries {
+		view, found, err := s.leaderView(r, key)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			return nil, errNacosServiceNotFound(key)
+		}
+		merged := hc
+		if old, ok := findCluster(view, name); ok {
+			merged.Interval, merged.Timeout = old.HealthCheck.Interval, old.HealthCheck.Timeout
+			merged.Rise, merged.Fall = old.HealthCheck.Rise, old.HealthCheck.Fall
+		}
+		merged = merged.WithDefaults()
+		c := model.Cluster{Namespace: key.Namespace, Group: key.Group, Service: key.Service, Name: name, HealthCheck: merged, Metadata: md}
+		err = nacosWrote(w)(s.reg.UpsertCluster(r.Context(), c, registry.IfServiceIndex(view.Service.ModifyIndex)))
+		if errors.Is(err, model.ErrCASMismatch) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return "ok", nil
 	}
-	if !found {
-		return nil, errNacosServiceNotFound(key)
-	}
-	if old, ok := findCluster(view, name); ok {
-		hc.Interval, hc.Timeout = old.HealthCheck.Interval, old.HealthCheck.Timeout
-		hc.Rise, hc.Fall = old.HealthCheck.Rise, old.HealthCheck.Fall
-	}
-	hc = hc.WithDefaults()
-	c := model.Cluster{Namespace: key.Namespace, Group: key.Group, Service: key.Service, Name: name, HealthCheck: hc, Metadata: md}
-	if err := s.store.Limits().ValidateCluster(c); err != nil {
-		return nil, err
-	}
-	if err := s.nacosApply(w, r, fsm.UpsertClusterType, fsm.UpsertClusterRequest{Cluster: c}); err != nil {
-		return nil, err
-	}
-	return "ok", nil
+	return nil, errNacosConcurrentChange(key)
 }

@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -21,11 +21,11 @@ func errNacosInstanceNotFound(ref model.InstanceRef) error {
 // cluster are created implicitly. Registrations that are ephemeral, explicitly or by
 // Nacos's default when ephemeral is absent, are refused (400) and nothing is written.
 func (s *server) nacosRegister(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
-	in, err := nacosRegistration(p, s.store.Limits())
+	in, err := nacosRegistration(p, s.reg.Limits())
 	if err != nil {
 		return nil, err
 	}
-	if err := s.nacosApply(w, r, fsm.RegisterInstanceType, fsm.RegisterInstanceRequest{Instance: in}); err != nil {
+	if err := nacosWrote(w)(s.reg.RegisterInstance(r.Context(), in, registry.Condition{})); err != nil {
 		return nil, err
 	}
 	return "ok", nil
@@ -38,7 +38,7 @@ func (s *server) nacosRegister(w http.ResponseWriter, r *http.Request, p nacosPa
 // 2.x persistent storage behaves), so a client cannot register an instance while
 // skipping the ephemeral check of POST.
 func (s *server) nacosUpdate(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
-	f, err := parseNacosInstanceForm(p, s.store.Limits())
+	f, err := parseNacosInstanceForm(p, s.reg.Limits())
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +63,7 @@ func (s *server) nacosUpdate(w http.ResponseWriter, r *http.Request, p nacosPara
 // metadata and clusterName (legacy cluster) change. healthy is refused: health comes
 // from the prober, or from PUT .../health/instance on a NONE cluster.
 func (s *server) nacosPatch(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
-	f, err := parseNacosInstanceForm(p, s.store.Limits())
+	f, err := parseNacosInstanceForm(p, s.reg.Limits())
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func (s *server) nacosPatchInstance(w http.ResponseWriter, r *http.Request, ref 
 	if patch == (model.InstancePatch{}) {
 		return "ok", nil
 	}
-	err = s.nacosApply(w, r, fsm.UpdateInstanceType, fsm.UpdateInstanceRequest{Ref: ref, Patch: patch})
+	err = nacosWrote(w)(s.reg.UpdateInstance(r.Context(), ref, patch, registry.Condition{}))
 	if errors.Is(err, model.ErrNotFound) {
 		return nil, errNacosInstanceNotFound(ref)
 	}
@@ -129,7 +129,7 @@ func (s *server) nacosDeregister(w http.ResponseWriter, r *http.Request, p nacos
 	if _, ok := findInstance(view, ref); !found || !ok {
 		return "ok", nil
 	}
-	err = s.nacosApply(w, r, fsm.DeregisterInstanceType, fsm.DeregisterInstanceRequest{Ref: ref})
+	err = nacosWrote(w)(s.reg.DeregisterInstance(r.Context(), ref, registry.Condition{}))
 	if err != nil && !errors.Is(err, model.ErrNotFound) {
 		return nil, err
 	}
@@ -263,7 +263,7 @@ func (s *server) nacosSetHealth(w http.ResponseWriter, r *http.Request, p nacosP
 	if in.Healthy == healthy {
 		return "ok", nil
 	}
-	err = s.nacosApply(w, r, fsm.SetHealthManualType, fsm.SetHealthManualRequest{Ref: ref, Healthy: healthy})
+	err = nacosWrote(w)(s.reg.SetInstanceHealth(r.Context(), ref, healthy))
 	switch {
 	case errors.Is(err, model.ErrNotFound):
 		return nil, errNacosInstanceNotFound(ref)

@@ -11,8 +11,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/rosterhq/roster/api"
-	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -170,19 +170,21 @@ func (s *server) nacosMethodNotAllowed(mux *chi.Mux) http.HandlerFunc {
 	}
 }
 
-// nacosApply replicates one validated command within the request timeout and sets
-// X-Roster-Index to the index it was applied at. Callers validate their input first,
-// so invalid input never reaches the log.
-func (s *server) nacosApply(w http.ResponseWriter, r *http.Request, t fsm.MessageType, msg any) error {
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
-	defer cancel()
-	idx, err := s.node.Apply(ctx, t, msg)
-	if err != nil {
-		return err
+// nacosWrote sets X-Roster-Index for a write the registry applied at idx, or returns
+// the write's error: nacosWrote(w)(s.reg.RegisterInstance(...)).
+func nacosWrote(w http.ResponseWriter) func(idx uint64, err error) error {
+	return func(idx uint64, err error) error {
+		if err != nil {
+			return err
+		}
+		setIndex(w, idx)
+		return nil
 	}
-	setIndex(w, idx)
-	return nil
 }
+
+// maxCASRetries bounds the read-modify-write rounds of a Nacos write whose condition
+// failed because the service changed between the read and the write.
+const maxCASRetries = 8
 
 // leaderView reads a service on the leader, for a write's preconditions: it waits until
 // a leader-local read is allowed (this node leads and has applied every entry of
@@ -190,10 +192,11 @@ func (s *server) nacosApply(w http.ResponseWriter, r *http.Request, t fsm.Messag
 // exist. The write itself re-checks what it depends on, so a race only changes which
 // error is answered.
 func (s *server) leaderView(r *http.Request, key model.ServiceKey) (view store.ServiceView, found bool, err error) {
-	if err := s.checkConsistency(r.Context(), api.ConsistencyLeader); err != nil {
-		return view, false, err
-	}
-	_, view, err = s.store.ServiceView(nil, key)
+	_, err = s.reg.Read(r.Context(), registry.ReadOptions{Consistency: registry.Leader}, func(*store.WatchSet) (uint64, error) {
+		var idx uint64
+		idx, view, err = s.store.ServiceView(nil, key)
+		return idx, err
+	})
 	if errors.Is(err, model.ErrNotFound) {
 		return store.ServiceView{}, false, nil
 	}

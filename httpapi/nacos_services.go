@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -70,6 +70,12 @@ func checkNoSelector(raw string) error {
 	return nil
 }
 
+// errNacosConcurrentChange answers a read-modify-write that kept losing to concurrent
+// changes of the same service (409, resource conflict).
+func errNacosConcurrentChange(key model.ServiceKey) error {
+	return nacosErr(http.StatusConflict, nacosCodeResourceConflict, "service %s kept changing during the update; retry", key.GroupedName())
+}
+
 // errNacosServiceNotFound is Nacos's answer to a service that does not exist: 400, 21008.
 func errNacosServiceNotFound(key model.ServiceKey) error {
 	return nacosErr(http.StatusBadRequest, nacosCodeServiceNotExist, "service %s not found in namespace %s",
@@ -79,19 +85,25 @@ func errNacosServiceNotFound(key model.ServiceKey) error {
 // nacosCreateService serves POST .../service: create a service (400, 21007, when it
 // already exists).
 func (s *server) nacosCreateService(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
-	svc, err := nacosServiceForm(p, s.store.Limits())
+	svc, err := nacosServiceForm(p, s.reg.Limits())
 	if err != nil {
 		return nil, err
 	}
-	_, found, err := s.leaderView(r, svc.Key())
-	if err != nil {
+	exists := nacosErr(http.StatusBadRequest, nacosCodeServiceAlreadyExist,
+		"specified service %s already exists!", svc.Key().GroupedName())
+	// A service the leader already has is refused without a log entry; whether a create
+	// racing another one wins is decided inside the state machine (created only if
+	// absent), so of concurrent creates exactly one succeeds.
+	if _, found, err := s.leaderView(r, svc.Key()); err != nil {
 		return nil, err
+	} else if found {
+		return nil, exists
 	}
-	if found {
-		return nil, nacosErr(http.StatusBadRequest, nacosCodeServiceAlreadyExist,
-			"specified service %s already exists!", svc.Key().GroupedName())
+	err = nacosWrote(w)(s.reg.UpsertService(r.Context(), svc, registry.IfAbsent()))
+	if errors.Is(err, model.ErrCASMismatch) {
+		return nil, exists
 	}
-	if err := s.nacosApply(w, r, fsm.UpsertServiceType, fsm.UpsertServiceRequest{Service: svc}); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	return "ok", nil
@@ -101,21 +113,30 @@ func (s *server) nacosCreateService(w http.ResponseWriter, r *http.Request, p na
 // threshold and metadata (parameters left out take their defaults, as in Nacos; 400,
 // 21008, when the service does not exist).
 func (s *server) nacosUpdateService(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
-	svc, err := nacosServiceForm(p, s.store.Limits())
+	svc, err := nacosServiceForm(p, s.reg.Limits())
 	if err != nil {
 		return nil, err
 	}
-	_, found, err := s.leaderView(r, svc.Key())
-	if err != nil {
-		return nil, err
+	// Replaced only while it exists: conditional on the index read, so a service deleted
+	// in between is not brought back; a change in between is read again.
+	for range maxCASRetries {
+		view, found, err := s.leaderView(r, svc.Key())
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			return nil, errNacosServiceNotFound(svc.Key())
+		}
+		err = nacosWrote(w)(s.reg.UpsertService(r.Context(), svc, registry.IfIndex(view.Service.ModifyIndex)))
+		if errors.Is(err, model.ErrCASMismatch) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return "ok", nil
 	}
-	if !found {
-		return nil, errNacosServiceNotFound(svc.Key())
-	}
-	if err := s.nacosApply(w, r, fsm.UpsertServiceType, fsm.UpsertServiceRequest{Service: svc}); err != nil {
-		return nil, err
-	}
-	return "ok", nil
+	return nil, errNacosConcurrentChange(svc.Key())
 }
 
 // nacosDeleteService serves DELETE .../service: remove a service without instances
@@ -137,7 +158,7 @@ func (s *server) nacosDeleteService(w http.ResponseWriter, r *http.Request, p na
 	if len(view.Instances) > 0 {
 		return nil, notEmpty
 	}
-	err = s.nacosApply(w, r, fsm.DeleteServiceType, fsm.DeleteServiceRequest{Key: key})
+	err = nacosWrote(w)(s.reg.DeleteService(r.Context(), key, registry.Condition{}))
 	switch {
 	case errors.Is(err, model.ErrConflict):
 		return nil, notEmpty

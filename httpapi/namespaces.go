@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"github.com/rosterhq/roster/api"
-	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
@@ -55,7 +54,7 @@ func (s *server) putNamespace(w http.ResponseWriter, r *http.Request) error {
 	if err := model.ValidateNamespaceRecord(ns); err != nil {
 		return err
 	}
-	return s.apply(w, r, fsm.UpsertNamespaceType, fsm.UpsertNamespaceRequest{Namespace: ns})
+	return written(w)(s.reg.UpsertNamespace(r.Context(), ns))
 }
 
 // deleteNamespace serves DELETE /v1/namespaces/{ns} (409 for "public" or while it has services).
@@ -67,7 +66,7 @@ func (s *server) deleteNamespace(w http.ResponseWriter, r *http.Request) error {
 	if id == model.DefaultNamespace {
 		return fmt.Errorf("namespace %q always exists and cannot be deleted: %w", id, model.ErrConflict)
 	}
-	return s.apply(w, r, fsm.DeleteNamespaceType, fsm.DeleteNamespaceRequest{ID: id})
+	return written(w)(s.reg.DeleteNamespace(r.Context(), id))
 }
 
 // nonNil makes an empty list encode as [] rather than null.

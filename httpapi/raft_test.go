@@ -104,7 +104,7 @@ func startRaftCluster(t *testing.T, size int) []*raftMember {
 		}
 		m.node, m.st = node, st
 		h, err := New(Config{Store: st, Node: node, Logger: discardLogger(), RequestTimeout: 3 * time.Second,
-			Registry: prometheus.NewRegistry()})
+			Registry: testRegistry(node, st), Metrics: prometheus.NewRegistry()})
 		if err != nil {
 			t.Fatal(err)
 		}

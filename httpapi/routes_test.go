@@ -352,4 +352,7 @@ func TestNew_SharedRegistry(t *testing.T) {
 	if _, err := New(Config{Store: seededReader()}); err == nil {
 		t.Fatal("New without a node succeeded")
 	}
+	if _, err := New(Config{Store: seededReader(), Node: newLeaderNode("n1")}); err == nil {
+		t.Fatal("New without a registry succeeded")
+	}
 }

@@ -16,10 +16,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rosterhq/roster/api"
-	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/raftnode"
+	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -47,16 +47,13 @@ type Reader interface {
 	Instance(ws *store.WatchSet, ref model.InstanceRef) (uint64, model.Instance, error)
 	ServiceView(ws *store.WatchSet, key model.ServiceKey) (uint64, store.ServiceView, error)
 	Members(ws *store.WatchSet) (uint64, []model.Member, error)
-	Limits() model.Limits
+	Settings(ws *store.WatchSet) (uint64, model.Settings, error)
 }
 
 // Consensus is the subset of the Raft node (*raftnode.Node) the API uses.
 type Consensus interface {
 	// ID is this node's server id.
 	ID() string
-	// Apply replicates one command and returns its index once applied locally; the
-	// state machine's domain error is returned as the error. Leader only.
-	Apply(ctx context.Context, t fsm.MessageType, msg any) (uint64, error)
 	// IsLeader reports whether this node is the leader now.
 	IsLeader() bool
 	// Leader returns the current leader's addresses, if one is known.
@@ -120,9 +117,11 @@ type Config struct {
 	LeaderHold time.Duration
 	// Errors are the consensus layer's sentinels; the zero value means DefaultConsensusErrors().
 	Errors ConsensusErrors
-	// Registry is the registry the API registers its collectors in and serves on /metrics;
-	// nil means a private registry.
-	Registry *prometheus.Registry
+	// Registry is the application service every write and read goes through (required).
+	Registry *registry.Registry
+	// Metrics is the Prometheus registry the API registers its collectors in and serves
+	// on /metrics; nil means a private one.
+	Metrics *prometheus.Registry
 	// Transport carries requests forwarded to the leader; nil means a keep-alive
 	// transport owned by the handler (see the handler's CloseIdleConnections).
 	Transport http.RoundTripper
@@ -154,6 +153,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Node == nil {
 		return c, errors.New("httpapi: Config.Node is required")
+	}
+	if c.Registry == nil {
+		return c, errors.New("httpapi: Config.Registry is required")
 	}
 	if c.NodeID == "" {
 		c.NodeID = c.Node.ID()
@@ -188,8 +190,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Snapshot, err = c.Snapshot.withDefaults(c.Node); err != nil {
 		return c, err
 	}
-	if c.Registry == nil {
-		c.Registry = prometheus.NewRegistry()
+	if c.Metrics == nil {
+		c.Metrics = prometheus.NewRegistry()
 	}
 	return c, nil
 }
@@ -200,6 +202,7 @@ type server struct {
 	id        string
 	store     Reader
 	node      Consensus
+	reg       *registry.Registry
 	log       *slog.Logger
 	router    *chi.Mux
 	nacosMux  *chi.Mux // the Nacos Open API (/nacos/...; nacos_routes.go)
@@ -222,6 +225,7 @@ func New(cfg Config) (http.Handler, error) {
 		id:    cfg.NodeID,
 		store: cfg.Store,
 		node:  cfg.Node,
+		reg:   cfg.Registry,
 		log:   cfg.Logger.With("component", "httpapi"),
 	}
 	s.transport = cfg.Transport
@@ -229,7 +233,7 @@ func New(cfg Config) (http.Handler, error) {
 		s.transport = newTransport(cfg.RequestTimeout)
 		s.ownsTrans = true
 	}
-	s.metrics, err = newMetrics(cfg.Registry)
+	s.metrics, err = newMetrics(cfg.Metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +282,7 @@ func (s *server) routes() *chi.Mux {
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed(r))
 
-	r.Method(http.MethodGet, "/metrics", s.metrics.handler(s.cfg.Registry))
+	r.Method(http.MethodGet, "/metrics", s.metrics.handler(s.cfg.Metrics))
 	r.Get("/v1/status/leader", s.handle(s.getLeader))
 	r.Get("/v1/status/ready", s.handle(s.getReady))
 	r.Get("/v1/operator/probe-policy", s.handle(s.getProbePolicy))
@@ -302,6 +306,7 @@ func (s *server) routes() *chi.Mux {
 		r.Get(service+"/instances", s.handle(s.listInstances))
 		r.Get(instance, s.handle(s.getInstance))
 		r.Get("/v1/cluster/members", s.handle(s.listMembers))
+		r.Get("/v1/operator/settings", s.handle(s.getSettings))
 	})
 
 	// Writes: bounded JSON bodies, served by the leader.
@@ -319,6 +324,7 @@ func (s *server) routes() *chi.Mux {
 		r.Post("/v1/cluster/join", s.handle(s.join))
 		r.Delete("/v1/cluster/members/{id}", s.handle(s.removeMember))
 		r.Post("/v1/cluster/leadership-transfer", s.handle(s.transferLeadership))
+		r.Put("/v1/operator/settings", s.handle(s.putSettings))
 	})
 
 	// Probe results live in the leader's memory: always served by the leader.

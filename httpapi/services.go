@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/rosterhq/roster/api"
-	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
@@ -85,10 +84,11 @@ func (s *server) putService(w http.ResponseWriter, r *http.Request) error {
 	if req.ProtectThreshold != nil {
 		svc.ProtectThreshold = *req.ProtectThreshold
 	}
-	if err := s.store.Limits().ValidateService(svc); err != nil {
+	cond, err := casParam(r)
+	if err != nil {
 		return err
 	}
-	return s.apply(w, r, fsm.UpsertServiceType, fsm.UpsertServiceRequest{Service: svc})
+	return written(w)(s.reg.UpsertService(r.Context(), svc, cond))
 }
 
 // deleteService serves DELETE .../services/{service} (409 while it has instances).
@@ -97,5 +97,9 @@ func (s *server) deleteService(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.apply(w, r, fsm.DeleteServiceType, fsm.DeleteServiceRequest{Key: key})
+	cond, err := casParam(r)
+	if err != nil {
+		return err
+	}
+	return written(w)(s.reg.DeleteService(r.Context(), key, cond))
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/raftnode"
+	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/snapshot"
 )
 
@@ -128,7 +129,7 @@ func (h *snapshotHandler) serveGet(w http.ResponseWriter, r *http.Request) {
 	}
 	o, _ := s.parseReadOptions(r) // checked by get
 	s.setLeaderHeaders(w, o.mode)
-	if err := s.checkConsistency(r.Context(), o.mode); err != nil {
+	if err := s.reg.CheckConsistency(r.Context(), registry.Consistency(o.mode)); err != nil {
 		if s.isNotLeader(err) && r.Header.Get(api.HeaderForwardedBy) == "" {
 			s.metrics.forwardRetries.Inc()
 			h.forward(w, r, nil)

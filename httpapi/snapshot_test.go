@@ -82,7 +82,7 @@ func (f *fakeSnapshots) calls() []restoreCall {
 	return append([]restoreCall(nil), f.restores...)
 }
 
-func snapshotConfig(node Consensus, snaps Snapshotter, t *testing.T) Config {
+func snapshotConfig(node testNode, snaps Snapshotter, t *testing.T) Config {
 	cfg := testConfig(node, seededReader())
 	cfg.Version = "v1.2.3-test"
 	cfg.Snapshot = SnapshotConfig{Node: snaps, Dir: t.TempDir()}

@@ -297,3 +297,29 @@ func (p InstancePatch) ApplyTo(in Instance) Instance {
 	}
 	return in
 }
+
+// Settings are the cluster-wide settings: part of the replicated state, the same on
+// every node, changed only through Raft (PUT /v1/operator/settings). They bound what
+// the registry admits; the state machine itself checks only the compiled-in ceilings
+// of HardLimits, so that applying an entry never depends on a node's configuration.
+type Settings struct {
+	// MetadataMaxBytes bounds a metadata map's JSON encoding (1..HardMaxMetadataBytes).
+	MetadataMaxBytes int `json:"metadataMaxBytes"`
+	// ModifyIndex is the index of the entry that last changed the settings (0: never
+	// changed, the defaults).
+	ModifyIndex uint64 `json:"modifyIndex"`
+}
+
+// DefaultSettings are the settings of a cluster that never changed them.
+func DefaultSettings() Settings { return Settings{MetadataMaxBytes: DefaultMetadataSize} }
+
+// Limits returns the admission bounds the settings define.
+func (s Settings) Limits() Limits { return Limits{MaxMetadataBytes: s.MetadataMaxBytes} }
+
+// ValidateSettings checks settings to be stored.
+func ValidateSettings(s Settings) error {
+	if s.MetadataMaxBytes < 1 || s.MetadataMaxBytes > HardMaxMetadataBytes {
+		return Invalid("metadataMaxBytes", "must be between 1 and %d, got %d", HardMaxMetadataBytes, s.MetadataMaxBytes)
+	}
+	return nil
+}

@@ -30,14 +30,24 @@ var (
 	hostLabelRe = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9\-_]{0,61}[a-zA-Z0-9])?$`)
 )
 
-// Limits holds the configurable validation bounds.
+// HardMaxMetadataBytes is the compiled-in ceiling of a metadata map's JSON encoding:
+// the state machine refuses anything larger whatever the settings say, and
+// Settings.MetadataMaxBytes cannot be set above it. Changing it changes what replicas
+// apply, so it may only ever be raised together with a new command type.
+const HardMaxMetadataBytes = 64 << 10
+
+// Limits holds validation bounds: the registry admits writes under the cluster-wide
+// settings (Settings.Limits), the state machine applies them under HardLimits.
 type Limits struct {
 	// MaxMetadataBytes bounds a metadata map's JSON encoding.
 	MaxMetadataBytes int
 }
 
-// DefaultLimits returns the default bounds (metadata at most 1 KiB).
+// DefaultLimits returns the bounds of DefaultSettings (metadata at most 1 KiB).
 func DefaultLimits() Limits { return Limits{MaxMetadataBytes: DefaultMetadataSize} }
+
+// HardLimits returns the compiled-in ceilings the state machine applies.
+func HardLimits() Limits { return Limits{MaxMetadataBytes: HardMaxMetadataBytes} }
 
 func (l Limits) metadataMax() int {
 	if l.MaxMetadataBytes <= 0 {

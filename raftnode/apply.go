@@ -16,16 +16,16 @@ import (
 // entry's index; a domain error of the state machine (fsm.Result.Err) is returned as
 // the error, so store sentinels stay matchable with errors.Is. ErrLeadershipLost and
 // ErrTimeout after enqueueing mean the outcome is unknown.
-func (n *Node) Apply(ctx context.Context, t fsm.MessageType, msg any) (uint64, error) {
+func (n *Node) Apply(ctx context.Context, cmd fsm.Command) (uint64, error) {
 	if n.isClosed() {
 		return 0, ErrShutdown
 	}
 	if n.raft.State() != raft.Leader {
 		return 0, n.notLeaderErr(nil)
 	}
-	buf, err := fsm.Encode(t, msg)
+	buf, err := fsm.Encode(cmd)
 	if err != nil {
-		return 0, fmt.Errorf("raftnode: encode command %d: %w", t, err)
+		return 0, fmt.Errorf("raftnode: encode command %s: %w", cmd.MessageType(), err)
 	}
 	timeout, err := n.enqueueTimeout(ctx)
 	if err != nil {

@@ -42,7 +42,7 @@ func runFailover(b *testing.B) time.Duration {
 	waitFor(b, 10*time.Second, "a new leader's write", func() bool {
 		for _, tn := range c.running() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, err := tn.N().Apply(ctx, fsm.UpsertNamespaceType, fsm.UpsertNamespaceRequest{Namespace: model.Namespace{ID: "after"}})
+			_, err := tn.N().Apply(ctx, fsm.UpsertNamespaceRequest{Namespace: model.Namespace{ID: "after"}})
 			cancel()
 			if err == nil {
 				return true
@@ -72,8 +72,7 @@ func BenchmarkNode_ApplyConcurrent(b *testing.B) {
 				if i > int64(b.N) {
 					return
 				}
-				_, err := leader.N().Apply(context.Background(), fsm.UpsertNamespaceType,
-					fsm.UpsertNamespaceRequest{Namespace: model.Namespace{ID: fmt.Sprintf("ns-%d", i)}})
+				_, err := leader.N().Apply(context.Background(), fsm.UpsertNamespaceRequest{Namespace: model.Namespace{ID: fmt.Sprintf("ns-%d", i)}})
 				if err != nil {
 					b.Error(err)
 					return

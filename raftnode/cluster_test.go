@@ -336,7 +336,7 @@ func ctxTimeout(t testing.TB, d time.Duration) context.Context {
 // mustApplyNamespace commits an UpsertNamespace on n and returns its index.
 func mustApplyNamespace(t testing.TB, n *Node, id string) uint64 {
 	t.Helper()
-	idx, err := n.Apply(ctxTimeout(t, 10*time.Second), fsm.UpsertNamespaceType, fsm.UpsertNamespaceRequest{
+	idx, err := n.Apply(ctxTimeout(t, 10*time.Second), fsm.UpsertNamespaceRequest{
 		Namespace: model.Namespace{ID: id, Name: id},
 	})
 	if err != nil {

@@ -135,7 +135,7 @@ func (n *Node) establish(ctx context.Context, gen uint64) {
 	}
 	wait = establishRetryMin
 	for {
-		_, err := n.Apply(ctx, fsm.UpsertMemberType, fsm.UpsertMemberRequest{Member: n.self()})
+		_, err := n.Apply(ctx, fsm.UpsertMemberRequest{Member: n.self()})
 		if err == nil {
 			break
 		}

@@ -112,7 +112,7 @@ func (n *Node) Join(ctx context.Context, req api.JoinRequest) error {
 	if existing == nil {
 		n.log.Info("server joined", "id", req.ID, "raft_addr", req.RaftAddr, "http_addr", req.HTTPAddr, "voter", !req.NonVoter)
 	}
-	_, err = n.Apply(ctx, fsm.UpsertMemberType, fsm.UpsertMemberRequest{Member: m})
+	_, err = n.Apply(ctx, fsm.UpsertMemberRequest{Member: m})
 	return err
 }
 
@@ -139,7 +139,7 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 	}
 	if id == n.cfg.NodeID {
 		// This node stops being leader once the change commits: forget the record first.
-		if _, err := n.Apply(ctx, fsm.RemoveMemberType, fsm.RemoveMemberRequest{ID: id}); err != nil {
+		if _, err := n.Apply(ctx, fsm.RemoveMemberRequest{ID: id}); err != nil {
 			return err
 		}
 		return n.await(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout))
@@ -156,7 +156,7 @@ func (n *Node) removeServer(ctx context.Context, id string, inConfig bool) error
 			return err
 		}
 	}
-	_, err := n.Apply(ctx, fsm.RemoveMemberType, fsm.RemoveMemberRequest{ID: id})
+	_, err := n.Apply(ctx, fsm.RemoveMemberRequest{ID: id})
 	return err
 }
 

@@ -87,8 +87,7 @@ func TestNode_ApplyReplicatesToAllNodes(t *testing.T) {
 func TestNode_ApplyReturnsDomainError(t *testing.T) {
 	c := mustNewCluster(t, 1)
 	leader := c.waitForLeader(10 * time.Second)
-	idx, err := leader.N().Apply(ctxTimeout(t, 5*time.Second), fsm.UpsertNamespaceType,
-		fsm.UpsertNamespaceRequest{Namespace: model.Namespace{ID: "not valid!"}})
+	idx, err := leader.N().Apply(ctxTimeout(t, 5*time.Second), fsm.UpsertNamespaceRequest{Namespace: model.Namespace{ID: "not valid!"}})
 	if !errors.Is(err, model.ErrInvalid) {
 		t.Fatalf("err = %v, want model.ErrInvalid", err)
 	}
@@ -102,8 +101,7 @@ func TestNode_ApplyOnFollowerIsNotLeader(t *testing.T) {
 	c := mustNewCluster(t, 3)
 	leader := c.waitForLeader(10 * time.Second)
 	for _, tn := range c.followers(leader) {
-		_, err := tn.N().Apply(ctxTimeout(t, 5*time.Second), fsm.UpsertNamespaceType,
-			fsm.UpsertNamespaceRequest{Namespace: model.Namespace{ID: "from-" + tn.id}})
+		_, err := tn.N().Apply(ctxTimeout(t, 5*time.Second), fsm.UpsertNamespaceRequest{Namespace: model.Namespace{ID: "from-" + tn.id}})
 		if !errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNoLeader) {
 			t.Fatalf("%s: err = %v, want ErrNotLeader (leader known)", tn.id, err)
 		}
@@ -126,7 +124,7 @@ func TestNode_NoQuorumNoLeader(t *testing.T) {
 	c := newTestCluster(t, 3, true)
 	c.start(c.nodes[0], "")
 	n := c.nodes[0].N()
-	_, err := n.Apply(ctxTimeout(t, time.Second), fsm.UpsertNamespaceType, fsm.UpsertNamespaceRequest{Namespace: model.Namespace{ID: "x"}})
+	_, err := n.Apply(ctxTimeout(t, time.Second), fsm.UpsertNamespaceRequest{Namespace: model.Namespace{ID: "x"}})
 	if !errors.Is(err, ErrNotLeader) || !errors.Is(err, ErrNoLeader) {
 		t.Fatalf("err = %v, want ErrNotLeader and ErrNoLeader", err)
 	}
@@ -150,8 +148,7 @@ func TestCluster_LeaderFailover(t *testing.T) {
 	var idx uint64
 	waitFor(t, 10*time.Second, "a write on a new leader", func() bool {
 		for _, tn := range c.running() {
-			i, err := tn.N().Apply(ctxTimeout(t, time.Second), fsm.UpsertNamespaceType,
-				fsm.UpsertNamespaceRequest{Namespace: model.Namespace{ID: "after"}})
+			i, err := tn.N().Apply(ctxTimeout(t, time.Second), fsm.UpsertNamespaceRequest{Namespace: model.Namespace{ID: "after"}})
 			if err == nil {
 				idx = i
 				return true
@@ -256,7 +253,7 @@ func TestNode_ShutdownIdempotent(t *testing.T) {
 	if err := n.Shutdown(); err != nil {
 		t.Fatalf("second shutdown: %v", err)
 	}
-	if _, err := n.Apply(ctxTimeout(t, time.Second), fsm.UpsertNamespaceType, fsm.UpsertNamespaceRequest{Namespace: model.Namespace{ID: "x"}}); !errors.Is(err, ErrShutdown) {
+	if _, err := n.Apply(ctxTimeout(t, time.Second), fsm.UpsertNamespaceRequest{Namespace: model.Namespace{ID: "x"}}); !errors.Is(err, ErrShutdown) {
 		t.Fatalf("Apply after shutdown: %v, want ErrShutdown", err)
 	}
 	if err := n.ConsistentRead(ctxTimeout(t, time.Second)); !errors.Is(err, ErrShutdown) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -16,7 +15,6 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/rosterhq/roster/fsm"
-	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -120,7 +118,6 @@ func Recover(dataDir string, peers []Peer, logger *slog.Logger) (err error) {
 	}()
 
 	state, err := store.Open(StatePath(dataDir), store.Options{
-		Limits: model.Limits{MaxMetadataBytes: math.MaxInt32},
 		Logger: logger,
 	})
 	if err != nil {

@@ -159,7 +159,7 @@ func (n *Node) RestoreState(ctx context.Context, index, term uint64, r io.Reader
 // restore. It returns the index of the last write.
 func (n *Node) reconcileMembers(ctx context.Context, servers []raft.Server, before map[string]model.Member) (uint64, error) {
 	// Always written, even if unchanged: it also advances the applied index.
-	idx, err := n.Apply(ctx, fsm.UpsertMemberType, fsm.UpsertMemberRequest{Member: n.self()})
+	idx, err := n.Apply(ctx, fsm.UpsertMemberRequest{Member: n.self()})
 	if err != nil {
 		return 0, err
 	}
@@ -174,7 +174,7 @@ func (n *Node) reconcileMembers(ctx context.Context, servers []raft.Server, befo
 		if cur, found := n.members.Member(id); found && cur == m {
 			continue
 		}
-		if idx, err = n.Apply(ctx, fsm.UpsertMemberType, fsm.UpsertMemberRequest{Member: m}); err != nil {
+		if idx, err = n.Apply(ctx, fsm.UpsertMemberRequest{Member: m}); err != nil {
 			return 0, err
 		}
 	}
@@ -189,7 +189,7 @@ func (n *Node) reconcileMembers(ctx context.Context, servers []raft.Server, befo
 		if inConfig[m.ID] {
 			continue
 		}
-		if idx, err = n.Apply(ctx, fsm.RemoveMemberType, fsm.RemoveMemberRequest{ID: m.ID}); err != nil {
+		if idx, err = n.Apply(ctx, fsm.RemoveMemberRequest{ID: m.ID}); err != nil {
 			return 0, err
 		}
 	}

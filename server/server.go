@@ -21,8 +21,8 @@ import (
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/httpapi"
-	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/raftnode"
+	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -48,7 +48,10 @@ type Config struct {
 	Peers []raftnode.Peer
 	// Join is the HTTP address of a member to ask to add this node.
 	Join string
-	// MetadataMaxBytes bounds a metadata map's JSON encoding (0 = 1 KiB).
+	// MetadataMaxBytes seeds the cluster-wide metadata size limit (model.Settings) when
+	// this node first leads a cluster whose settings were never set; 0 seeds nothing
+	// (the cluster keeps the default, 1 KiB). Afterwards only PUT /v1/operator/settings
+	// changes it.
 	MetadataMaxBytes int
 	// Health configures the leader's prober (zero values take healthcheck's defaults).
 	Health healthcheck.Config
@@ -120,7 +123,8 @@ type Server struct {
 	store    *store.Store
 	fsm      *fsm.FSM
 	node     *raftnode.Node
-	registry *prometheus.Registry
+	metrics  *prometheus.Registry
+	registry *registry.Registry
 	health   *healthcheck.Manager
 	api      http.Handler
 	ln       net.Listener
@@ -152,7 +156,6 @@ func New(cfg Config) (_ *Server, err error) {
 		return nil, fmt.Errorf("data-dir: %w", err)
 	}
 	s.store, err = store.Open(raftnode.StatePath(cfg.DataDir), store.Options{
-		Limits:       model.Limits{MaxMetadataBytes: cfg.MetadataMaxBytes},
 		NoSync:       cfg.NoSync,
 		SyncInterval: max(cfg.StateSyncInterval, 0),
 		Logger:       s.log,
@@ -204,16 +207,21 @@ func New(cfg Config) (_ *Server, err error) {
 	}
 	closers = append(closers, s.node.Shutdown)
 
-	s.registry = prometheus.NewRegistry()
-	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.metrics = prometheus.NewRegistry()
+	s.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	hcfg := cfg.Health
-	hcfg.Registerer = s.registry
+	hcfg.Registerer = s.metrics
 	s.health, err = healthcheck.NewManager(hcfg, s.store, s.node, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("health checks: %w", err)
 	}
+	s.registry, err = registry.New(registry.Config{Settings: s.store, Raft: s.node})
+	if err != nil {
+		return nil, err
+	}
 	s.node.OnLeadership(s.health.Run)
+	s.node.OnLeadership(s.seedSettings)
 	s.log.Info("health probe policy", "policy", cfg.Health.Policy.String())
 
 	handler, err := httpapi.New(httpapi.Config{
@@ -222,6 +230,7 @@ func New(cfg Config) (_ *Server, err error) {
 		Node:     s.node,
 		Logger:   s.log,
 		Registry: s.registry,
+		Metrics:  s.metrics,
 		Version:  cfg.Version,
 		Snapshot: cfg.Snapshot,
 		Health:   s.health,
@@ -342,4 +351,33 @@ func withPprof(next http.Handler) http.Handler {
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.Handle("/", next)
 	return mux
+}
+
+// seedSettings runs on every leadership term: when the cluster's settings were never set
+// and this node was configured with a metadata limit, it writes that limit as the
+// cluster-wide setting (a node flag only ever seeds the replicated
+// value). A flag that disagrees with settings already set is logged and ignored.
+func (s *Server) seedSettings(ctx context.Context) {
+	want := s.cfg.MetadataMaxBytes
+	if want == 0 {
+		return
+	}
+	cur, err := s.registry.Settings()
+	if err != nil {
+		s.log.Warn("reading the cluster settings failed; not seeding them", "err", err)
+		return
+	}
+	if cur.ModifyIndex != 0 {
+		if cur.MetadataMaxBytes != want {
+			s.log.Warn("--metadata-max-bytes differs from the cluster setting and is ignored; change it with PUT /v1/operator/settings",
+				"flag", want, "setting", cur.MetadataMaxBytes)
+		}
+		return
+	}
+	cur.MetadataMaxBytes = want
+	if _, err := s.registry.UpdateSettings(ctx, cur); err != nil && ctx.Err() == nil {
+		s.log.Warn("seeding the cluster settings failed", "err", err)
+		return
+	}
+	s.log.Info("cluster settings seeded from this node's flags", "metadata_max_bytes", want)
 }

@@ -23,7 +23,7 @@ func normalizeCluster(c model.Cluster) model.Cluster {
 // the indexes given in c are ignored.
 func (tx *Txn) UpsertCluster(idx uint64, c model.Cluster) error {
 	c = normalizeCluster(c)
-	if err := tx.s.limits.ValidateCluster(c); err != nil {
+	if err := hardLimits.ValidateCluster(c); err != nil {
 		return err
 	}
 	skey := model.ServiceKey{Namespace: c.Namespace, Group: c.Group, Service: c.Service}

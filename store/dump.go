@@ -1,6 +1,9 @@
 package store
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 
 	"github.com/rosterhq/roster/model"
@@ -17,8 +20,20 @@ type State struct {
 	Clusters     []model.Cluster
 	Instances    []model.Instance
 	Members      []model.Member
+	Settings     model.Settings
 	AppliedIndex uint64
 	Indexes      map[string]uint64
+}
+
+// Hash is a SHA-256 of the state's canonical JSON encoding (struct fields in order, map
+// keys sorted): replicas that applied the same log have the same hash.
+func (st State) Hash() string {
+	b, err := json.Marshal(st)
+	if err != nil {
+		panic(fmt.Sprintf("store: encoding a state for its hash: %v", err))
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // Dump reads the whole state in one read transaction.
@@ -39,6 +54,10 @@ func (s *Store) Dump() (State, error) {
 			return err
 		}
 		if st.Members, err = decodeAll[model.Member](r, r.members); err != nil {
+			return err
+		}
+		st.Settings = model.DefaultSettings()
+		if _, err := r.get(r.meta, metaSettings, &st.Settings); err != nil {
 			return err
 		}
 		if st.AppliedIndex, err = readU64(r.btx.Bucket(bucketMeta).Get(metaApplied)); err != nil {

@@ -15,7 +15,7 @@ type reader struct {
 	watching bool
 	watch    []string
 
-	namespaces, services, clusters, instances, members, indexes *bolt.Bucket
+	meta, namespaces, services, clusters, instances, members, indexes *bolt.Bucket
 }
 
 // view runs fn in one read transaction and adds the watches fn asked for to ws.
@@ -37,6 +37,7 @@ func (s *Store) view(ws *WatchSet, fn func(r *reader) error) error {
 		s:          s,
 		btx:        btx,
 		watching:   ws != nil,
+		meta:       btx.Bucket(bucketMeta),
 		namespaces: btx.Bucket(bucketNamespaces),
 		services:   btx.Bucket(bucketServices),
 		clusters:   btx.Bucket(bucketClusters),

@@ -13,7 +13,7 @@ import (
 // change. The indexes given in in are ignored.
 func (tx *Txn) RegisterInstance(idx uint64, in model.Instance) error {
 	in.Metadata = normalizeMap(in.Metadata)
-	if err := tx.s.limits.ValidateInstance(in); err != nil {
+	if err := hardLimits.ValidateInstance(in); err != nil {
 		return err
 	}
 	key := instanceKey(in.Ref())
@@ -83,7 +83,7 @@ func (tx *Txn) UpdateInstance(idx uint64, ref model.InstanceRef, p model.Instanc
 	}
 	in := p.ApplyTo(old)
 	in.Metadata = normalizeMap(in.Metadata)
-	if err := tx.s.limits.ValidateInstance(in); err != nil {
+	if err := hardLimits.ValidateInstance(in); err != nil {
 		return err
 	}
 	if same, err := tx.sameAsStored(tx.instances, key, in); err != nil || same {

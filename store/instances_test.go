@@ -85,7 +85,9 @@ func TestRegisterInstance_ValidationNamesFieldAndWritesNothing(t *testing.T) {
 		"port":      func(in *model.Instance) { in.Port = 70000 },
 		"cluster":   func(in *model.Instance) { in.Cluster = "" },
 		"weight":    func(in *model.Instance) { in.Weight = -1 },
-		"metadata":  func(in *model.Instance) { in.Metadata = map[string]string{"k": strings.Repeat("v", 1100)} },
+		"metadata": func(in *model.Instance) {
+			in.Metadata = map[string]string{"k": strings.Repeat("v", model.HardMaxMetadataBytes)}
+		},
 	}
 	for field, mutate := range cases {
 		in := testInstance("127.100.0.1", 80)
@@ -95,16 +97,20 @@ func TestRegisterInstance_ValidationNamesFieldAndWritesNothing(t *testing.T) {
 	assertUnchanged(t, s, before)
 }
 
-func TestStore_LimitsBoundMetadata(t *testing.T) {
-	s, err := Open(t.TempDir()+"/state.db", Options{NoSync: true, Limits: model.Limits{MaxMetadataBytes: 16}})
-	mustDo(t, err)
-	defer func() { _ = s.Close() }()
-	if s.Limits().MaxMetadataBytes != 16 {
-		t.Fatalf("Limits = %+v", s.Limits())
-	}
+// The store applies only the compiled-in ceiling, never the (admission-time) settings:
+// metadata over the default 1 KiB setting is stored, metadata over the ceiling refused.
+func TestStore_AppliesOnlyTheHardMetadataCeiling(t *testing.T) {
+	s := mustNewStore(t)
+	mustDo(t, s.UpdateSettings(1, model.Settings{MetadataMaxBytes: 16}))
 	in := testInstance("127.100.0.1", 80)
-	in.Metadata = map[string]string{"key": "a value past 16 bytes"}
-	assertField(t, s.RegisterInstance(1, in), "metadata")
+	in.Metadata = map[string]string{"key": strings.Repeat("v", 2048)}
+	mustDo(t, s.RegisterInstance(2, in))
+	if got := mustInstance(t, s, in.Ref()); len(got.Metadata["key"]) != 2048 {
+		t.Fatalf("stored metadata %d bytes", len(got.Metadata["key"]))
+	}
+	in.Port = 81
+	in.Metadata = map[string]string{"key": strings.Repeat("v", model.HardMaxMetadataBytes)}
+	assertField(t, s.RegisterInstance(3, in), "metadata")
 }
 
 func TestUpdateInstance_AppliesPatch(t *testing.T) {

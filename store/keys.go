@@ -22,9 +22,10 @@ var (
 	bucketInstances  = []byte("instances")
 	bucketMembers    = []byte("members")
 
-	metaSchema  = []byte("schema")
-	metaApplied = []byte("applied")
-	metaFloor   = []byte("floor")
+	metaSchema   = []byte("schema")
+	metaApplied  = []byte("applied")
+	metaFloor    = []byte("floor")
+	metaSettings = []byte("settings")
 )
 
 // allBuckets lists the buckets a valid state file has.
@@ -52,6 +53,7 @@ const (
 	watchAll        = "all"
 	watchNamespaces = "namespaces"
 	watchMembers    = "members"
+	watchSettings   = "settings"
 )
 
 func watchServiceList(ns string) string { return "services\x00" + ns }

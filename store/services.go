@@ -12,7 +12,7 @@ import (
 // svc are ignored.
 func (tx *Txn) UpsertService(idx uint64, svc model.Service) error {
 	svc.Metadata = normalizeMap(svc.Metadata)
-	if err := tx.s.limits.ValidateService(svc); err != nil {
+	if err := hardLimits.ValidateService(svc); err != nil {
 		return err
 	}
 	key := svc.Key()

@@ -46,7 +46,9 @@ func TestUpsertService_ValidationNamesFieldAndWritesNothing(t *testing.T) {
 		"group":            func(v *model.Service) { v.Group = "a/b" },
 		"service":          func(v *model.Service) { v.Name = "x@@y" },
 		"protectThreshold": func(v *model.Service) { v.ProtectThreshold = 1.5 },
-		"metadata":         func(v *model.Service) { v.Metadata = map[string]string{"k": strings.Repeat("v", 2000)} },
+		"metadata": func(v *model.Service) {
+			v.Metadata = map[string]string{"k": strings.Repeat("v", model.HardMaxMetadataBytes)}
+		},
 	}
 	for field, mutate := range cases {
 		svc := base

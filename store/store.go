@@ -29,8 +29,6 @@ const initialMmapSize = 1 << 30
 
 // Options configures a Store.
 type Options struct {
-	// Limits bounds what writes accept; the zero value means DefaultLimits().
-	Limits model.Limits
 	// NoSync skips fsync on commit. Only for tests and benchmarks: a crash loses data.
 	NoSync bool
 	// SyncInterval, when positive, takes fsync off the commit path: commits are written
@@ -50,7 +48,6 @@ type Options struct {
 type Store struct {
 	path   string
 	opts   Options
-	limits model.Limits
 	logger *slog.Logger
 	codec  valueCodec
 
@@ -85,14 +82,9 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	limits := opts.Limits
-	if limits == (model.Limits{}) {
-		limits = model.DefaultLimits()
-	}
 	s := &Store{
 		path:    path,
 		opts:    opts,
-		limits:  limits,
 		logger:  opts.Logger,
 		codec:   newValueCodec(),
 		watches: newWatchRegistry(),
@@ -236,9 +228,6 @@ func (s *Store) Close() error {
 	s.retired.Wait()
 	return err
 }
-
-// Limits returns the validation bounds the store applies to every write.
-func (s *Store) Limits() model.Limits { return s.limits }
 
 // Path returns the state file's path.
 func (s *Store) Path() string { return s.path }

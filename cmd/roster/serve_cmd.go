@@ -62,6 +62,10 @@ func (o nodeOptions) probePolicy() (healthcheck.Policy, error) {
 	return p, nil
 }
 
+// metadataFlagUsage describes --metadata-max-bytes, which only seeds a replicated setting.
+var metadataFlagUsage = fmt.Sprintf("largest metadata map, in bytes of JSON, written as the cluster-wide setting when this node "+
+	"first leads a cluster that never had it set (0: leave it; the default is %d; later changes: PUT /v1/operator/settings)", model.DefaultMetadataSize)
+
 // probePolicyFlags adds --probe-allow and --probe-deny.
 func probePolicyFlags(fs *pflag.FlagSet, o *nodeOptions) {
 	fs.StringVar(&o.ProbeAllow, "probe-allow", "", "CIDR ranges health probes may connect to, comma-separated (default: every address); give every node the same list")
@@ -118,7 +122,7 @@ func (a *app) serverCmd() *cobra.Command {
 	fs.StringVar(&o.Peers, "peers", "", "bootstrap list id=raftaddr,... (the same on every node of a new cluster)")
 	fs.StringVar(&o.Join, "join", "", "HTTP address of a cluster member to ask to add this node")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	fs.IntVar(&o.MetadataMaxBytes, "metadata-max-bytes", model.DefaultMetadataSize, "largest metadata map, in bytes of JSON")
+	fs.IntVar(&o.MetadataMaxBytes, "metadata-max-bytes", 0, metadataFlagUsage)
 	fs.Int64Var(&o.SnapshotMaxBytes, "snapshot-max-bytes", 0, fmt.Sprintf("largest snapshot archive a restore accepts, in bytes (0: %d)", int64(httpapi.DefaultSnapshotMaxBytes)))
 	fs.DurationVar(&o.HeartbeatTimeout, "raft-heartbeat-timeout", 0, fmt.Sprintf("time without leader contact before a follower calls an election (0: %s); raise it on loaded or slow machines", raftnode.DefaultHeartbeatTimeout))
 	fs.DurationVar(&o.ElectionTimeout, "raft-election-timeout", 0, fmt.Sprintf("time a candidate waits for votes (0: %s)", raftnode.DefaultElectionTimeout))
@@ -172,7 +176,7 @@ func (a *app) devCmd() *cobra.Command {
 	fs.StringVar(&o.HTTPAddr, "http-addr", ":8848", "address the HTTP API listens on")
 	fs.StringVar(&o.RaftAddr, "raft-addr", "127.0.0.1:7848", "address the Raft transport listens on")
 	fs.StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn or error")
-	fs.IntVar(&o.MetadataMaxBytes, "metadata-max-bytes", model.DefaultMetadataSize, "largest metadata map, in bytes of JSON")
+	fs.IntVar(&o.MetadataMaxBytes, "metadata-max-bytes", 0, metadataFlagUsage)
 	probePolicyFlags(fs, &o)
 	return cmd
 }

@@ -148,7 +148,7 @@ func TestServer_Defaults(t *testing.T) {
 	if code := run(ctx, []string{"server", "--node-id", "n1", "--data-dir", "/d"}, a); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	want := nodeOptions{NodeID: "n1", DataDir: "/d", HTTPAddr: ":8848", RaftAddr: ":7848", MetadataMaxBytes: 1024,
+	want := nodeOptions{NodeID: "n1", DataDir: "/d", HTTPAddr: ":8848", RaftAddr: ":7848",
 		ProbeDeny: healthcheck.DefaultProbeDeny}
 	if got := node.options(t); got != want {
 		t.Fatalf("options\n got %+v\nwant %+v", got, want)

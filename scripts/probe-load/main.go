@@ -158,11 +158,11 @@ type submission struct {
 	healthy bool
 }
 
-func (a *storeApplier) Apply(_ context.Context, t fsm.MessageType, msg any) (uint64, error) {
+func (a *storeApplier) Apply(_ context.Context, cmd fsm.Command) (uint64, error) {
 	now := time.Now()
-	req, ok := msg.(fsm.SetHealthRequest)
-	if t != fsm.SetHealthType || !ok {
-		return 0, fmt.Errorf("unexpected command %d %T", t, msg)
+	req, ok := cmd.(fsm.SetHealthRequest)
+	if !ok {
+		return 0, fmt.Errorf("unexpected command %s", cmd.MessageType())
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -1,0 +1,171 @@
+// Package registry is Roster's application service: the one place where a request to
+// change or read the registry becomes a Raft command or a consistency-checked read.
+//
+// Every surface — the native REST API, the Nacos HTTP API, and what later speaks to
+// consumers — is a thin adapter over a Registry: it parses its own wire format into
+// model types, calls the Registry, and renders the result. The Registry admits writes
+// (validation under the cluster-wide settings held in the replicated state), builds the
+// typed command, wraps it in a conditional (CAS) command when asked, and submits it
+// through Raft; it runs reads under the requested consistency, as blocking queries when
+// asked, and says when a request must be served by the leader. The health prober's
+// transitions keep their own path (healthcheck submits SetHealth itself).
+package registry
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/store"
+)
+
+// DefaultRequestTimeout bounds a write's Apply and a read's consistency check.
+const DefaultRequestTimeout = 10 * time.Second
+
+// Raft is what the registry needs of the consensus layer (*raftnode.Node implements it).
+type Raft interface {
+	// Apply replicates one command and returns its index once applied locally; the
+	// state machine's domain error is returned as the error. Leader only.
+	Apply(ctx context.Context, cmd fsm.Command) (uint64, error)
+	// IsLeader reports whether this node is the leader now.
+	IsLeader() bool
+	// ConsistentRead returns once a linearizable read of the local store is safe.
+	ConsistentRead(ctx context.Context) error
+	// LeaderRead returns once a leader-local read of the local store is allowed.
+	LeaderRead(ctx context.Context) error
+}
+
+// SettingsSource reads the cluster-wide settings from the local replicated state
+// (*store.Store implements it).
+type SettingsSource interface {
+	Settings(ws *store.WatchSet) (uint64, model.Settings, error)
+}
+
+// Config configures a Registry. Settings and Raft are required.
+type Config struct {
+	// Settings reads the cluster-wide settings writes are admitted under.
+	Settings SettingsSource
+	// Raft is the consensus layer.
+	Raft Raft
+	// RequestTimeout bounds a write's Apply and a read's consistency check (default 10s).
+	RequestTimeout time.Duration
+}
+
+// Registry is the application service. It is safe for concurrent use.
+type Registry struct {
+	settings SettingsSource
+	raft     Raft
+	timeout  time.Duration
+}
+
+// New returns a Registry.
+func New(cfg Config) (*Registry, error) {
+	if cfg.Settings == nil || cfg.Raft == nil {
+		return nil, errors.New("registry: Config.Settings and Config.Raft are required")
+	}
+	if cfg.RequestTimeout < 0 {
+		return nil, errors.New("registry: RequestTimeout must not be negative")
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	return &Registry{settings: cfg.Settings, raft: cfg.Raft, timeout: cfg.RequestTimeout}, nil
+}
+
+// IsLeader reports whether this node is the leader: writes and reads that are not stale
+// must be sent to the leader when it is not.
+func (r *Registry) IsLeader() bool { return r.raft.IsLeader() }
+
+// NeedsLeader reports whether a read under mode must be served by the leader.
+func NeedsLeader(mode Consistency) bool { return mode != Stale }
+
+// Settings returns the cluster-wide settings as this node's state has them.
+func (r *Registry) Settings() (model.Settings, error) {
+	_, s, err := r.settings.Settings(nil)
+	return s, err
+}
+
+// Limits returns the admission bounds of the current settings (the defaults if the
+// settings cannot be read, which only happens on a closed store).
+func (r *Registry) Limits() model.Limits {
+	s, err := r.Settings()
+	if err != nil {
+		return model.DefaultLimits()
+	}
+	return s.Limits()
+}
+
+// Consistency is a read mode.
+type Consistency string
+
+// Read modes: Linearizable (the default) confirms leadership with a quorum, Leader
+// reads the leader's state without that round trip, Stale reads this node's state.
+const (
+	Linearizable Consistency = "linearizable"
+	Leader       Consistency = "leader"
+	Stale        Consistency = "stale"
+)
+
+// ReadOptions are a read's consistency and blocking parameters.
+type ReadOptions struct {
+	Consistency Consistency // empty: Linearizable
+	// Blocking makes the read a blocking query: it returns once the index read is
+	// above MinIndex, or when Wait (plus jitter up to Wait/16) has passed.
+	Blocking bool
+	MinIndex uint64
+	Wait     time.Duration
+}
+
+// Read runs fn, a read of the local state, under o: it first waits until a read in o's
+// consistency mode is allowed on this node (an error wrapping raftnode.ErrNotLeader
+// when it must be served by the leader instead), then runs fn once, or until its index
+// passes o.MinIndex for a blocking query. fn registers what it read in ws (nil for a
+// plain read) and returns the index of the data it read; the last run's data is what
+// the caller answers with.
+func (r *Registry) Read(ctx context.Context, o ReadOptions, fn func(ws *store.WatchSet) (uint64, error)) (uint64, error) {
+	if err := r.CheckConsistency(ctx, o.Consistency); err != nil {
+		return 0, err
+	}
+	if !o.Blocking {
+		return fn(nil)
+	}
+	ctx, cancel := context.WithTimeout(ctx, withJitter(o.Wait))
+	defer cancel()
+	for {
+		ws := store.NewWatchSet()
+		idx, err := fn(ws)
+		if err != nil || idx > o.MinIndex {
+			return idx, err
+		}
+		if !ws.Wait(ctx) {
+			return idx, nil
+		}
+	}
+}
+
+// CheckConsistency waits, within the request timeout, until reading the local state is
+// allowed in mode (for reads that do not go through Read, such as a snapshot's).
+func (r *Registry) CheckConsistency(ctx context.Context, mode Consistency) error {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	switch mode {
+	case Linearizable, "":
+		return r.raft.ConsistentRead(ctx)
+	case Leader:
+		return r.raft.LeaderRead(ctx)
+	default:
+		return nil
+	}
+}
+
+// withJitter adds a random duration up to d/16, so that many clients blocked with the
+// same wait do not all come back at once.
+func withJitter(d time.Duration) time.Duration {
+	if j := int64(d / 16); j > 0 {
+		return d + time.Duration(rand.Int64N(j))
+	}
+	return d
+}

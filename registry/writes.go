@@ -1,0 +1,156 @@
+package registry
+
+import (
+	"context"
+
+	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/model"
+)
+
+// Condition makes a write conditional on the modify index of the object it writes.
+// The zero Condition is unconditional.
+type Condition struct {
+	set       bool
+	onService bool
+	index     uint64
+}
+
+// IfIndex makes a write apply only if the object's modify index is index; IfIndex(0)
+// means only if the object does not exist. A write whose condition does not hold is
+// refused with a *model.CASError (errors.Is model.ErrCASMismatch) carrying the current
+// index; the condition is evaluated inside the state machine's transaction.
+func IfIndex(index uint64) Condition { return Condition{set: true, index: index} }
+
+// IfServiceIndex makes a write apply only if the modify index of the service it writes
+// into is index (0: only if the service does not exist). Every change to the service,
+// its clusters and its instances raises that index, so a read-modify-write of anything
+// inside a service conditions on the index the read returned.
+func IfServiceIndex(index uint64) Condition {
+	return Condition{set: true, onService: true, index: index}
+}
+
+// IfAbsent is IfIndex(0).
+func IfAbsent() Condition { return IfIndex(0) }
+
+// IsSet reports whether the condition is set.
+func (c Condition) IsSet() bool { return c.set }
+
+// Index is the expected modify index of a set condition.
+func (c Condition) Index() uint64 { return c.index }
+
+// apply submits cmd through Raft within the request timeout, wrapped in a CAS command
+// when cond is set. It is the only path from a user request to the Raft log.
+func (r *Registry) apply(ctx context.Context, cmd fsm.Conditional, cond Condition) (uint64, error) {
+	if !cond.set {
+		return r.submit(ctx, cmd)
+	}
+	cas, err := fsm.NewCAS(cond.index, cond.onService, cmd)
+	if err != nil {
+		return 0, err
+	}
+	return r.submit(ctx, cas)
+}
+
+func (r *Registry) submit(ctx context.Context, cmd fsm.Command) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	return r.raft.Apply(ctx, cmd)
+}
+
+// RegisterInstance registers in, or replaces its cluster, weight, enabled flag and
+// metadata (health counts only at the first registration).
+func (r *Registry) RegisterInstance(ctx context.Context, in model.Instance, cond Condition) (uint64, error) {
+	if err := r.Limits().ValidateInstance(in); err != nil {
+		return 0, err
+	}
+	return r.apply(ctx, fsm.RegisterInstanceRequest{Instance: in}, cond)
+}
+
+// UpdateInstance changes the patch's fields of an existing instance.
+func (r *Registry) UpdateInstance(ctx context.Context, ref model.InstanceRef, p model.InstancePatch, cond Condition) (uint64, error) {
+	if err := model.ValidateInstanceRef(ref); err != nil {
+		return 0, err
+	}
+	if p.Cluster != nil {
+		if err := model.ValidateClusterName(*p.Cluster); err != nil {
+			return 0, err
+		}
+	}
+	if p.Weight != nil {
+		if err := model.ValidateWeight(*p.Weight); err != nil {
+			return 0, err
+		}
+	}
+	if p.Metadata != nil {
+		if err := r.Limits().ValidateMetadata("metadata", *p.Metadata); err != nil {
+			return 0, err
+		}
+	}
+	return r.apply(ctx, fsm.UpdateInstanceRequest{Ref: ref, Patch: p}, cond)
+}
+
+// DeregisterInstance removes an instance (model.ErrNotFound if there is none).
+func (r *Registry) DeregisterInstance(ctx context.Context, ref model.InstanceRef, cond Condition) (uint64, error) {
+	if err := model.ValidateInstanceRef(ref); err != nil {
+		return 0, err
+	}
+	return r.apply(ctx, fsm.DeregisterInstanceRequest{Ref: ref}, cond)
+}
+
+// SetInstanceHealth sets an instance's health by hand; refused with model.ErrConflict
+// when its cluster is probed.
+func (r *Registry) SetInstanceHealth(ctx context.Context, ref model.InstanceRef, healthy bool) (uint64, error) {
+	if err := model.ValidateInstanceRef(ref); err != nil {
+		return 0, err
+	}
+	return r.submit(ctx, fsm.SetHealthManualRequest{Ref: ref, Healthy: healthy})
+}
+
+// UpsertService creates a service or replaces its definition (protect threshold,
+// metadata); its clusters and instances are kept.
+func (r *Registry) UpsertService(ctx context.Context, svc model.Service, cond Condition) (uint64, error) {
+	if err := r.Limits().ValidateService(svc); err != nil {
+		return 0, err
+	}
+	return r.apply(ctx, fsm.UpsertServiceRequest{Service: svc}, cond)
+}
+
+// DeleteService removes a service that has no instances.
+func (r *Registry) DeleteService(ctx context.Context, key model.ServiceKey, cond Condition) (uint64, error) {
+	if err := model.ValidateServiceKey(key); err != nil {
+		return 0, err
+	}
+	return r.apply(ctx, fsm.DeleteServiceRequest{Key: key}, cond)
+}
+
+// UpsertCluster creates a cluster or replaces its health-check spec and metadata.
+func (r *Registry) UpsertCluster(ctx context.Context, c model.Cluster, cond Condition) (uint64, error) {
+	if err := r.Limits().ValidateCluster(c); err != nil {
+		return 0, err
+	}
+	return r.apply(ctx, fsm.UpsertClusterRequest{Cluster: c}, cond)
+}
+
+// UpsertNamespace creates a namespace or replaces its name and description.
+func (r *Registry) UpsertNamespace(ctx context.Context, ns model.Namespace) (uint64, error) {
+	if err := model.ValidateNamespaceRecord(ns); err != nil {
+		return 0, err
+	}
+	return r.submit(ctx, fsm.UpsertNamespaceRequest{Namespace: ns})
+}
+
+// DeleteNamespace removes a namespace that has no services.
+func (r *Registry) DeleteNamespace(ctx context.Context, id string) (uint64, error) {
+	if err := model.ValidateNamespace(id); err != nil {
+		return 0, err
+	}
+	return r.submit(ctx, fsm.DeleteNamespaceRequest{ID: id})
+}
+
+// UpdateSettings replaces the cluster-wide settings.
+func (r *Registry) UpdateSettings(ctx context.Context, s model.Settings) (uint64, error) {
+	if err := model.ValidateSettings(s); err != nil {
+		return 0, err
+	}
+	return r.submit(ctx, fsm.UpdateSettingsRequest{Settings: s})
+}
