@@ -1,62 +1,13 @@
 package httpapi
 
 import (
-	"errors"
 	"net/http"
-	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/raftnode"
 )
-
-// TestParseReadOptions_Table checks ?consistency, ?index and ?wait parsing.
-func TestParseReadOptions_Table(t *testing.T) {
-	s := &server{cfg: Config{MaxWait: 5 * time.Minute}}
-	tests := []struct {
-		query string
-		want  readOptions
-		field string
-	}{
-		{"", readOptions{mode: "linearizable", wait: 5 * time.Minute}, ""},
-		{"consistency=linearizable", readOptions{mode: "linearizable", wait: 5 * time.Minute}, ""},
-		{"consistency=leader", readOptions{mode: "leader", wait: 5 * time.Minute}, ""},
-		{"consistency=stale", readOptions{mode: "stale", wait: 5 * time.Minute}, ""},
-		{"consistency=STALE", readOptions{}, "consistency"},
-		{"consistency=strong", readOptions{}, "consistency"},
-		{"consistency=", readOptions{}, "consistency"},
-		{"index=0", readOptions{mode: "linearizable", blocking: true, index: 0, wait: 5 * time.Minute}, ""},
-		{"index=42", readOptions{mode: "linearizable", blocking: true, index: 42, wait: 5 * time.Minute}, ""},
-		{"index=42&wait=30s", readOptions{mode: "linearizable", blocking: true, index: 42, wait: 30 * time.Second}, ""},
-		{"index=42&wait=1h", readOptions{mode: "linearizable", blocking: true, index: 42, wait: 5 * time.Minute}, ""},
-		{"index=42&wait=250ms&consistency=stale", readOptions{mode: "stale", blocking: true, index: 42, wait: 250 * time.Millisecond}, ""},
-		{"wait=30s", readOptions{mode: "linearizable", wait: 30 * time.Second}, ""},
-		{"index=", readOptions{}, "index"},
-		{"index=-1", readOptions{}, "index"},
-		{"index=x", readOptions{}, "index"},
-		{"index=18446744073709551616", readOptions{}, "index"},
-		{"index=1&wait=30", readOptions{}, "wait"},
-		{"index=1&wait=0s", readOptions{}, "wait"},
-		{"index=1&wait=-5s", readOptions{}, "wait"},
-		{"index=1&wait=", readOptions{}, "wait"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.query, func(t *testing.T) {
-			o, err := s.parseReadOptions(httptest.NewRequest(http.MethodGet, "/?"+tc.query, nil))
-			if tc.field != "" {
-				var ve *model.ValidationError
-				if !errors.As(err, &ve) || ve.Field != tc.field {
-					t.Fatalf("err %v, want field %q", err, tc.field)
-				}
-				return
-			}
-			if err != nil || o != tc.want {
-				t.Fatalf("got %+v, %v; want %+v", o, err, tc.want)
-			}
-		})
-	}
-}
 
 // TestRead_ConsistencyModes checks each mode runs its check (linearizable →
 // ConsistentRead, leader → LeaderRead, stale → none) and reports itself in the header.
@@ -121,7 +72,7 @@ func TestRead_StaleOnFollowerIsLocal(t *testing.T) {
 // TestRead_ConsistencyCheckErrors checks a failing consistency check answers its error.
 func TestRead_ConsistencyCheckErrors(t *testing.T) {
 	node := newLeaderNode("n1")
-	node.readErr = errTestTimeout
+	node.readErr = raftnode.ErrTimeout
 	rd := seededReader()
 	h := mustNew(t, testConfig(node, rd))
 	resp := do(t, h, http.MethodGet, svcPath, nil)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/raftnode"
 )
 
 // recordingServer serves h over HTTP and records the requests it received.
@@ -279,7 +280,7 @@ func TestForward_LeadershipLostDuringApply(t *testing.T) {
 	node := newLeaderNode("n1")
 	node.applyFn = func(fsmType, any) (uint64, error) {
 		node.setLeader(false, newSrv.member("n3"))
-		return 0, errTestNotLeader
+		return 0, raftnode.ErrNotLeader
 	}
 	h := mustNew(t, testConfig(node, seededReader()))
 	resp := do(t, h, http.MethodPut, instPath, `{"weight":4}`)
@@ -377,25 +378,5 @@ func TestForward_BodyLimitsCheckedBeforeForwarding(t *testing.T) {
 	}
 	if n := len(leaderSrv.requests()); n != 0 {
 		t.Fatalf("forwarded %d", n)
-	}
-}
-
-// TestLeaderURL_Forms checks the accepted leader address forms.
-func TestLeaderURL_Forms(t *testing.T) {
-	for in, want := range map[string]string{
-		"127.100.0.1:8848":     "http://127.100.0.1:8848",
-		"[::1]:8848":           "http://[::1]:8848",
-		"http://a.example:80":  "http://a.example:80",
-		"https://a.example:80": "https://a.example:80",
-	} {
-		u, err := leaderURL(in)
-		if err != nil || u.String() != want {
-			t.Fatalf("%s: %v %v", in, u, err)
-		}
-	}
-	for _, bad := range []string{"ftp://x:1", "http://", "::"} {
-		if _, err := leaderURL(bad); err == nil {
-			t.Fatalf("%s accepted", bad)
-		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/healthcheck"
+	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
 )
 
@@ -29,7 +30,7 @@ func (s *server) getHealth(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if s.cfg.Health == nil {
-		return fmt.Errorf("%w: health probing is not configured on %s", errUnavailable, s.id)
+		return fmt.Errorf("%w: health probing is not configured on %s", httpx.ErrUnavailable, s.id)
 	}
 	results, running := s.cfg.Health.Results(key)
 	if results == nil {

@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -22,22 +20,6 @@ import (
 	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/store"
 )
-
-// Sentinels standing in for raftnode's in tests.
-var (
-	errTestNotLeader      = errors.New("test: not leader")
-	errTestNoLeader       = errors.New("test: no leader")
-	errTestLeadershipLost = errors.New("test: leadership lost")
-	errTestTimeout        = errors.New("test: timeout")
-	errTestShutdown       = errors.New("test: shutdown")
-)
-
-func testErrors() ConsensusErrors {
-	return ConsensusErrors{
-		NotLeader: errTestNotLeader, NoLeader: errTestNoLeader, LeadershipLost: errTestLeadershipLost,
-		Timeout: errTestTimeout, Shutdown: errTestShutdown,
-	}
-}
 
 // applyCall is one Apply the fake node received.
 type applyCall struct {
@@ -395,7 +377,6 @@ func testConfig(node testNode, rd Reader) Config {
 		Logger:         discardLogger(),
 		RequestTimeout: 2 * time.Second,
 		LeaderHold:     300 * time.Millisecond,
-		Errors:         testErrors(),
 		Metrics:        prometheus.NewRegistry(),
 	}
 }
@@ -520,8 +501,6 @@ func seededReader() *fakeReader {
 func newRecorder() *httptest.ResponseRecorder { return httptest.NewRecorder() }
 
 type fsmType = fsm.MessageType
-
-func typeOf(v any) reflect.Type { return reflect.TypeOf(v) }
 
 // registeredWeight is the weight of the instance a RegisterInstance call carried.
 func registeredWeight(t *testing.T, c applyCall) float64 {

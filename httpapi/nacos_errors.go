@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
 )
 
@@ -190,10 +191,10 @@ func (s *server) nacosClassify(err error, res nacosResource) *nacosError {
 	if errors.As(err, &ve) {
 		return nacosValidation(ve, res)
 	}
-	status, code, _ := s.classify(err)
+	status, code, _ := httpx.Classify(err)
 	out := &nacosError{status: status, code: nacosCodeServerError, msg: err.Error(), cause: err}
 	switch {
-	case errors.Is(err, errUnsupportedMedia):
+	case errors.Is(err, httpx.ErrUnsupportedMedia):
 		out.status, out.code = http.StatusBadRequest, nacosCodeMediaType
 	case errors.Is(err, model.ErrInvalid):
 		out.code = nacosCodeParameterValidate

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"testing"
 
+	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
 )
 
@@ -38,7 +39,7 @@ func FuzzNacosParams(f *testing.F) {
 			URL:    &url.URL{Path: "/nacos/v1/ns/instance", RawQuery: query},
 			Header: http.Header{"Content-Type": {"application/x-www-form-urlencoded"}},
 		}
-		r = r.WithContext(context.WithValue(context.Background(), bodyKey{}, []byte(body)))
+		r = r.WithContext(httpx.WithBody(context.Background(), []byte(body)))
 		p, err := parseNacosParams(r)
 		if err != nil {
 			checkRefusal(t, err)

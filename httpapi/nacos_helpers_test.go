@@ -10,13 +10,14 @@ import (
 	"testing"
 
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
 // withBody is r's context with b as the buffered body, as nacosBody leaves it.
 func withBody(r *http.Request, b []byte) context.Context {
-	return context.WithValue(r.Context(), bodyKey{}, b)
+	return httpx.WithBody(r.Context(), b)
 }
 
 // nacosDo sends one Nacos request to h in process; a non-empty form is sent as an

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
 )
 
@@ -166,7 +167,7 @@ func (s *server) nacosServers(_ http.ResponseWriter, r *http.Request, _ nacosPar
 func (s *server) nacosRaftLeader(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
 	l, ok := s.node.Leader()
 	if !ok || l.HTTPAddr == "" {
-		return nil, fmt.Errorf("%w: %s knows no leader", errNoLeader, s.id)
+		return nil, fmt.Errorf("%w: %s knows no leader", httpx.ErrNoLeader, s.id)
 	}
 	inner, err := json.Marshal(map[string]string{"ip": l.HTTPAddr, "state": "LEADER", "voteFor": l.HTTPAddr})
 	if err != nil {

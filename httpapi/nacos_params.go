@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
 )
 
@@ -30,7 +31,7 @@ func parseNacosParams(r *http.Request) (nacosParams, error) {
 	if err != nil {
 		return nacosParams{}, nacosInvalid("malformed query string: %v", err)
 	}
-	body := bufferedBody(r)
+	body := httpx.Body(r)
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nacosParams{vals: q}, nil
 	}

@@ -1,16 +1,14 @@
 package httpapi
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/store"
@@ -34,7 +32,8 @@ type nacosHandlerFunc func(w http.ResponseWriter, r *http.Request, p nacosParams
 // by the node that receives them.
 func (s *server) nacosRoutes() *chi.Mux {
 	r := chi.NewRouter()
-	r.Use(s.recoverer, s.servedBy, s.metrics.middleware, s.nacosBody)
+	fail := func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, nacosOther) }
+	r.Use(httpx.Recoverer(s.log, fail), httpx.ServedBy(s.id), s.metrics.Middleware, httpx.BufferBody(s.cfg.MaxBodyBytes, nil, fail))
 	r.NotFound(s.nacosNotFound)
 	r.MethodNotAllowed(s.nacosMethodNotAllowed(r))
 
@@ -47,7 +46,7 @@ func (s *server) nacosRoutes() *chi.Mux {
 			r.Get(base+"/service/list", s.nacos(nacosService, s.nacosListServices))
 		})
 		r.Group(func(r chi.Router) {
-			r.Use(s.leaderOnly)
+			r.Use(s.fwd.LeaderOnly(fail))
 			r.Post(base+"/instance", s.nacos(nacosInstance, s.nacosRegister))
 			r.Put(base+"/instance", s.nacos(nacosInstance, s.nacosUpdate))
 			r.Patch(base+"/instance", s.nacos(nacosInstance, s.nacosPatch))
@@ -85,9 +84,9 @@ func (s *server) nacos(res nacosResource, fn nacosHandlerFunc) http.HandlerFunc 
 			out, err = fn(w, r, p)
 		}
 		if err != nil {
-			if s.isNotLeader(err) && r.Header.Get(api.HeaderForwardedBy) == "" {
-				s.metrics.forwardRetries.Inc()
-				s.forward(w, r, nil)
+			if httpx.IsNotLeader(err) && r.Header.Get(api.HeaderForwardedBy) == "" {
+				s.fwd.Retried()
+				s.fwd.Forward(w, r, nil, func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, res) })
 				return
 			}
 			s.writeNacosError(w, r, err, res)
@@ -95,33 +94,6 @@ func (s *server) nacos(res nacosResource, fn nacosHandlerFunc) http.HandlerFunc 
 		}
 		writeNacosOK(w, r, out)
 	}
-}
-
-// nacosBody reads a request body whole within Config.MaxBodyBytes (else 413) and keeps
-// it, so that its form parameters can be parsed here and the request forwarded to the
-// leader (again after a leader change). Unlike the native API's bufferBody it accepts
-// any content type; parseNacosParams decides what a body may be.
-func (s *server) nacosBody(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body []byte
-		if r.Body != nil && r.Body != http.NoBody {
-			b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-			if err != nil {
-				var mbe *http.MaxBytesError
-				if errors.As(err, &mbe) {
-					err = fmt.Errorf("%w: the limit is %d bytes", errBodyTooLarge, mbe.Limit)
-				} else {
-					err = nacosInvalid("cannot read the request body: %v", err)
-				}
-				s.writeNacosError(w, r, err, nacosOther)
-				return
-			}
-			body = b
-		}
-		r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, body))
-		setBody(r, body)
-		next.ServeHTTP(w, r)
-	})
 }
 
 // nacosReadRoute parses the read options as native reads do (?consistency=, ?index=,
@@ -138,14 +110,14 @@ func (s *server) nacosReadRoute(next http.Handler) http.Handler {
 			return
 		}
 		if !r.URL.Query().Has("consistency") {
-			o.mode = api.ConsistencyLeader
+			o.Mode = api.ConsistencyLeader
 		}
-		r = r.WithContext(context.WithValue(r.Context(), readOptionsKey{}, o))
-		if o.mode == api.ConsistencyStale || s.node.IsLeader() {
+		r = httpx.WithReadOptions(r, o)
+		if o.Mode == api.ConsistencyStale || s.node.IsLeader() {
 			next.ServeHTTP(w, r)
 			return
 		}
-		s.forward(w, r, next)
+		s.fwd.Forward(w, r, next, func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, nacosOther) })
 	})
 }
 

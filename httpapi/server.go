@@ -7,9 +7,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httputil"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -17,8 +15,8 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/healthcheck"
+	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
-	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/store"
 )
@@ -78,24 +76,6 @@ type Consensus interface {
 	TransferLeadership(ctx context.Context, id string) error
 }
 
-// ConsensusErrors names the consensus layer's sentinel errors so that they map to the
-// right status codes (by default raftnode.ErrNotLeader, ErrNoLeader, ErrLeadershipLost,
-// ErrTimeout, ErrShutdown). Nil fields match nothing. hashicorp/raft's own sentinels and context
-// errors are recognised without being listed.
-type ConsensusErrors struct {
-	// NotLeader: this node is not the leader; the request was not applied. The request is
-	// forwarded to the leader (once) or answered 503.
-	NotLeader error
-	// NoLeader: no leader is known (503 no_leader).
-	NoLeader error
-	// LeadershipLost: leadership was lost while the request was in flight; its outcome is unknown (503).
-	LeadershipLost error
-	// Timeout: the consensus layer gave up waiting (504).
-	Timeout error
-	// Shutdown: the node is shutting down (503).
-	Shutdown error
-}
-
 // Config configures the API handler. Store and Node are required.
 type Config struct {
 	// NodeID is this node's id (X-Roster-Served-By, X-Roster-Forwarded-By); defaults to Node.ID().
@@ -115,16 +95,18 @@ type Config struct {
 	// LeaderHold bounds how long a request waits for a leader to become known before it
 	// is answered 503 no_leader (default min(5s, RequestTimeout)).
 	LeaderHold time.Duration
-	// Errors are the consensus layer's sentinels; the zero value means DefaultConsensusErrors().
-	Errors ConsensusErrors
 	// Registry is the application service every write and read goes through (required).
 	Registry *registry.Registry
 	// Metrics is the Prometheus registry the API registers its collectors in and serves
 	// on /metrics; nil means a private one.
 	Metrics *prometheus.Registry
 	// Transport carries requests forwarded to the leader; nil means a keep-alive
-	// transport owned by the handler (see the handler's CloseIdleConnections).
+	// transport owned by the handler (see the handler's CloseIdleConnections). Ignored
+	// when Forwarder is set.
 	Transport http.RoundTripper
+	// Forwarder sends requests that need the leader to it; nil means one of the
+	// handler's own. A node shares one between its APIs.
+	Forwarder *httpx.Forwarder
 	// Version is this build's version, recorded in snapshot archives.
 	Version string
 	// Snapshot configures GET and PUT /v1/snapshot (snapshot.go).
@@ -134,17 +116,6 @@ type Config struct {
 	// ProbePolicy is this node's probe target policy, shown by
 	// GET /v1/operator/probe-policy (the zero Policy is the default one).
 	ProbePolicy healthcheck.Policy
-}
-
-// DefaultConsensusErrors returns raftnode's sentinels, which Config.Errors defaults to.
-func DefaultConsensusErrors() ConsensusErrors {
-	return ConsensusErrors{
-		NotLeader:      raftnode.ErrNotLeader,
-		NoLeader:       raftnode.ErrNoLeader,
-		LeadershipLost: raftnode.ErrLeadershipLost,
-		Timeout:        raftnode.ErrTimeout,
-		Shutdown:       raftnode.ErrShutdown,
-	}
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -165,10 +136,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
-	}
-	if e := c.Errors; e.NotLeader == nil && e.NoLeader == nil && e.LeadershipLost == nil &&
-		e.Timeout == nil && e.Shutdown == nil {
-		c.Errors = DefaultConsensusErrors()
 	}
 	if c.RequestTimeout < 0 || c.MaxBodyBytes < 0 || c.MaxWait < 0 || c.LeaderHold < 0 {
 		return c, errors.New("httpapi: timeouts and limits must not be negative")
@@ -198,18 +165,17 @@ func (c Config) withDefaults() (Config, error) {
 
 // server is the handler New returns.
 type server struct {
-	cfg       Config
-	id        string
-	store     Reader
-	node      Consensus
-	reg       *registry.Registry
-	log       *slog.Logger
-	router    *chi.Mux
-	nacosMux  *chi.Mux // the Nacos Open API (/nacos/...; nacos_routes.go)
-	proxy     *httputil.ReverseProxy
-	transport http.RoundTripper
-	ownsTrans bool
-	metrics   *metrics
+	cfg      Config
+	id       string
+	store    Reader
+	node     Consensus
+	reg      *registry.Registry
+	log      *slog.Logger
+	router   *chi.Mux
+	nacosMux *chi.Mux // the Nacos Open API (/nacos/...; nacos_routes.go)
+	fwd      *httpx.Forwarder
+	ownsFwd  bool
+	metrics  *httpx.Metrics
 }
 
 // New validates cfg and returns the API handler. The handler also implements
@@ -228,16 +194,21 @@ func New(cfg Config) (http.Handler, error) {
 		reg:   cfg.Registry,
 		log:   cfg.Logger.With("component", "httpapi"),
 	}
-	s.transport = cfg.Transport
-	if s.transport == nil {
-		s.transport = newTransport(cfg.RequestTimeout)
-		s.ownsTrans = true
-	}
-	s.metrics, err = newMetrics(cfg.Metrics)
+	s.metrics, err = httpx.NewMetrics(cfg.Metrics)
 	if err != nil {
 		return nil, err
 	}
-	s.proxy = s.newProxy()
+	s.fwd = cfg.Forwarder
+	if s.fwd == nil {
+		s.fwd, err = httpx.NewForwarder(httpx.ForwarderConfig{
+			Node: cfg.Node, NodeID: cfg.NodeID, Logger: s.log, RequestTimeout: cfg.RequestTimeout,
+			LeaderHold: cfg.LeaderHold, Transport: cfg.Transport, Metrics: s.metrics,
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.ownsFwd = true
+	}
 	s.router = s.routes()
 	s.nacosMux = s.nacosRoutes()
 	return s, nil
@@ -256,33 +227,19 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // CloseIdleConnections closes idle connections of the forwarding transport when the
 // handler owns it.
 func (s *server) CloseIdleConnections() {
-	if t, ok := s.transport.(*http.Transport); ok && s.ownsTrans {
-		t.CloseIdleConnections()
-	}
-}
-
-// newTransport is the shared keep-alive transport used to reach the leader. Dialing is
-// bounded so that a dead leader is a quick 503, never a hang.
-func newTransport(requestTimeout time.Duration) *http.Transport {
-	dial := min(3*time.Second, requestTimeout)
-	return &http.Transport{
-		Proxy:                 nil,
-		DialContext:           (&net.Dialer{Timeout: dial, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          256,
-		MaxIdleConnsPerHost:   64,
-		IdleConnTimeout:       90 * time.Second,
-		ExpectContinueTimeout: time.Second,
+	if s.ownsFwd {
+		s.fwd.CloseIdleConnections()
 	}
 }
 
 // routes builds the router. Every route appears in docs/openapi.yaml.
 func (s *server) routes() *chi.Mux {
 	r := chi.NewRouter()
-	r.Use(s.recoverer, s.servedBy, s.metrics.middleware)
+	r.Use(httpx.Recoverer(s.log, s.writeError), httpx.ServedBy(s.id), s.metrics.Middleware)
 	r.NotFound(s.notFound)
-	r.MethodNotAllowed(s.methodNotAllowed(r))
+	r.MethodNotAllowed(httpx.MethodNotAllowed(r, s.writeError))
 
-	r.Method(http.MethodGet, "/metrics", s.metrics.handler(s.cfg.Metrics))
+	r.Method(http.MethodGet, "/metrics", httpx.Handler(s.cfg.Metrics))
 	r.Get("/v1/status/leader", s.handle(s.getLeader))
 	r.Get("/v1/status/ready", s.handle(s.getReady))
 	r.Get("/v1/operator/probe-policy", s.handle(s.getProbePolicy))
@@ -311,7 +268,7 @@ func (s *server) routes() *chi.Mux {
 
 	// Writes: bounded JSON bodies, served by the leader.
 	r.Group(func(r chi.Router) {
-		r.Use(s.bufferBody, s.leaderOnly)
+		r.Use(httpx.BufferBody(s.cfg.MaxBodyBytes, httpx.JSONBodies, s.writeError), s.fwd.LeaderOnly(s.writeError))
 		r.Put(ns, s.handle(s.putNamespace))
 		r.Delete(ns, s.handle(s.deleteNamespace))
 		r.Put(service, s.handle(s.putService))
@@ -328,7 +285,7 @@ func (s *server) routes() *chi.Mux {
 	})
 
 	// Probe results live in the leader's memory: always served by the leader.
-	r.With(s.leaderOnly).Get(service+"/health", s.handle(s.getHealth))
+	r.With(s.fwd.LeaderOnly(s.writeError)).Get(service+"/health", s.handle(s.getHealth))
 
 	// Backup archives: streamed bodies outside the write group's limits (snapshot.go).
 	s.snapshotRoutes(r)
@@ -344,9 +301,9 @@ func (s *server) handle(fn func(http.ResponseWriter, *http.Request) error) http.
 		if err == nil {
 			return
 		}
-		if s.isNotLeader(err) && r.Header.Get(api.HeaderForwardedBy) == "" {
-			s.metrics.forwardRetries.Inc()
-			s.forward(w, r, nil)
+		if httpx.IsNotLeader(err) && r.Header.Get(api.HeaderForwardedBy) == "" {
+			s.fwd.Retried()
+			s.fwd.Forward(w, r, nil, s.writeError)
 			return
 		}
 		s.writeError(w, r, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/registry"
@@ -107,15 +108,15 @@ type snapshotHandler struct {
 func (h *snapshotHandler) get(w http.ResponseWriter, r *http.Request) {
 	s := h.s
 	o, err := s.parseReadOptions(r)
-	if err == nil && o.blocking {
+	if err == nil && o.Blocking {
 		err = invalid("index", "a snapshot cannot be a blocking query")
 	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if o.mode != api.ConsistencyStale && !s.node.IsLeader() {
-		h.forward(w, r, h.serveGet)
+	if o.Mode != api.ConsistencyStale && !s.node.IsLeader() {
+		h.s.fwd.ForwardStream(w, r, h.serveGet, h.refuseUnread, h.s.writeError)
 		return
 	}
 	h.serveGet(w, r)
@@ -124,15 +125,15 @@ func (h *snapshotHandler) get(w http.ResponseWriter, r *http.Request) {
 func (h *snapshotHandler) serveGet(w http.ResponseWriter, r *http.Request) {
 	s := h.s
 	if h.cfg.Node == nil {
-		s.writeError(w, r, fmt.Errorf("%w: this node does not serve snapshots", errUnavailable))
+		s.writeError(w, r, fmt.Errorf("%w: this node does not serve snapshots", httpx.ErrUnavailable))
 		return
 	}
 	o, _ := s.parseReadOptions(r) // checked by get
-	s.setLeaderHeaders(w, o.mode)
-	if err := s.reg.CheckConsistency(r.Context(), registry.Consistency(o.mode)); err != nil {
-		if s.isNotLeader(err) && r.Header.Get(api.HeaderForwardedBy) == "" {
-			s.metrics.forwardRetries.Inc()
-			h.forward(w, r, nil)
+	httpx.SetLeaderHeaders(w, s.node, o.Mode)
+	if err := s.reg.CheckConsistency(r.Context(), registry.Consistency(o.Mode)); err != nil {
+		if httpx.IsNotLeader(err) && r.Header.Get(api.HeaderForwardedBy) == "" {
+			s.fwd.Retried()
+			h.s.fwd.ForwardStream(w, r, nil, h.refuseUnread, h.s.writeError)
 			return
 		}
 		s.writeError(w, r, err)
@@ -169,7 +170,7 @@ func (h *snapshotHandler) serveGet(w http.ResponseWriter, r *http.Request) {
 		panic(http.ErrAbortHandler)
 	}
 	s.log.Info("snapshot served", "index", meta.Index, "term", meta.Term, "state_bytes", view.Size(),
-		"consistency", o.mode)
+		"consistency", o.Mode)
 }
 
 // writeArchive streams the archive of view to w. The view writes the state file into a
@@ -197,7 +198,7 @@ func writeArchive(w io.Writer, meta snapshot.Meta, view *raftnode.StateSnapshot)
 // the leader. While one restore runs (upload included), another is a 409.
 func (h *snapshotHandler) put(w http.ResponseWriter, r *http.Request) {
 	if !h.s.node.IsLeader() {
-		h.forward(w, r, h.servePut)
+		h.s.fwd.ForwardStream(w, r, h.servePut, h.refuseUnread, h.s.writeError)
 		return
 	}
 	h.servePut(w, r)
@@ -206,7 +207,7 @@ func (h *snapshotHandler) put(w http.ResponseWriter, r *http.Request) {
 func (h *snapshotHandler) servePut(w http.ResponseWriter, r *http.Request) {
 	s := h.s
 	if h.cfg.Node == nil {
-		h.refuseUnread(w, r, fmt.Errorf("%w: this node does not serve snapshots", errUnavailable))
+		h.refuseUnread(w, r, fmt.Errorf("%w: this node does not serve snapshots", httpx.ErrUnavailable))
 		return
 	}
 	if !h.restoring.CompareAndSwap(false, true) {
@@ -263,7 +264,7 @@ func uploadError(err error, limit int64) error {
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		return fmt.Errorf("%w: a snapshot archive may have at most %d bytes", errBodyTooLarge, limit)
+		return fmt.Errorf("%w: a snapshot archive may have at most %d bytes", httpx.ErrBodyTooLarge, limit)
 	case errors.As(err, &fe):
 		field := fe.Member
 		if field == "" {
@@ -291,40 +292,4 @@ func (h *snapshotHandler) refuseUnread(w http.ResponseWriter, r *http.Request, e
 		return
 	}
 	h.refuse(w, r, err)
-}
-
-// forward sends r to the leader without buffering its body or bounding its duration:
-// an archive is streamed through in both directions. It is one attempt (a body
-// cannot be sent twice); if this node becomes the leader meanwhile, local serves r
-// here (local nil: only another node will do).
-func (h *snapshotHandler) forward(w http.ResponseWriter, r *http.Request, local http.HandlerFunc) {
-	s := h.s
-	if by := r.Header.Get(api.HeaderForwardedBy); by != "" {
-		s.metrics.forwarded.WithLabelValues("loop").Inc()
-		h.refuseUnread(w, r, fmt.Errorf("%w: %s is not the leader and the request was already forwarded by %s",
-			errNotLeader, s.id, by))
-		return
-	}
-	leader, err := s.awaitLeader(r.Context(), "", local != nil)
-	if err != nil {
-		s.metrics.forwarded.WithLabelValues("no_leader").Inc()
-		h.refuseUnread(w, r, err)
-		return
-	}
-	if leader.ID == s.id {
-		local(w, r)
-		return
-	}
-	target, err := leaderURL(leader.HTTPAddr)
-	if err != nil {
-		h.refuseUnread(w, r, fmt.Errorf("%w: leader %s: %v", errUnavailable, leader.ID, err))
-		return
-	}
-	st := &proxyState{target: target, leaderID: leader.ID}
-	out := r.Clone(context.WithValue(r.Context(), proxyStateKey{}, st)) // shares r.Body
-	for _, name := range []string{api.HeaderServedBy, api.HeaderIndex, api.HeaderConsistency,
-		api.HeaderKnownLeader, api.HeaderLastContact, api.HeaderNotLeader} {
-		w.Header().Del(name)
-	}
-	s.proxy.ServeHTTP(w, out)
 }

@@ -5,14 +5,15 @@ import (
 	"net/http"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/httpx"
 )
 
 // getLeader serves GET /v1/status/leader from this node's view (503 no_leader when none).
 func (s *server) getLeader(w http.ResponseWriter, r *http.Request) error {
-	s.setLeaderHeaders(w, api.ConsistencyStale)
+	httpx.SetLeaderHeaders(w, s.node, api.ConsistencyStale)
 	l, ok := s.node.Leader()
 	if !ok {
-		return fmt.Errorf("%w: %s knows no leader", errNoLeader, s.id)
+		return fmt.Errorf("%w: %s knows no leader", httpx.ErrNoLeader, s.id)
 	}
 	writeJSON(w, http.StatusOK, api.Leader{ID: l.ID, RaftAddr: l.RaftAddr, HTTPAddr: l.HTTPAddr})
 	return nil
@@ -21,7 +22,7 @@ func (s *server) getLeader(w http.ResponseWriter, r *http.Request) error {
 // getReady serves GET /v1/status/ready: 200 when this node knows a leader and has
 // applied what it knows is committed, else 503; the body is api.Ready either way.
 func (s *server) getReady(w http.ResponseWriter, _ *http.Request) error {
-	s.setLeaderHeaders(w, api.ConsistencyStale)
+	httpx.SetLeaderHeaders(w, s.node, api.ConsistencyStale)
 	ok, rd := s.node.Ready()
 	rd.Ready = ok
 	status := http.StatusOK

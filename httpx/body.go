@@ -1,4 +1,4 @@
-package httpapi
+package httpx
 
 import (
 	"bytes"
@@ -17,50 +17,63 @@ import (
 // bodyKey holds the buffered request body in the request context.
 type bodyKey struct{}
 
-// bufferBody checks the Content-Type of a request body (application/json, none, or
-// curl's default application/x-www-form-urlencoded, whose body is still read as JSON;
-// anything else is 415), reads it whole within Config.MaxBodyBytes (else 413) and keeps it so that the
-// request can be decoded here or forwarded (and forwarded again after a leader change).
-func (s *server) bufferBody(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hasBody := r.ContentLength != 0 || r.Method == http.MethodPut ||
-			r.Method == http.MethodPost || r.Method == http.MethodPatch
-		if ct := r.Header.Get("Content-Type"); ct != "" && hasBody {
-			mt, _, err := mime.ParseMediaType(ct)
-			if err != nil || (mt != "application/json" && mt != "application/x-www-form-urlencoded") {
-				s.writeError(w, r, fmt.Errorf("%w: %q (use application/json)", errUnsupportedMedia, ct))
-				return
-			}
-		}
-		var body []byte
-		if r.Body != nil && r.Body != http.NoBody {
-			b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-			if err != nil {
-				var mbe *http.MaxBytesError
-				if errors.As(err, &mbe) {
-					err = fmt.Errorf("%w: the limit is %d bytes", errBodyTooLarge, mbe.Limit)
-				} else {
-					err = invalid("body", "cannot read the request body: %v", err)
-				}
-				s.writeError(w, r, err)
-				return
-			}
-			body = b
-		}
-		r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, body))
-		setBody(r, body)
-		next.ServeHTTP(w, r)
-	})
+// JSONBodies accepts what the native API reads as JSON: application/json, or curl's
+// default application/x-www-form-urlencoded (whose body is still read as JSON).
+func JSONBodies(mediaType string) bool {
+	return mediaType == "application/json" || mediaType == "application/x-www-form-urlencoded"
 }
 
-// bufferedBody returns the body kept by bufferBody (nil when there is none).
-func bufferedBody(r *http.Request) []byte {
+// BufferBody reads a request body whole within maxBytes (else 413) and keeps it, so
+// that the request can be decoded here or forwarded to the leader (and forwarded again
+// after a leader change). With accept set, a body whose Content-Type accept refuses is
+// a 415; with accept nil the handler decides what a body may be.
+func BufferBody(maxBytes int64, accept func(mediaType string) bool, fail ErrorWriter) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hasBody := r.ContentLength != 0 || r.Method == http.MethodPut ||
+				r.Method == http.MethodPost || r.Method == http.MethodPatch
+			if ct := r.Header.Get("Content-Type"); accept != nil && ct != "" && hasBody {
+				mt, _, err := mime.ParseMediaType(ct)
+				if err != nil || !accept(mt) {
+					fail(w, r, fmt.Errorf("%w: %q (use application/json)", ErrUnsupportedMedia, ct))
+					return
+				}
+			}
+			var body []byte
+			if r.Body != nil && r.Body != http.NoBody {
+				b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
+				if err != nil {
+					var mbe *http.MaxBytesError
+					if errors.As(err, &mbe) {
+						err = fmt.Errorf("%w: the limit is %d bytes", ErrBodyTooLarge, mbe.Limit)
+					} else {
+						err = Invalid("body", "cannot read the request body: %v", err)
+					}
+					fail(w, r, err)
+					return
+				}
+				body = b
+			}
+			r = r.WithContext(WithBody(r.Context(), body))
+			SetBody(r, body)
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// WithBody returns ctx carrying b as the buffered body (what BufferBody leaves).
+func WithBody(ctx context.Context, b []byte) context.Context {
+	return context.WithValue(ctx, bodyKey{}, b)
+}
+
+// Body returns the body kept by BufferBody (nil when there is none).
+func Body(r *http.Request) []byte {
 	b, _ := r.Context().Value(bodyKey{}).([]byte)
 	return b
 }
 
-// setBody makes r's body a fresh reader over b.
-func setBody(r *http.Request, b []byte) {
+// SetBody makes r's body a fresh reader over b.
+func SetBody(r *http.Request, b []byte) {
 	r.ContentLength = int64(len(b))
 	if len(b) == 0 {
 		r.Body = http.NoBody
@@ -71,13 +84,14 @@ func setBody(r *http.Request, b []byte) {
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 }
 
-// decodeBody decodes the buffered body strictly into out: unknown fields, malformed JSON,
+// DecodeBody decodes the buffered body strictly into out: unknown fields, malformed JSON,
 // wrong types and trailing data are 400s naming the field. An empty body decodes as {}.
-func decodeBody(r *http.Request, out any) error {
-	return decodeJSON(bufferedBody(r), out)
+func DecodeBody(r *http.Request, out any) error {
+	return DecodeJSON(Body(r), out)
 }
 
-func decodeJSON(b []byte, out any) error {
+// DecodeJSON decodes b strictly into out (see DecodeBody).
+func DecodeJSON(b []byte, out any) error {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil
 	}
@@ -87,7 +101,7 @@ func decodeJSON(b []byte, out any) error {
 		return jsonError(b, out, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return invalid("body", "unexpected data after the JSON value")
+		return Invalid("body", "unexpected data after the JSON value")
 	}
 	return nil
 }
@@ -98,24 +112,24 @@ func jsonError(b []byte, out any, err error) error {
 	var te *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &se):
-		return invalid("body", "malformed JSON at offset %d: %v", se.Offset, se)
+		return Invalid("body", "malformed JSON at offset %d: %v", se.Offset, se)
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
-		return invalid("body", "malformed JSON: unexpected end of input")
+		return Invalid("body", "malformed JSON: unexpected end of input")
 	case errors.As(err, &te):
 		field := te.Field
 		if field == "" {
-			return invalid("body", "must be a JSON object, got %s", te.Value)
+			return Invalid("body", "must be a JSON object, got %s", te.Value)
 		}
-		return invalid(field, "must be %s, got %s", jsonKind(te.Type), te.Value)
+		return Invalid(field, "must be %s, got %s", jsonKind(te.Type), te.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		leaf := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 		field := unknownFieldPath(b, reflect.TypeOf(out))
 		if field == "" {
 			field = leaf
 		}
-		return invalid(field, "unknown field %q", leaf)
+		return Invalid(field, "unknown field %q", leaf)
 	default:
-		return invalid("body", "cannot decode the request body: %v", err)
+		return Invalid("body", "cannot decode the request body: %v", err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package httpapi
+package httpx
 
 import (
 	"errors"
@@ -12,18 +12,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// metrics are the API's Prometheus collectors.
-type metrics struct {
-	requests       *prometheus.CounterVec
-	latency        *prometheus.HistogramVec
-	forwarded      *prometheus.CounterVec
-	forwardRetries prometheus.Counter
+// Metrics are the HTTP layer's Prometheus collectors, shared by every API of a node.
+type Metrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	// Forwarded counts requests forwarded to the leader by outcome.
+	Forwarded *prometheus.CounterVec
+	// LeaderMoved counts requests refused here as not-leader while being served and
+	// sent on to the new leader.
+	LeaderMoved prometheus.Counter
 }
 
-// newMetrics registers the API's collectors in reg. Collectors already registered there
+// NewMetrics registers the collectors in reg. Collectors already registered there
 // (another handler sharing the registry) are reused.
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	m := &metrics{
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "roster", Subsystem: "http", Name: "requests_total",
 			Help: "HTTP requests served, by method, route pattern and status code.",
@@ -33,11 +36,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "HTTP request latency, by method and route pattern.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
 		}, []string{"method", "route"}),
-		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "roster", Subsystem: "http", Name: "forwarded_total",
 			Help: "Requests forwarded to the leader, by outcome (ok, retry, error, no_leader, loop).",
 		}, []string{"outcome"}),
-		forwardRetries: prometheus.NewCounter(prometheus.CounterOpts{
+		LeaderMoved: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "roster", Subsystem: "http", Name: "leader_moved_total",
 			Help: "Requests refused here as not-leader while being served and sent on to the new leader.",
 		}),
@@ -49,10 +52,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if m.latency, err = register(reg, m.latency); err != nil {
 		return nil, err
 	}
-	if m.forwarded, err = register(reg, m.forwarded); err != nil {
+	if m.Forwarded, err = register(reg, m.Forwarded); err != nil {
 		return nil, err
 	}
-	if m.forwardRetries, err = register(reg, m.forwardRetries); err != nil {
+	if m.LeaderMoved, err = register(reg, m.LeaderMoved); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -72,8 +75,8 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 	return c, nil
 }
 
-// middleware counts every request by its route pattern and status and observes its latency.
-func (m *metrics) middleware(next http.Handler) http.Handler {
+// Middleware counts every request by its route pattern and status and observes its latency.
+func (m *Metrics) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
@@ -94,8 +97,8 @@ func (m *metrics) middleware(next http.Handler) http.Handler {
 	})
 }
 
-// handler serves the registry in the Prometheus text format.
-func (m *metrics) handler(g prometheus.Gatherer) http.Handler {
+// Handler serves the registry in the Prometheus text format.
+func Handler(g prometheus.Gatherer) http.Handler {
 	return promhttp.HandlerFor(g, promhttp.HandlerOpts{})
 }
 

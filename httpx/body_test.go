@@ -1,7 +1,8 @@
-package httpapi
+package httpx
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/rosterhq/roster/api"
@@ -34,7 +35,7 @@ func TestDecodeJSON_Strict(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.body, func(t *testing.T) {
 			var req api.ClusterRequest
-			err := decodeJSON([]byte(tc.body), &req)
+			err := DecodeJSON([]byte(tc.body), &req)
 			if tc.field == "" {
 				if err != nil {
 					t.Fatalf("decode: %v", err)
@@ -66,7 +67,7 @@ func TestUnknownFieldPath_FollowsEmbeddedAndSlices(t *testing.T) {
 		`{"list":[{"a":1},{"b":2}]}`: "list[1].b",
 		`{"Skip":1}`:                 "Skip",
 	} {
-		if got := unknownFieldPath([]byte(body), typeOf(&o)); got != want {
+		if got := unknownFieldPath([]byte(body), reflect.TypeOf(&o)); got != want {
 			t.Fatalf("%s: %q, want %q", body, got, want)
 		}
 	}

@@ -1,0 +1,99 @@
+package httpx
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/raftnode"
+	"github.com/rosterhq/roster/store"
+)
+
+// Errors the HTTP layer raises itself. Each maps to one status code in Classify.
+var (
+	// ErrUnsupportedMedia: a request body of a content type the route does not read (415).
+	ErrUnsupportedMedia = errors.New("unsupported content type")
+	// ErrBodyTooLarge: a request body over the route's limit (413).
+	ErrBodyTooLarge = errors.New("request body too large")
+	// ErrMethodNotAllowed: the route exists but not with this method (405).
+	ErrMethodNotAllowed = errors.New("method not allowed")
+	// ErrRouteNotFound: no route matches the path (404).
+	ErrRouteNotFound = errors.New("no such route")
+	// ErrNoLeader: no leader became known within the hold timeout (503 no_leader).
+	ErrNoLeader = errors.New("no leader")
+	// ErrNotLeader: this node is not the leader and may not forward the request (503).
+	ErrNotLeader = errors.New("not the leader")
+	// ErrUnavailable: the leader could not be reached (503).
+	ErrUnavailable = errors.New("unavailable")
+)
+
+// Invalid is a 400 naming the offending field.
+func Invalid(field, format string, args ...any) error {
+	return model.Invalid(field, format, args...)
+}
+
+// IsNotLeader reports whether err says the request was not applied because this node is
+// not the leader or knows none; such a request may be sent on to the leader.
+func IsNotLeader(err error) bool {
+	return errors.Is(err, raft.ErrNotLeader) || errors.Is(err, ErrNotLeader) ||
+		errors.Is(err, raftnode.ErrNotLeader) || errors.Is(err, raftnode.ErrNoLeader)
+}
+
+// Classify maps an error to its status, its api error code and the field it names. It
+// is the only place that decides a status code from an error; the Nacos API maps the
+// same classes onto its own result codes.
+func Classify(err error) (status int, code, field string) {
+	var ve *model.ValidationError
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &ve):
+		return http.StatusBadRequest, api.CodeInvalid, ve.Field
+	case errors.Is(err, model.ErrInvalid):
+		return http.StatusBadRequest, api.CodeInvalid, ""
+	case errors.As(err, &mbe), errors.Is(err, ErrBodyTooLarge):
+		return http.StatusRequestEntityTooLarge, api.CodeTooLarge, ""
+	case errors.Is(err, ErrUnsupportedMedia):
+		return http.StatusUnsupportedMediaType, api.CodeUnsupportedMedia, ""
+	case errors.Is(err, ErrMethodNotAllowed):
+		return http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, ""
+	case errors.Is(err, ErrRouteNotFound), errors.Is(err, model.ErrNotFound):
+		return http.StatusNotFound, api.CodeNotFound, ""
+	case errors.Is(err, model.ErrCASMismatch):
+		return http.StatusConflict, api.CodeCASMismatch, ""
+	case errors.Is(err, model.ErrConflict):
+		return http.StatusConflict, api.CodeConflict, ""
+	case errors.Is(err, ErrNoLeader), errors.Is(err, raftnode.ErrNoLeader):
+		return http.StatusServiceUnavailable, api.CodeNoLeader, ""
+	case IsNotLeader(err):
+		return http.StatusServiceUnavailable, api.CodeNotLeader, ""
+	case errors.Is(err, ErrUnavailable), errors.Is(err, raft.ErrLeadershipLost),
+		errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, raft.ErrLeadershipTransferInProgress),
+		errors.Is(err, store.ErrClosed), errors.Is(err, context.Canceled),
+		errors.Is(err, raftnode.ErrLeadershipLost), errors.Is(err, raftnode.ErrShutdown):
+		return http.StatusServiceUnavailable, api.CodeUnavailable, ""
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, raft.ErrEnqueueTimeout),
+		errors.Is(err, raftnode.ErrTimeout):
+		return http.StatusGatewayTimeout, api.CodeTimeout, ""
+	default:
+		return http.StatusInternalServerError, api.CodeInternal, ""
+	}
+}
+
+// WriteJSON writes v as the JSON body with the given status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// RouteNotFound is the error of a path no route matches.
+func RouteNotFound(r *http.Request) error {
+	return fmt.Errorf("%w: %s %s", ErrRouteNotFound, r.Method, r.URL.Path)
+}

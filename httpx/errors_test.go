@@ -1,0 +1,64 @@
+package httpx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/raftnode"
+	"github.com/rosterhq/roster/store"
+)
+
+// TestClassify_MapsEveryErrorKind checks the single error → status mapping.
+func TestClassify_MapsEveryErrorKind(t *testing.T) {
+	wrap := func(err error) error { return fmt.Errorf("apply: %w", err) }
+	tests := []struct {
+		name   string
+		err    error
+		status int
+		code   string
+		field  string
+	}{
+		{"validation", wrap(&model.ValidationError{Field: "weight", Message: "bad"}), 400, api.CodeInvalid, "weight"},
+		{"invalid sentinel", wrap(model.ErrInvalid), 400, api.CodeInvalid, ""},
+		{"not found", wrap(model.ErrNotFound), 404, api.CodeNotFound, ""},
+		{"conflict", wrap(model.ErrConflict), 409, api.CodeConflict, ""},
+		{"cas mismatch", wrap(&model.CASError{What: "x", Expected: 3, Current: 4}), 409, api.CodeCASMismatch, ""},
+		{"max bytes", wrap(&http.MaxBytesError{Limit: 1}), 413, api.CodeTooLarge, ""},
+		{"too large", wrap(ErrBodyTooLarge), 413, api.CodeTooLarge, ""},
+		{"media type", wrap(ErrUnsupportedMedia), 415, api.CodeUnsupportedMedia, ""},
+		{"method", ErrMethodNotAllowed, 405, api.CodeMethodNotAllowed, ""},
+		{"route", ErrRouteNotFound, 404, api.CodeNotFound, ""},
+		{"no leader (own)", wrap(ErrNoLeader), 503, api.CodeNoLeader, ""},
+		{"no leader (consensus)", wrap(raftnode.ErrNoLeader), 503, api.CodeNoLeader, ""},
+		{"not leader (consensus)", wrap(raftnode.ErrNotLeader), 503, api.CodeNotLeader, ""},
+		{"not leader (raft)", wrap(raft.ErrNotLeader), 503, api.CodeNotLeader, ""},
+		{"not leader (own)", wrap(ErrNotLeader), 503, api.CodeNotLeader, ""},
+		{"leadership lost (consensus)", wrap(raftnode.ErrLeadershipLost), 503, api.CodeUnavailable, ""},
+		{"leadership lost (raft)", wrap(raft.ErrLeadershipLost), 503, api.CodeUnavailable, ""},
+		{"shutdown (consensus)", wrap(raftnode.ErrShutdown), 503, api.CodeUnavailable, ""},
+		{"shutdown (raft)", wrap(raft.ErrRaftShutdown), 503, api.CodeUnavailable, ""},
+		{"store closed", wrap(store.ErrClosed), 503, api.CodeUnavailable, ""},
+		{"proxy failure", wrap(ErrUnavailable), 503, api.CodeUnavailable, ""},
+		{"cancelled", wrap(context.Canceled), 503, api.CodeUnavailable, ""},
+		{"timeout (consensus)", wrap(raftnode.ErrTimeout), 504, api.CodeTimeout, ""},
+		{"timeout (context)", wrap(context.DeadlineExceeded), 504, api.CodeTimeout, ""},
+		{"timeout (raft)", wrap(raft.ErrEnqueueTimeout), 504, api.CodeTimeout, ""},
+		{"corrupt", wrap(store.ErrCorrupt), 500, api.CodeInternal, ""},
+		{"anything else", errors.New("boom"), 500, api.CodeInternal, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			status, code, field := Classify(tc.err)
+			if status != tc.status || code != tc.code || field != tc.field {
+				t.Fatalf("Classify(%v) = %d %q %q, want %d %q %q", tc.err, status, code, field, tc.status, tc.code, tc.field)
+			}
+		})
+	}
+}

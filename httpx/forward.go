@@ -1,0 +1,340 @@
+package httpx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/model"
+)
+
+// leaderPoll is how often a request waiting for a leader checks for one.
+const leaderPoll = 10 * time.Millisecond
+
+// errLeaderMoved is raised by the proxy when the leader answered that it is not the
+// leader any more; it asks forward for a retry at the new leader.
+var errLeaderMoved = errors.New("the leader answered that it is not the leader")
+
+// Node is what forwarding needs of the consensus layer (*raftnode.Node implements it).
+type Node interface {
+	// IsLeader reports whether this node is the leader now.
+	IsLeader() bool
+	// Leader returns the current leader's addresses, if one is known.
+	Leader() (model.Member, bool)
+}
+
+// ForwarderConfig configures a Forwarder. Node, NodeID and Metrics are required.
+type ForwarderConfig struct {
+	Node   Node
+	NodeID string
+	Logger *slog.Logger
+	// RequestTimeout and LeaderHold bound one forwarded request, together with the
+	// wait of a blocking read; LeaderHold bounds the wait for a leader to be known.
+	RequestTimeout time.Duration
+	LeaderHold     time.Duration
+	// Transport carries the forwarded requests; nil means a keep-alive transport owned
+	// by the Forwarder (see CloseIdleConnections).
+	Transport http.RoundTripper
+	Metrics   *Metrics
+}
+
+// Forwarder sends requests that need the leader to it, for every API of a node.
+type Forwarder struct {
+	cfg       ForwarderConfig
+	id        string
+	node      Node
+	log       *slog.Logger
+	met       *Metrics
+	proxy     *httputil.ReverseProxy
+	transport http.RoundTripper
+	ownsTrans bool
+}
+
+// NewForwarder returns a Forwarder.
+func NewForwarder(cfg ForwarderConfig) (*Forwarder, error) {
+	if cfg.Node == nil || cfg.NodeID == "" || cfg.Metrics == nil {
+		return nil, errors.New("httpx: ForwarderConfig.Node, NodeID and Metrics are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	f := &Forwarder{cfg: cfg, id: cfg.NodeID, node: cfg.Node, log: cfg.Logger, met: cfg.Metrics, transport: cfg.Transport}
+	if f.transport == nil {
+		f.transport = NewTransport(cfg.RequestTimeout)
+		f.ownsTrans = true
+	}
+	f.proxy = f.newProxy()
+	return f, nil
+}
+
+// NewTransport is the shared keep-alive transport used to reach the leader. Dialing is
+// bounded so that a dead leader is a quick 503, never a hang.
+func NewTransport(requestTimeout time.Duration) *http.Transport {
+	dial := min(3*time.Second, requestTimeout)
+	if dial <= 0 {
+		dial = 3 * time.Second
+	}
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: dial, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   dial,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+// CloseIdleConnections closes idle connections of the transport when the Forwarder owns it.
+func (f *Forwarder) CloseIdleConnections() {
+	if t, ok := f.transport.(*http.Transport); ok && f.ownsTrans {
+		t.CloseIdleConnections()
+	}
+}
+
+// proxyState carries one forwarding attempt's target and outcome between forward and
+// the reverse proxy's hooks.
+type proxyState struct {
+	target    *url.URL
+	leaderID  string
+	retryable bool
+	fail      ErrorWriter
+	// retry is set by the error hook when the attempt wrote nothing and should be
+	// repeated at the new leader.
+	retry bool
+}
+
+type proxyStateKey struct{}
+
+func stateOf(r *http.Request) *proxyState {
+	st, _ := r.Context().Value(proxyStateKey{}).(*proxyState)
+	return st
+}
+
+// LeaderOnly serves a request on the leader and forwards it from a follower (fail
+// answers what cannot be forwarded).
+func (f *Forwarder) LeaderOnly(fail ErrorWriter) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if f.node.IsLeader() {
+				next.ServeHTTP(w, r)
+				return
+			}
+			f.Forward(w, r, next, fail)
+		})
+	}
+}
+
+// Forward sends r, whose body BufferBody kept, to the leader; fail answers in the
+// caller's shape what cannot be forwarded. A request that was already forwarded is
+// answered 503 (one hop at most). With no leader known it waits up to LeaderHold for one
+// (503 no_leader after that); if this node becomes the leader meanwhile, next serves the
+// request here (next nil: the request was refused here as not-leader, so only another
+// node will do). When the leader answers that it is not the leader any more, or cannot
+// be dialed while another leader is already known, the request is forwarded once more.
+func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, next http.Handler, fail ErrorWriter) {
+	if by := r.Header.Get(api.HeaderForwardedBy); by != "" {
+		f.met.Forwarded.WithLabelValues("loop").Inc()
+		fail(w, r, fmt.Errorf("%w: %s is not the leader and the request was already forwarded by %s",
+			ErrNotLeader, f.id, by))
+		return
+	}
+	body := Body(r)
+	exclude := ""
+	for attempt := range 2 {
+		leader, err := f.awaitLeader(r.Context(), exclude, next != nil)
+		if err != nil {
+			f.met.Forwarded.WithLabelValues("no_leader").Inc()
+			fail(w, r, err)
+			return
+		}
+		if leader.ID == f.id {
+			next.ServeHTTP(w, r)
+			return
+		}
+		target, err := leaderURL(leader.HTTPAddr)
+		if err != nil {
+			fail(w, r, fmt.Errorf("%w: leader %s: %v", ErrUnavailable, leader.ID, err))
+			return
+		}
+		st := &proxyState{target: target, leaderID: leader.ID, retryable: attempt == 0, fail: fail}
+		if f.forwardOnce(w, r, body, st); !st.retry {
+			return
+		}
+		exclude = leader.ID
+	}
+}
+
+// Retried records that a request refused here as not-leader while it was being served
+// is sent on to the new leader (a handler's own retry through Forward).
+func (f *Forwarder) Retried() { f.met.LeaderMoved.Inc() }
+
+// forwardOnce runs one proxy attempt.
+func (f *Forwarder) forwardOnce(w http.ResponseWriter, r *http.Request, body []byte, st *proxyState) {
+	ctx, cancel := context.WithTimeout(r.Context(), f.forwardTimeout(r))
+	defer cancel()
+	out := r.Clone(context.WithValue(ctx, proxyStateKey{}, st))
+	SetBody(out, body)
+	clearLeaderHeaders(w)
+	f.proxy.ServeHTTP(w, out)
+	if st.retry {
+		w.Header().Set(api.HeaderServedBy, f.id)
+		f.met.Forwarded.WithLabelValues("retry").Inc()
+	}
+}
+
+// clearLeaderHeaders removes the headers the leader sets on its answer, which ours
+// would duplicate.
+func clearLeaderHeaders(w http.ResponseWriter) {
+	for _, h := range []string{api.HeaderServedBy, api.HeaderIndex, api.HeaderConsistency,
+		api.HeaderKnownLeader, api.HeaderLastContact, api.HeaderNotLeader} {
+		w.Header().Del(h)
+	}
+}
+
+// ForwardStream sends r to the leader with its body streamed as it arrives (a snapshot
+// archive): no buffering and no second attempt, since the body can be read only once.
+// local serves the request here when this node is the leader (nil: it is not served
+// here); refuse answers what cannot be forwarded, in the caller's shape and without
+// reading the body; fail answers a forwarding attempt that failed.
+func (f *Forwarder) ForwardStream(w http.ResponseWriter, r *http.Request, local http.HandlerFunc, refuse, fail ErrorWriter) {
+	if by := r.Header.Get(api.HeaderForwardedBy); by != "" {
+		f.met.Forwarded.WithLabelValues("loop").Inc()
+		refuse(w, r, fmt.Errorf("%w: %s is not the leader and the request was already forwarded by %s",
+			ErrNotLeader, f.id, by))
+		return
+	}
+	leader, err := f.awaitLeader(r.Context(), "", local != nil)
+	if err != nil {
+		f.met.Forwarded.WithLabelValues("no_leader").Inc()
+		refuse(w, r, err)
+		return
+	}
+	if leader.ID == f.id {
+		local(w, r)
+		return
+	}
+	target, err := leaderURL(leader.HTTPAddr)
+	if err != nil {
+		refuse(w, r, fmt.Errorf("%w: leader %s: %v", ErrUnavailable, leader.ID, err))
+		return
+	}
+	st := &proxyState{target: target, leaderID: leader.ID, fail: fail}
+	out := r.Clone(context.WithValue(r.Context(), proxyStateKey{}, st)) // shares r.Body
+	clearLeaderHeaders(w)
+	f.proxy.ServeHTTP(w, out)
+}
+
+// forwardTimeout bounds one forwarded request: the leader's own request timeout and
+// leader hold, plus the wait of a blocking query.
+func (f *Forwarder) forwardTimeout(r *http.Request) time.Duration {
+	d := f.cfg.RequestTimeout + f.cfg.LeaderHold
+	if o := ReadOptionsOf(r, ReadOptions{}); o.Blocking {
+		d += o.Wait + o.Wait/16
+	}
+	return d
+}
+
+// awaitLeader returns the leader once one other than this node and exclude is known
+// with an HTTP address, or this node itself when it is the leader and allowSelf is set.
+// It gives up after LeaderHold with ErrNoLeader.
+func (f *Forwarder) awaitLeader(ctx context.Context, exclude string, allowSelf bool) (model.Member, error) {
+	deadline := time.NewTimer(f.cfg.LeaderHold)
+	defer deadline.Stop()
+	tick := time.NewTicker(leaderPoll)
+	defer tick.Stop()
+	for {
+		if allowSelf && f.node.IsLeader() {
+			return model.Member{ID: f.id}, nil
+		}
+		l, ok := f.node.Leader()
+		if ok && l.ID != exclude && l.ID != f.id && l.HTTPAddr != "" {
+			return l, nil
+		}
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			if ok && l.HTTPAddr == "" {
+				return model.Member{}, fmt.Errorf("%w: the leader %s has no known HTTP address", ErrNoLeader, l.ID)
+			}
+			return model.Member{}, fmt.Errorf("%w: none known within %s", ErrNoLeader, f.cfg.LeaderHold)
+		case <-ctx.Done():
+			return model.Member{}, ctx.Err()
+		}
+	}
+}
+
+// newProxy builds the reverse proxy shared by all forwarded requests.
+func (f *Forwarder) newProxy() *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			st := stateOf(pr.In)
+			pr.SetURL(st.target)
+			pr.SetXForwarded()
+			pr.Out.Header.Set(api.HeaderForwardedBy, f.id)
+		},
+		Transport: f.transport,
+		ErrorLog:  slog.NewLogLogger(f.log.Handler(), slog.LevelWarn),
+		ModifyResponse: func(resp *http.Response) error {
+			st := stateOf(resp.Request)
+			if st != nil && st.retryable && resp.StatusCode == http.StatusServiceUnavailable &&
+				resp.Header.Get(api.HeaderNotLeader) == "true" {
+				return errLeaderMoved
+			}
+			f.met.Forwarded.WithLabelValues("ok").Inc()
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			st := stateOf(r)
+			if st != nil && st.retryable && f.shouldRetry(st, err) {
+				st.retry = true
+				return
+			}
+			f.met.Forwarded.WithLabelValues("error").Inc()
+			w.Header().Set(api.HeaderServedBy, f.id)
+			switch {
+			case errors.Is(err, errLeaderMoved):
+				st.fail(w, r, fmt.Errorf("%w: %v", ErrNotLeader, err))
+			case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() != nil:
+				st.fail(w, r, fmt.Errorf("forwarding to the leader %s: %w", st.leaderID, err))
+			default:
+				st.fail(w, r, fmt.Errorf("%w: forwarding to the leader %s: %v", ErrUnavailable, st.leaderID, err))
+			}
+		},
+	}
+}
+
+// shouldRetry says whether a failed attempt is worth one more at another leader: the
+// leader refused as not-leader (nothing applied), or it could not be dialed and this
+// node already knows a different leader.
+func (f *Forwarder) shouldRetry(st *proxyState, err error) bool {
+	if errors.Is(err, errLeaderMoved) {
+		return true
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		l, ok := f.node.Leader()
+		return ok && l.ID != st.leaderID && l.ID != f.id
+	}
+	return false
+}
+
+// leaderURL turns a member's HTTP address (host:port or an http(s) URL) into a proxy target.
+func leaderURL(addr string) (*url.URL, error) {
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("bad HTTP address %q", addr)
+	}
+	return u, nil
+}
