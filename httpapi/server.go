@@ -165,17 +165,16 @@ func (c Config) withDefaults() (Config, error) {
 
 // server is the handler New returns.
 type server struct {
-	cfg      Config
-	id       string
-	store    Reader
-	node     Consensus
-	reg      *registry.Registry
-	log      *slog.Logger
-	router   *chi.Mux
-	nacosMux *chi.Mux // the Nacos Open API (/nacos/...; nacos_routes.go)
-	fwd      *httpx.Forwarder
-	ownsFwd  bool
-	metrics  *httpx.Metrics
+	cfg     Config
+	id      string
+	store   Reader
+	node    Consensus
+	reg     *registry.Registry
+	log     *slog.Logger
+	router  *chi.Mux
+	fwd     *httpx.Forwarder
+	ownsFwd bool
+	metrics *httpx.Metrics
 }
 
 // New validates cfg and returns the API handler. The handler also implements
@@ -210,19 +209,11 @@ func New(cfg Config) (http.Handler, error) {
 		s.ownsFwd = true
 	}
 	s.router = s.routes()
-	s.nacosMux = s.nacosRoutes()
 	return s, nil
 }
 
-// ServeHTTP serves the API: /nacos/... goes to the Nacos compatibility router, the rest
-// to the native router.
-func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if isNacosPath(r.URL.Path) {
-		s.nacosMux.ServeHTTP(w, r)
-		return
-	}
-	s.router.ServeHTTP(w, r)
-}
+// ServeHTTP serves the native API.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
 
 // CloseIdleConnections closes idle connections of the forwarding transport when the
 // handler owns it.

@@ -15,7 +15,7 @@ TARGETS=${FUZZ_TARGETS:-"
 ./httpapi:FuzzDecodeInstanceRequest
 ./httpapi:FuzzDecodeClusterRequest
 ./httpapi:FuzzHealthCheckSpec
-./httpapi:FuzzNacosParams
+./nacos:FuzzNacosParams
 "}
 
 failed=()

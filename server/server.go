@@ -21,6 +21,8 @@ import (
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/httpapi"
+	"github.com/rosterhq/roster/httpx"
+	"github.com/rosterhq/roster/nacos"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/store"
@@ -126,7 +128,7 @@ type Server struct {
 	metrics  *prometheus.Registry
 	registry *registry.Registry
 	health   *healthcheck.Manager
-	api      http.Handler
+	fwd      *httpx.Forwarder
 	ln       net.Listener
 	http     *http.Server
 	httpAddr string
@@ -224,23 +226,43 @@ func New(cfg Config) (_ *Server, err error) {
 	s.node.OnLeadership(s.seedSettings)
 	s.log.Info("health probe policy", "policy", cfg.Health.Policy.String())
 
-	handler, err := httpapi.New(httpapi.Config{
-		NodeID:   cfg.NodeID,
-		Store:    s.store,
-		Node:     s.node,
-		Logger:   s.log,
-		Registry: s.registry,
-		Metrics:  s.metrics,
-		Version:  cfg.Version,
-		Snapshot: cfg.Snapshot,
-		Health:   s.health,
+	// One forwarder and one set of HTTP metrics for both APIs.
+	httpMetrics, err := httpx.NewMetrics(s.metrics)
+	if err != nil {
+		return nil, err
+	}
+	s.fwd, err = httpx.NewForwarder(httpx.ForwarderConfig{
+		Node: s.node, NodeID: cfg.NodeID, Logger: s.log, Metrics: httpMetrics,
+		RequestTimeout: httpapi.DefaultRequestTimeout, LeaderHold: httpapi.DefaultLeaderHold,
+	})
+	if err != nil {
+		return nil, err
+	}
+	native, err := httpapi.New(httpapi.Config{
+		NodeID:    cfg.NodeID,
+		Store:     s.store,
+		Node:      s.node,
+		Logger:    s.log,
+		Registry:  s.registry,
+		Forwarder: s.fwd,
+		Metrics:   s.metrics,
+		Version:   cfg.Version,
+		Snapshot:  cfg.Snapshot,
+		Health:    s.health,
 
 		ProbePolicy: cfg.Health.Policy,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("http api: %w", err)
 	}
-	s.api = handler
+	nacosAPI, err := nacos.New(nacos.Config{
+		NodeID: cfg.NodeID, Store: s.store, Node: s.node, Registry: s.registry,
+		Forwarder: s.fwd, Metrics: httpMetrics, Logger: s.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("nacos api: %w", err)
+	}
+	var handler http.Handler = apiMux(native, nacosAPI)
 	if cfg.Pprof {
 		handler = withPprof(handler)
 	}
@@ -313,9 +335,7 @@ func (s *Server) Close() error {
 			errs = append(errs, fmt.Errorf("http: %w", err))
 			_ = s.http.Close()
 		}
-		if h, ok := s.api.(interface{ CloseIdleConnections() }); ok {
-			h.CloseIdleConnections()
-		}
+		s.fwd.CloseIdleConnections()
 		if err := s.node.Shutdown(); err != nil {
 			errs = append(errs, fmt.Errorf("raft: %w", err))
 		}
@@ -380,4 +400,15 @@ func (s *Server) seedSettings(ctx context.Context) {
 		return
 	}
 	s.log.Info("cluster settings seeded from this node's flags", "metadata_max_bytes", want)
+}
+
+// apiMux sends /nacos/... to the Nacos API and everything else to the native API.
+func apiMux(native, nacosAPI http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if nacos.IsPath(r.URL.Path) {
+			nacosAPI.ServeHTTP(w, r)
+			return
+		}
+		native.ServeHTTP(w, r)
+	})
 }

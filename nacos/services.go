@@ -1,4 +1,4 @@
-package httpapi
+package nacos
 
 import (
 	"encoding/json"
@@ -84,7 +84,7 @@ func errNacosServiceNotFound(key model.ServiceKey) error {
 
 // nacosCreateService serves POST .../service: create a service (400, 21007, when it
 // already exists).
-func (s *server) nacosCreateService(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *handler) nacosCreateService(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	svc, err := nacosServiceForm(p, s.reg.Limits())
 	if err != nil {
 		return nil, err
@@ -112,7 +112,7 @@ func (s *server) nacosCreateService(w http.ResponseWriter, r *http.Request, p na
 // nacosUpdateService serves PUT .../service: replace an existing service's protect
 // threshold and metadata (parameters left out take their defaults, as in Nacos; 400,
 // 21008, when the service does not exist).
-func (s *server) nacosUpdateService(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *handler) nacosUpdateService(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	svc, err := nacosServiceForm(p, s.reg.Limits())
 	if err != nil {
 		return nil, err
@@ -141,7 +141,7 @@ func (s *server) nacosUpdateService(w http.ResponseWriter, r *http.Request, p na
 
 // nacosDeleteService serves DELETE .../service: remove a service without instances
 // (400, 21009, while it has some; 400, 21008, when it does not exist; as Nacos 2.x).
-func (s *server) nacosDeleteService(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *handler) nacosDeleteService(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	key, err := nacosServiceKey(p)
 	if err != nil {
 		return nil, err
@@ -217,7 +217,7 @@ type nacosServiceV2 struct {
 
 // nacosGetService serves GET .../service: the service and its clusters with their
 // health checkers (400, 21008, when it does not exist, as Nacos 2.x).
-func (s *server) nacosGetService(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *handler) nacosGetService(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	key, err := nacosServiceKey(p)
 	if err != nil {
 		return nil, err
@@ -278,7 +278,7 @@ type nacosServiceListV2 struct {
 // there are. v1 requires pageNo and pageSize, as Nacos does; v2 defaults them to 1 and
 // 20 and caps pageSize at 500. A page number below 1 is the first page; a page size of 0
 // or less is an empty page. An unknown namespace has no services.
-func (s *server) nacosListServices(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *handler) nacosListServices(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	ns := p.str("namespaceId")
 	if ns == "" {
 		ns = model.DefaultNamespace

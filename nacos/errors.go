@@ -1,4 +1,4 @@
-package httpapi
+package nacos
 
 import (
 	"errors"
@@ -182,7 +182,7 @@ func nacosValidation(ve *model.ValidationError, res nacosResource) *nacosError {
 // themselves are *nacosError already; store validation errors keep their parameter's
 // code; the rest (consensus, forwarding, limits) take the status the native API gives
 // them (classify) with code 30000.
-func (s *server) nacosClassify(err error, res nacosResource) *nacosError {
+func (s *handler) nacosClassify(err error, res nacosResource) *nacosError {
 	var ne *nacosError
 	if errors.As(err, &ne) {
 		return ne
@@ -220,7 +220,7 @@ type nacosResult struct {
 func nacosV2(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/nacos/v2/") }
 
 // writeNacosError answers err in the request's Nacos shape.
-func (s *server) writeNacosError(w http.ResponseWriter, r *http.Request, err error, res nacosResource) {
+func (s *handler) writeNacosError(w http.ResponseWriter, r *http.Request, err error, res nacosResource) {
 	ne := s.nacosClassify(err, res)
 	if ne.notLeader {
 		w.Header().Set(api.HeaderNotLeader, "true")

@@ -1,4 +1,4 @@
-package httpapi
+package nacos
 
 import (
 	"crypto/md5"

@@ -1,4 +1,4 @@
-package httpapi
+package nacos
 
 import (
 	"context"
@@ -45,7 +45,7 @@ type nacosSwitches struct {
 // them (healthCheckEnabled=true), nothing is pushed (pushEnabled=false: clients poll,
 // and both cache times are NacosCacheMillis), checkTimes is the default fall count and
 // authentication is not enforced.
-func (s *server) nacosGetSwitches(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
+func (s *handler) nacosGetSwitches(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
 	return nacosSwitches{
 		Name:                     nacosSwitchDomainName,
 		AdWeightMap:              map[string]int{},
@@ -62,7 +62,7 @@ func (s *server) nacosGetSwitches(http.ResponseWriter, *http.Request, nacosParam
 
 // nacosPutSwitches refuses to change a switch (403, 10001): Roster's switches describe
 // its design and cannot be changed at run time.
-func (s *server) nacosPutSwitches(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
+func (s *handler) nacosPutSwitches(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
 	return nil, nacosErr(http.StatusForbidden, nacosCodeAccessDenied,
 		"Roster's switches are read-only: they describe its design (persistent instances probed by the leader) "+
 			"and cannot be changed at run time")
@@ -94,7 +94,7 @@ type nacosMetricsStatus struct {
 // nacosMetrics serves GET .../operator/metrics from this node: status is "UP" when the
 // node knows a leader and has applied what it knows is committed, else "DOWN"
 // (nacos-sdk-go's ServerHealthy checks status == "UP").
-func (s *server) nacosMetrics(_ http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *handler) nacosMetrics(_ http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	status := "DOWN"
 	if ok, _ := s.node.Ready(); ok {
 		status = "UP"
@@ -139,7 +139,7 @@ type nacosServer struct {
 // addresses they serve the API on, as this node's configuration lists them. alive means
 // the server has a known HTTP address in the cluster configuration (Roster's member
 // list, /v1/cluster/members, has voter and leader details); lastRefTime is 0.
-func (s *server) nacosServers(_ http.ResponseWriter, r *http.Request, _ nacosParams) (any, error) {
+func (s *handler) nacosServers(_ http.ResponseWriter, r *http.Request, _ nacosParams) (any, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
 	members, err := s.node.Members(ctx)
@@ -164,7 +164,7 @@ func (s *server) nacosServers(_ http.ResponseWriter, r *http.Request, _ nacosPar
 // nacosRaftLeader serves GET /nacos/v1/ns/raft/leader from this node's view: the
 // leader's HTTP address as a JSON string inside JSON, as Nacos 1.x does. Roster's Raft
 // has no fields matching Nacos's heartbeatDueMs, leaderDueMs and term; they are left out.
-func (s *server) nacosRaftLeader(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
+func (s *handler) nacosRaftLeader(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
 	l, ok := s.node.Leader()
 	if !ok || l.HTTPAddr == "" {
 		return nil, fmt.Errorf("%w: %s knows no leader", httpx.ErrNoLeader, s.id)
@@ -192,7 +192,7 @@ const nacosTokenTTL = 18000
 // nacosLogin serves POST /nacos/v1/auth/login and /nacos/v1/auth/users/login: with no
 // authentication in Roster, every login succeeds with an empty token; username,
 // password and accessToken parameters are accepted and ignored on every route.
-func (s *server) nacosLogin(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
+func (s *handler) nacosLogin(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
 	return nacosLoginResponse{
 		AccessToken: "",
 		TokenTTL:    nacosTokenTTL,

@@ -1,4 +1,4 @@
-package httpapi
+package nacos
 
 import (
 	"errors"
@@ -20,7 +20,7 @@ func errNacosInstanceNotFound(ref model.InstanceRef) error {
 // weight, enabled and metadata; health is kept), a persistent instance. The service and
 // cluster are created implicitly. Registrations that are ephemeral, explicitly or by
 // Nacos's default when ephemeral is absent, are refused (400) and nothing is written.
-func (s *server) nacosRegister(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *handler) nacosRegister(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	in, err := nacosRegistration(p, s.reg.Limits())
 	if err != nil {
 		return nil, err
@@ -37,7 +37,7 @@ func (s *server) nacosRegister(w http.ResponseWriter, r *http.Request, p nacosPa
 // instance that does not exist is a 404 (21003): an update never registers (as Nacos
 // 2.x persistent storage behaves), so a client cannot register an instance while
 // skipping the ephemeral check of POST.
-func (s *server) nacosUpdate(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *handler) nacosUpdate(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	f, err := parseNacosInstanceForm(p, s.reg.Limits())
 	if err != nil {
 		return nil, err
@@ -62,7 +62,7 @@ func (s *server) nacosUpdate(w http.ResponseWriter, r *http.Request, p nacosPara
 // nacosPatch serves PATCH .../instance: only the given fields among weight, enabled,
 // metadata and clusterName (legacy cluster) change. healthy is refused: health comes
 // from the prober, or from PUT .../health/instance on a NONE cluster.
-func (s *server) nacosPatch(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *handler) nacosPatch(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	f, err := parseNacosInstanceForm(p, s.reg.Limits())
 	if err != nil {
 		return nil, err
@@ -80,7 +80,7 @@ func (s *server) nacosPatch(w http.ResponseWriter, r *http.Request, p nacosParam
 
 // nacosPatchInstance applies patch to an existing instance (404 when it is missing). A
 // patch that changes nothing writes nothing.
-func (s *server) nacosPatchInstance(w http.ResponseWriter, r *http.Request, ref model.InstanceRef, patch model.InstancePatch) (any, error) {
+func (s *handler) nacosPatchInstance(w http.ResponseWriter, r *http.Request, ref model.InstanceRef, patch model.InstancePatch) (any, error) {
 	view, found, err := s.leaderView(r, ref.ServiceKey())
 	if err != nil {
 		return nil, err
@@ -109,7 +109,7 @@ func (s *server) nacosPatchInstance(w http.ResponseWriter, r *http.Request, ref 
 // the caller sends ephemeral=false, its most reported bug. clusterName is checked but
 // does not identify the instance (ip:port does). Deregistering an instance that is not
 // there answers ok, as Nacos does, and writes nothing.
-func (s *server) nacosDeregister(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *handler) nacosDeregister(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	ref, err := nacosInstanceRef(p)
 	if err != nil {
 		return nil, err
@@ -162,7 +162,7 @@ type nacosInstanceDetailV2 struct {
 
 // nacosGetInstance serves GET .../instance: one instance with its true health (404,
 // 20004, when missing). The cluster parameters do not identify the instance.
-func (s *server) nacosGetInstance(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *handler) nacosGetInstance(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	ref, err := nacosInstanceRef(p)
 	if err != nil {
 		return nil, err
@@ -196,7 +196,7 @@ func (s *server) nacosGetInstance(w http.ResponseWriter, r *http.Request, p naco
 // nacosListInstances serves GET .../instance/list: the enabled instances of the service
 // (of the clusters given by v1's clusters or v2's clusterName), with Nacos's protect
 // threshold behaviour (nacosSelect). An unknown service is an empty list, not an error.
-func (s *server) nacosListInstances(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *handler) nacosListInstances(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	key, err := nacosServiceKey(p)
 	if err != nil {
 		return nil, err
@@ -231,7 +231,7 @@ func (s *server) nacosListInstances(w http.ResponseWriter, r *http.Request, p na
 // health by hand, only on a cluster whose health checker is NONE (400, 21011, on a
 // probed cluster, as Nacos answers). The instance's own cluster decides; clusterName
 // is checked but not used. A missing instance is a 404 (21003).
-func (s *server) nacosSetHealth(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *handler) nacosSetHealth(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	ref, err := nacosInstanceRef(p)
 	if err != nil {
 		return nil, err
@@ -288,14 +288,14 @@ func errHealthCheckRunning(key model.ServiceKey, cluster string, typ model.Check
 
 // nacosBeat refuses client heartbeats: Roster keeps persistent instances only and its
 // leader probes them, so there is nothing a beat could renew.
-func (s *server) nacosBeat(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
+func (s *handler) nacosBeat(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
 	return nil, nacosErr(http.StatusBadRequest, nacosCodeInstanceError,
 		"Roster takes no heartbeats: it keeps persistent instances only and probes them itself. "+
 			"Register with ephemeral=false and configure the cluster's health checker (PUT /nacos/v1/ns/cluster)")
 }
 
 // nacosMetadataBatch refuses the batch metadata endpoints.
-func (s *server) nacosMetadataBatch(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
+func (s *handler) nacosMetadataBatch(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
 	return nil, nacosErr(http.StatusBadRequest, nacosCodeInstanceError,
 		"batch metadata updates are not supported by Roster: update each instance with PATCH /nacos/v1/ns/instance")
 }

@@ -1,9 +1,8 @@
-package httpapi
+package nacos
 
 import (
 	"errors"
 	"net/http"
-	"strings"
 
 	"github.com/go-chi/chi/v5"
 
@@ -13,11 +12,6 @@ import (
 	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/store"
 )
-
-// isNacosPath reports whether a request belongs to the Nacos Open API (/nacos/...).
-func isNacosPath(path string) bool {
-	return path == "/nacos" || strings.HasPrefix(path, "/nacos/")
-}
 
 // nacosHandlerFunc serves one Nacos route: it returns the answer ("ok" for writes, a
 // value for reads) or an error, which the adapter writes in the request's Nacos shape.
@@ -30,7 +24,7 @@ type nacosHandlerFunc func(w http.ResponseWriter, r *http.Request, p nacosParams
 // (forwarded from followers); reads are leader-local by default (forwarded from
 // followers), or as ?consistency= asks; operator, auth and refusal routes are answered
 // by the node that receives them.
-func (s *server) nacosRoutes() *chi.Mux {
+func (s *handler) routes() *chi.Mux {
 	r := chi.NewRouter()
 	fail := func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, nacosOther) }
 	r.Use(httpx.Recoverer(s.log, fail), httpx.ServedBy(s.id), s.metrics.Middleware, httpx.BufferBody(s.cfg.MaxBodyBytes, nil, fail))
@@ -76,7 +70,7 @@ func (s *server) nacosRoutes() *chi.Mux {
 // request's shape (v1 text or bare JSON, v2 envelope). An error saying this node is not
 // the leader (leadership moved while the request ran) sends the request on to the new
 // leader once, as the native API does.
-func (s *server) nacos(res nacosResource, fn nacosHandlerFunc) http.HandlerFunc {
+func (s *handler) nacos(res nacosResource, fn nacosHandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, err := parseNacosParams(r)
 		var out any
@@ -102,9 +96,9 @@ func (s *server) nacos(res nacosResource, fn nacosHandlerFunc) http.HandlerFunc 
 // clients poll every cacheMillis, so a quorum round trip per poll (linearizable) buys
 // them nothing they expect; leader-local reads still see every write the leader has
 // acknowledged. ?consistency=stale serves a poll from any node.
-func (s *server) nacosReadRoute(next http.Handler) http.Handler {
+func (s *handler) nacosReadRoute(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		o, err := s.parseReadOptions(r)
+		o, err := httpx.ParseReadOptions(r, api.ConsistencyLinearizable, s.cfg.MaxWait)
 		if err != nil {
 			s.writeNacosError(w, r, err, nacosOther)
 			return
@@ -122,14 +116,14 @@ func (s *server) nacosReadRoute(next http.Handler) http.Handler {
 }
 
 // nacosNotFound answers a /nacos path Roster does not serve.
-func (s *server) nacosNotFound(w http.ResponseWriter, r *http.Request) {
+func (s *handler) nacosNotFound(w http.ResponseWriter, r *http.Request) {
 	s.writeNacosError(w, r, nacosErr(http.StatusNotFound, nacosCodeResourceNotFound,
 		"Roster does not serve %s %s (see docs/nacos-compatibility.md)", r.Method, r.URL.Path), nacosOther)
 }
 
 // nacosMethodNotAllowed answers a Nacos route with a method it does not serve, listing
 // the allowed methods in the Allow header.
-func (s *server) nacosMethodNotAllowed(mux *chi.Mux) http.HandlerFunc {
+func (s *handler) nacosMethodNotAllowed(mux *chi.Mux) http.HandlerFunc {
 	methods := []string{http.MethodGet, http.MethodPut, http.MethodPost, http.MethodPatch, http.MethodDelete}
 	return func(w http.ResponseWriter, r *http.Request) {
 		for _, m := range methods {
@@ -163,7 +157,7 @@ const maxCASRetries = 8
 // earlier terms), then reads the local store. found is false when the service does not
 // exist. The write itself re-checks what it depends on, so a race only changes which
 // error is answered.
-func (s *server) leaderView(r *http.Request, key model.ServiceKey) (view store.ServiceView, found bool, err error) {
+func (s *handler) leaderView(r *http.Request, key model.ServiceKey) (view store.ServiceView, found bool, err error) {
 	_, err = s.reg.Read(r.Context(), registry.ReadOptions{Consistency: registry.Leader}, func(*store.WatchSet) (uint64, error) {
 		var idx uint64
 		idx, view, err = s.store.ServiceView(nil, key)

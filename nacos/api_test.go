@@ -1,8 +1,11 @@
-package httpapi
+package nacos
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -66,9 +69,9 @@ func TestNacosAPI_V1InstanceLifecycle(t *testing.T) {
 		t.Fatal("instance still registered after DELETE without ephemeral")
 	}
 	// Deregistering again answers ok and writes nothing.
-	n := len(node.calls())
+	n := len(appliedTypes(node))
 	mustOK(t, h, http.MethodDelete, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=true")
-	if len(node.calls()) != n {
+	if len(appliedTypes(node)) != n {
 		t.Fatalf("a no-op deregistration applied %v", appliedTypes(node)[n:])
 	}
 }
@@ -123,7 +126,7 @@ func TestNacosAPI_BadInputWritesNothing(t *testing.T) {
 	h, st, node := newStoreAPI(t)
 	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=false")
 	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=empty")
-	applied, calls := st.AppliedIndex(), len(node.calls())
+	applied, calls := st.AppliedIndex(), len(appliedTypes(node))
 
 	const inst = "serviceName=orders&ip=127.100.0.1&port=8080"
 	tests := []struct {
@@ -217,7 +220,7 @@ func TestNacosAPI_BadInputWritesNothing(t *testing.T) {
 	if got := st.AppliedIndex(); got != applied {
 		t.Fatalf("applied index moved from %d to %d", applied, got)
 	}
-	if got := node.calls(); len(got) != calls {
+	if got := appliedTypes(node); len(got) != calls {
 		t.Fatalf("bad input reached the log: %v", appliedTypes(node)[calls:])
 	}
 }
@@ -225,14 +228,15 @@ func TestNacosAPI_BadInputWritesNothing(t *testing.T) {
 // TestNacosAPI_JSONBodyRefused checks a body that is not a form is a 400 (20003).
 func TestNacosAPI_JSONBodyRefused(t *testing.T) {
 	h, _, node := newStoreAPI(t)
-	req := newRequest(t, http.MethodPost, "/nacos/v2/ns/instance", `{"serviceName":"orders"}`)
-	rec := newRecorder()
+	req := httptest.NewRequest(http.MethodPost, "/nacos/v2/ns/instance", strings.NewReader(`{"serviceName":"orders"}`))
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	resp := response{Code: rec.Code, Body: rec.Body.Bytes()}
 	if code, _, _ := resp.envelope(t); resp.Code != http.StatusBadRequest || code != nacosCodeMediaType {
 		t.Fatalf("%d %s", resp.Code, resp.Body)
 	}
-	if len(node.calls()) != 0 {
+	if len(appliedTypes(node)) != 0 {
 		t.Fatal("applied")
 	}
 }
@@ -269,11 +273,14 @@ func TestNacosAPI_HealthOnNoneCluster(t *testing.T) {
 	if !info.ReachProtectionThreshold || len(info.Hosts) != 2 || !info.Hosts[0].Healthy || !info.Hosts[1].Healthy {
 		t.Fatalf("threshold reached %+v", info)
 	}
-	var native api.InstancesResponse
-	mustDo(t, h, http.MethodGet, "/v1/namespaces/public/groups/DEFAULT_GROUP/services/orders/instances", nil, http.StatusOK).decode(t, &native)
-	for _, in := range native.Instances {
+	// The state keeps the truth (the native API reads it as it is).
+	_, stored, err := st.Instances(nil, ordersRef.ServiceKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range stored {
 		if in.Healthy {
-			t.Fatalf("native API shows %s healthy", in.Addr())
+			t.Fatalf("the state has %s healthy", in.Addr())
 		}
 	}
 }
@@ -305,11 +312,16 @@ func TestNacosAPI_ServiceLifecycle(t *testing.T) {
 // Roster's spec: the instance's port unless useInstancePort4Check=false, the expected
 // code honoured, and timings kept from the existing cluster.
 func TestNacosAPI_ClusterMapsHealthChecker(t *testing.T) {
-	h, st, _ := newStoreAPI(t)
+	h, st, node := newStoreAPI(t)
 	key := ordersRef.ServiceKey()
 	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=orders")
-	mustDo(t, h, http.MethodPut, "/v1/namespaces/public/groups/DEFAULT_GROUP/services/orders/clusters/web",
-		`{"healthCheck":{"type":"TCP","interval":"10s","timeout":"3s","rise":1,"fall":5}}`, http.StatusOK)
+	if _, err := node.Apply(context.Background(), fsm.UpsertClusterRequest{Cluster: model.Cluster{
+		Namespace: key.Namespace, Group: key.Group, Service: key.Service, Name: "web",
+		HealthCheck: model.HealthCheck{Type: model.CheckTCP, Interval: model.Duration(10 * time.Second),
+			Timeout: model.Duration(3 * time.Second), Rise: 1, Fall: 5},
+	}}); err != nil {
+		t.Fatal(err)
+	}
 
 	mustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster",
 		`serviceName=orders&clusterName=web&checkPort=9999&healthChecker={"type":"HTTP","path":"/health","headers":"X-A:1","expectedResponseCode":204}`)
@@ -392,8 +404,11 @@ func TestNacosAPI_Operator(t *testing.T) {
 // TestNacosAPI_ReadsAreLeaderLocalByDefault checks Nacos reads use leader-local
 // consistency unless ?consistency= asks otherwise, and writes ignore auth parameters.
 func TestNacosAPI_ReadsAreLeaderLocalByDefault(t *testing.T) {
-	node := newLeaderNode("n1")
-	h := mustNew(t, testConfig(node, seededReader()))
+	h, _, node := newStoreAPI(t)
+	seedOrders(t, h)
+	node.mu.Lock()
+	node.leaderReads, node.consistentReads = 0, 0
+	node.mu.Unlock()
 	mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/instance/list?serviceName=orders&accessToken=abc", "", http.StatusOK)
 	node.mu.Lock()
 	leader, lin := node.leaderReads, node.consistentReads
@@ -417,22 +432,37 @@ func TestNacosAPI_ReadsAreLeaderLocalByDefault(t *testing.T) {
 // TestNacosAPI_FollowerForwards checks a follower sends Nacos writes, form body
 // included, and default reads to the leader, and serves stale reads itself.
 func TestNacosAPI_FollowerForwards(t *testing.T) {
-	leaderSrv, leader := newLeaderServer(t, "n1")
-	follower := newFollowerNode("n2", leaderSrv.member("n1"))
-	fsrv := newRecordingServer(t, mustNew(t, testConfig(follower, seededReader())))
+	leaderH, leaderSt, leaderNode := newStoreAPI(t)
+	seedOrders(t, leaderH)
+	leaderSrv := httptest.NewServer(leaderH)
+	t.Cleanup(leaderSrv.Close)
+	leaderMember := &model.Member{ID: "n1", RaftAddr: "127.0.0.1:7848", HTTPAddr: leaderSrv.Listener.Addr().String()}
+	leaderNode.mu.Lock()
+	leaderNode.known = leaderMember
+	leaderNode.mu.Unlock()
+
+	followerH, _, follower := newTestAPI(t, "n2", leaderMember)
+	// The follower's own (stale) copy: the same fixture, applied to its state directly.
+	follower.mu.Lock()
+	follower.leader = true
+	follower.mu.Unlock()
+	seedOrders(t, followerH)
+	follower.mu.Lock()
+	follower.leader, follower.applies = false, nil
+	follower.mu.Unlock()
+	fsrv := httptest.NewServer(followerH)
+	t.Cleanup(fsrv.Close)
 
 	resp := nacosHTTP(t, http.MethodDelete, fsrv.URL+"/nacos/v1/ns/instance",
 		"serviceName=orders&ip=127.100.0.1&port=8080&namespaceId=public")
 	if resp.Code != http.StatusOK || string(resp.Body) != "ok" || resp.Header.Get(api.HeaderServedBy) != "n1" {
 		t.Fatalf("forwarded write: %d %q served by %q", resp.Code, resp.Body, resp.Header.Get(api.HeaderServedBy))
 	}
-	calls := leader.calls()
-	if len(calls) != 1 || calls[0].Type != fsm.DeregisterInstanceType ||
-		calls[0].Msg.(fsm.DeregisterInstanceRequest).Ref != ordersRef {
-		t.Fatalf("leader applied %+v", calls)
+	if _, _, err := leaderSt.Instance(nil, ordersRef); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("the leader still has the deregistered instance: %v", err)
 	}
-	if len(follower.calls()) != 0 {
-		t.Fatal("the follower applied")
+	if got := appliedTypes(follower); len(got) != 0 {
+		t.Fatalf("the follower applied %v", got)
 	}
 
 	resp = nacosHTTP(t, http.MethodGet, fsrv.URL+"/nacos/v1/ns/instance/list?serviceName=orders", "")
@@ -445,7 +475,7 @@ func TestNacosAPI_FollowerForwards(t *testing.T) {
 	}
 	var info nacosServiceInfo
 	resp.decode(t, &info)
-	if len(info.Hosts) != 3 { // seededReader: three enabled instances
+	if len(info.Hosts) != 3 { // the follower's copy: three enabled instances, one not yet deregistered
 		t.Fatalf("stale list %+v", info.Hosts)
 	}
 }

@@ -1,4 +1,4 @@
-package httpapi
+package nacos
 
 import (
 	"net/http"
@@ -80,7 +80,7 @@ func TestNacosAPI_ResponseShapesMatchTheDocs(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			resp := mustNacos(t, h, http.MethodGet, tt.target, "", http.StatusOK)
 			body := resp.Body
-			if nacosV2(newRequest(t, http.MethodGet, tt.target, nil)) {
+			if nacosV2(newRequest(t, http.MethodGet, tt.target, "")) {
 				code, msg, data := resp.envelope(t)
 				if code != 0 || msg != "success" {
 					t.Fatalf("envelope code %d message %q", code, msg)

@@ -1,0 +1,136 @@
+// Package nacos serves the Nacos Open API (/nacos/v1/ns/..., /nacos/v2/ns/...) for
+// persistent instances, so that Nacos 1.x HTTP clients and the HTTP writes of 2.x
+// clients work against Roster unchanged (docs/nacos-compatibility.md). It is a thin
+// adapter over the registry service: it parses Nacos's forms into model types, calls
+// the registry, and answers in Nacos's shapes (v1 text or bare JSON, v2 envelope with
+// Nacos's result codes). Forwarding, read options and error classes come from httpx.
+package nacos
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/httpx"
+	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/raftnode"
+	"github.com/rosterhq/roster/registry"
+	"github.com/rosterhq/roster/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxBodyBytes = 1 << 20
+	DefaultMaxWait      = 5 * time.Minute
+)
+
+// Reader is the subset of *store.Store the Nacos API reads from.
+type Reader interface {
+	Services(ws *store.WatchSet, ns, group string, page, size int) (uint64, []model.Service, int, error)
+	ServiceView(ws *store.WatchSet, key model.ServiceKey) (uint64, store.ServiceView, error)
+	Instance(ws *store.WatchSet, ref model.InstanceRef) (uint64, model.Instance, error)
+}
+
+// Node is what the operator routes need of the Raft node (*raftnode.Node implements it).
+type Node interface {
+	httpx.Node
+	httpx.LeaderInfo
+	// Ready reports whether this node knows a leader and has applied what it knows is committed.
+	Ready() (bool, api.Ready)
+	// Members lists the Raft servers with their addresses.
+	Members(ctx context.Context) ([]api.Member, error)
+}
+
+var _ Node = (*raftnode.Node)(nil)
+
+// Config configures the Nacos API handler. Every field but Logger, MaxBodyBytes and
+// MaxWait is required.
+type Config struct {
+	NodeID    string
+	Store     Reader
+	Node      Node
+	Registry  *registry.Registry
+	Forwarder *httpx.Forwarder
+	Metrics   *httpx.Metrics
+	Logger    *slog.Logger
+	// MaxBodyBytes bounds a request body (default 1 MiB).
+	MaxBodyBytes int64
+	// MaxWait bounds the wait of a blocking read (default 5m).
+	MaxWait time.Duration
+	// RequestTimeout bounds the operator routes' calls to the Raft node (default 10s).
+	RequestTimeout time.Duration
+}
+
+// handler is the http.Handler New returns.
+type handler struct {
+	cfg     Config
+	id      string
+	store   Reader
+	node    Node
+	reg     *registry.Registry
+	fwd     *httpx.Forwarder
+	metrics *httpx.Metrics
+	log     *slog.Logger
+	mux     *chi.Mux
+}
+
+// New returns the handler of the /nacos routes.
+func New(cfg Config) (http.Handler, error) {
+	if cfg.NodeID == "" || cfg.Store == nil || cfg.Node == nil || cfg.Registry == nil || cfg.Forwarder == nil || cfg.Metrics == nil {
+		return nil, errors.New("nacos: Config.NodeID, Store, Node, Registry, Forwarder and Metrics are required")
+	}
+	if cfg.MaxBodyBytes < 0 || cfg.MaxWait < 0 || cfg.RequestTimeout < 0 {
+		return nil, errors.New("nacos: limits must not be negative")
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxWait == 0 {
+		cfg.MaxWait = DefaultMaxWait
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = registry.DefaultRequestTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &handler{
+		cfg: cfg, id: cfg.NodeID, store: cfg.Store, node: cfg.Node, reg: cfg.Registry,
+		fwd: cfg.Forwarder, metrics: cfg.Metrics, log: cfg.Logger.With("component", "nacos"),
+	}
+	s.mux = s.routes()
+	return s, nil
+}
+
+// ServeHTTP serves the /nacos routes.
+func (s *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// IsPath reports whether a request path belongs to the Nacos Open API (/nacos/...).
+func IsPath(path string) bool {
+	return path == "/nacos" || strings.HasPrefix(path, "/nacos/")
+}
+
+// read runs fn through the registry under the request's read options and sets the
+// read headers.
+func (s *handler) read(w http.ResponseWriter, r *http.Request, fn func(ws *store.WatchSet) (uint64, error)) (uint64, error) {
+	o := httpx.ReadOptionsOf(r, httpx.ReadOptions{Mode: api.ConsistencyLeader, Wait: s.cfg.MaxWait})
+	httpx.SetLeaderHeaders(w, s.node, o.Mode)
+	idx, err := s.reg.Read(r.Context(), o.Registry(), fn)
+	if err != nil {
+		return 0, err
+	}
+	httpx.SetIndex(w, idx)
+	return idx, nil
+}
+
+// Short names for the shared HTTP helpers.
+var (
+	writeJSON = httpx.WriteJSON
+	setIndex  = httpx.SetIndex
+)
