@@ -107,7 +107,7 @@ func (r *reader) clusterList(key model.ServiceKey) ([]model.Cluster, error) {
 }
 
 // Clusters returns a service's clusters sorted by name, with the service's ModifyIndex.
-// ErrNotFound if the service does not exist.
+// model.ErrNotFound if the service does not exist.
 func (s *Store) Clusters(ws *WatchSet, key model.ServiceKey) (uint64, []model.Cluster, error) {
 	var (
 		idx uint64
@@ -127,7 +127,7 @@ func (s *Store) Clusters(ws *WatchSet, key model.ServiceKey) (uint64, []model.Cl
 	return idx, out, nil
 }
 
-// Cluster returns one cluster with its service's ModifyIndex. ErrNotFound if the
+// Cluster returns one cluster with its service's ModifyIndex. model.ErrNotFound if the
 // service or the cluster does not exist.
 func (s *Store) Cluster(ws *WatchSet, key model.ServiceKey, name string) (uint64, model.Cluster, error) {
 	var (

@@ -8,7 +8,7 @@ import (
 )
 
 // Errors of the store itself. Refusals of a write wrap the domain sentinels of the
-// model package (model.ErrInvalid, ErrNotFound, ErrConflict, ErrCASMismatch).
+// model package (model.ErrInvalid, model.ErrNotFound, model.ErrConflict, ErrCASMismatch).
 var (
 	// ErrCorrupt marks a state file that cannot be read as Roster state.
 	ErrCorrupt = errors.New("corrupt state")

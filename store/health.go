@@ -39,8 +39,8 @@ func (tx *Txn) SetHealth(idx uint64, ups []model.HealthUpdate) (int, error) {
 	return applied, nil
 }
 
-// SetHealthManual sets an instance's health by API. It fails with ErrNotFound if there
-// is no such instance and with ErrConflict unless the instance's cluster has check type
+// SetHealthManual sets an instance's health by API. It fails with model.ErrNotFound if there
+// is no such instance and with model.ErrConflict unless the instance's cluster has check type
 // NONE (probed clusters own their instances' health). Setting the health it already has
 // changes nothing.
 func (tx *Txn) SetHealthManual(idx uint64, ref model.InstanceRef, healthy bool) error {

@@ -63,7 +63,7 @@ func assertUnchanged(t testing.TB, s *Store, before State) {
 	}
 }
 
-// assertField fails unless err is a *ValidationError for field.
+// assertField fails unless err is a *model.ValidationError for field.
 func assertField(t testing.TB, err error, field string) {
 	t.Helper()
 	var ve *model.ValidationError

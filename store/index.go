@@ -96,7 +96,7 @@ func (r *reader) notFoundIndex(ns string) (uint64, error) {
 }
 
 // service reads a service and watches it. When it is missing, the index returned is
-// notFoundIndex's and the error wraps ErrNotFound.
+// notFoundIndex's and the error wraps model.ErrNotFound.
 func (r *reader) service(key model.ServiceKey) (uint64, model.Service, error) {
 	if badKeyPart(key.Namespace, key.Group, key.Service) {
 		idx, err := r.notFoundIndex(model.DefaultNamespace)

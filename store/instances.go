@@ -55,8 +55,8 @@ func (tx *Txn) writeInstance(idx uint64, key []byte, in model.Instance) error {
 	return nil
 }
 
-// loadInstance validates ref and returns the stored instance; ErrInvalid for a malformed
-// ref, ErrNotFound if there is no such instance.
+// loadInstance validates ref and returns the stored instance; model.ErrInvalid for a malformed
+// ref, model.ErrNotFound if there is no such instance.
 func (tx *Txn) loadInstance(ref model.InstanceRef) (model.Instance, []byte, error) {
 	if err := model.ValidateInstanceRef(ref); err != nil {
 		return model.Instance{}, nil, err
@@ -73,7 +73,7 @@ func (tx *Txn) loadInstance(ref model.InstanceRef) (model.Instance, []byte, erro
 	return in, key, nil
 }
 
-// UpdateInstance changes the patch's fields of an existing instance (ErrNotFound if
+// UpdateInstance changes the patch's fields of an existing instance (model.ErrNotFound if
 // there is none) and validates the result. Moving the instance to a cluster that does
 // not exist creates that cluster with the default health check.
 func (tx *Txn) UpdateInstance(idx uint64, ref model.InstanceRef, p model.InstancePatch) error {
@@ -92,7 +92,7 @@ func (tx *Txn) UpdateInstance(idx uint64, ref model.InstanceRef, p model.Instanc
 	return tx.writeInstance(idx, key, in)
 }
 
-// DeregisterInstance removes an instance; ErrNotFound if there is none. Its service and
+// DeregisterInstance removes an instance; model.ErrNotFound if there is none. Its service and
 // cluster stay.
 func (tx *Txn) DeregisterInstance(idx uint64, ref model.InstanceRef) error {
 	old, key, err := tx.loadInstance(ref)
@@ -148,7 +148,7 @@ func (r *reader) instanceList(key model.ServiceKey) ([]model.Instance, error) {
 }
 
 // Instances returns a service's instances sorted by (IP, port) — IPs compared as
-// strings — with the service's ModifyIndex. ErrNotFound if the service does not exist.
+// strings — with the service's ModifyIndex. model.ErrNotFound if the service does not exist.
 func (s *Store) Instances(ws *WatchSet, key model.ServiceKey) (uint64, []model.Instance, error) {
 	var (
 		idx uint64
@@ -168,7 +168,7 @@ func (s *Store) Instances(ws *WatchSet, key model.ServiceKey) (uint64, []model.I
 	return idx, out, nil
 }
 
-// Instance returns one instance with its service's ModifyIndex. ErrNotFound if the
+// Instance returns one instance with its service's ModifyIndex. model.ErrNotFound if the
 // service or the instance does not exist.
 func (s *Store) Instance(ws *WatchSet, ref model.InstanceRef) (uint64, model.Instance, error) {
 	var (
@@ -205,7 +205,7 @@ type ServiceView struct {
 }
 
 // ServiceView reads a service, its clusters (by name) and its instances (by IP, port)
-// in one read transaction, with the service's ModifyIndex. ErrNotFound if the service
+// in one read transaction, with the service's ModifyIndex. model.ErrNotFound if the service
 // does not exist.
 func (s *Store) ServiceView(ws *WatchSet, key model.ServiceKey) (uint64, ServiceView, error) {
 	var (

@@ -56,8 +56,8 @@ func (tx *Txn) ensureNamespace(idx uint64, id string) error {
 	return tx.bumpIndex(indexNamespaces, idx)
 }
 
-// DeleteNamespace removes a namespace. It fails with ErrNotFound if it does not exist
-// and with ErrConflict for "public" or while the namespace has services.
+// DeleteNamespace removes a namespace. It fails with model.ErrNotFound if it does not exist
+// and with model.ErrConflict for "public" or while the namespace has services.
 func (tx *Txn) DeleteNamespace(idx uint64, id string) error {
 	if err := model.ValidateNamespace(id); err != nil {
 		return err
@@ -120,7 +120,7 @@ func (s *Store) Namespaces(ws *WatchSet) (uint64, []model.Namespace, error) {
 	return idx, out, nil
 }
 
-// Namespace returns one namespace and its ModifyIndex; ErrNotFound (with the
+// Namespace returns one namespace and its ModifyIndex; model.ErrNotFound (with the
 // namespace-list index) if it does not exist.
 func (s *Store) Namespace(ws *WatchSet, id string) (uint64, model.Namespace, error) {
 	var (

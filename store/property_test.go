@@ -21,7 +21,7 @@ import (
 // committed or aborted), interleaved with snapshots, restores and reopens, leaves the
 // store in exactly the model's state — every record with its create and modify
 // indexes, the index table and the applied index — and every write fails or succeeds
-// as the model says (ErrInvalid, ErrNotFound, ErrConflict).
+// as the model says (model.ErrInvalid, model.ErrNotFound, model.ErrConflict).
 
 // instanceID and clusterID key the model's maps.
 type instanceID struct {

@@ -61,8 +61,8 @@ func (tx *Txn) writeService(idx uint64, svc model.Service, exists bool) error {
 	return tx.bumpIndex(servicesIndexKey(key.Namespace), idx)
 }
 
-// DeleteService removes a service and its clusters. It fails with ErrNotFound if the
-// service does not exist and with ErrConflict while it has instances.
+// DeleteService removes a service and its clusters. It fails with model.ErrNotFound if the
+// service does not exist and with model.ErrConflict while it has instances.
 func (tx *Txn) DeleteService(idx uint64, key model.ServiceKey) error {
 	if err := model.ValidateServiceKey(key); err != nil {
 		return err
@@ -102,7 +102,7 @@ func (s *Store) DeleteService(idx uint64, key model.ServiceKey) error {
 // of one group (group ""= all), one page at a time: page counts from 1, size 0 returns
 // all. It also returns the number of matching services and the namespace's
 // services-list index, which rises with every change to any of its services, their
-// clusters or instances. ErrNotFound if the namespace does not exist; ErrInvalid for a
+// clusters or instances. model.ErrNotFound if the namespace does not exist; model.ErrInvalid for a
 // page below 1 or a negative size.
 func (s *Store) Services(ws *WatchSet, ns, group string, page, size int) (uint64, []model.Service, int, error) {
 	if page < 1 {
@@ -156,7 +156,7 @@ func (s *Store) Services(ws *WatchSet, ns, group string, page, size int) (uint64
 }
 
 // Service returns one service and its ModifyIndex. If it does not exist the error wraps
-// ErrNotFound and the index is the namespace's services-list index (or the
+// model.ErrNotFound and the index is the namespace's services-list index (or the
 // namespace-list index when the namespace is missing too).
 func (s *Store) Service(ws *WatchSet, key model.ServiceKey) (uint64, model.Service, error) {
 	var (

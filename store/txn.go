@@ -52,7 +52,7 @@ func (tx *Txn) init() error {
 func (tx *Txn) AppliedIndex() uint64 { return tx.applied }
 
 // SetAppliedIndex records idx as the applied index in this transaction. The applied
-// index never goes backwards: a lower idx is refused with ErrConflict.
+// index never goes backwards: a lower idx is refused with model.ErrConflict.
 func (tx *Txn) SetAppliedIndex(idx uint64) error {
 	if idx < tx.applied {
 		return conflict("applied index %d is below the stored %d", idx, tx.applied)
