@@ -67,6 +67,7 @@ func (a *app) rootCmd() *cobra.Command {
 		a.leaderCmd(),
 		a.membersCmd(),
 		a.readyCmd(),
+		a.settingsCmd(),
 		a.versionCmd(),
 		a.snapshotCmd(),
 		a.recoverCmd(),
