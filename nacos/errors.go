@@ -11,7 +11,7 @@ import (
 	"github.com/rosterhq/roster/model"
 )
 
-// Nacos v2 result codes (Nacos's ErrorCode; reference/nacos.md §1.0). Only the codes the
+// Nacos v2 result codes (Nacos's ErrorCode, as the 2.x Open API page lists them: nacos-group/nacos-group.github.io: src/content/docs/v2/zh-cn/guide/user/open-api.md). Only the codes the
 // compatibility layer answers with are listed.
 const (
 	nacosCodeSuccess              = 0

@@ -29,7 +29,7 @@ const (
 	nacosIPDeleteTimeout   = 30000
 )
 
-// nacosHost is one entry of "hosts" in an instance list (reference/nacos.md §1.6).
+// nacosHost is one entry of "hosts" in an instance list (the 1.x Open API page, nacos-group/nacos-group.github.io: src/content/docs/v1/en/open-api.md, "Query instance list").
 type nacosHost struct {
 	InstanceID                string            `json:"instanceId"`
 	IP                        string            `json:"ip"`

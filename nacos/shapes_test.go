@@ -7,7 +7,7 @@ import (
 	"github.com/rosterhq/roster/api"
 )
 
-// Documented examples (reference/nacos.md §1.5, §1.6, §1.8, §1.9), made valid JSON.
+// Documented examples of the Nacos Open API pages (nacos-group/nacos-group.github.io: src/content/docs/v1/en/open-api.md and src/content/docs/v2/zh-cn/guide/user/open-api.md), made valid JSON.
 const (
 	docV1List = `{"name":"DEFAULT_GROUP@@nacos.test.1","groupName":"DEFAULT_GROUP","clusters":"","cacheMillis":10000,
  "hosts":[{"instanceId":"127.110.10.10#8888#DEFAULT#DEFAULT_GROUP@@nacos.test.1","ip":"127.110.10.10","port":8888,"weight":1,
