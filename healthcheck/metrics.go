@@ -1,9 +1,8 @@
 package healthcheck
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rosterhq/roster/internal/prom"
 	"github.com/rosterhq/roster/model"
 )
 
@@ -81,34 +80,34 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	if reg != nil {
 		var err error
-		if m.probes, err = register(reg, m.probes); err != nil {
+		if m.probes, err = prom.Register(reg, m.probes); err != nil {
 			return nil, err
 		}
-		if m.latency, err = register(reg, m.latency); err != nil {
+		if m.latency, err = prom.Register(reg, m.latency); err != nil {
 			return nil, err
 		}
-		if m.transitions, err = register(reg, m.transitions); err != nil {
+		if m.transitions, err = prom.Register(reg, m.transitions); err != nil {
 			return nil, err
 		}
-		if m.submitErrors, err = register(reg, m.submitErrors); err != nil {
+		if m.submitErrors, err = prom.Register(reg, m.submitErrors); err != nil {
 			return nil, err
 		}
-		if m.lag, err = register(reg, m.lag); err != nil {
+		if m.lag, err = prom.Register(reg, m.lag); err != nil {
 			return nil, err
 		}
-		if m.inFlight, err = register(reg, m.inFlight); err != nil {
+		if m.inFlight, err = prom.Register(reg, m.inFlight); err != nil {
 			return nil, err
 		}
-		if m.targets, err = register(reg, m.targets); err != nil {
+		if m.targets, err = prom.Register(reg, m.targets); err != nil {
 			return nil, err
 		}
-		if m.skipped, err = register(reg, m.skipped); err != nil {
+		if m.skipped, err = prom.Register(reg, m.skipped); err != nil {
 			return nil, err
 		}
-		if m.discarded, err = register(reg, m.discarded); err != nil {
+		if m.discarded, err = prom.Register(reg, m.discarded); err != nil {
 			return nil, err
 		}
-		if m.denied, err = register(reg, m.denied); err != nil {
+		if m.denied, err = prom.Register(reg, m.denied); err != nil {
 			return nil, err
 		}
 	}
@@ -121,20 +120,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.toHealthy = m.transitions.WithLabelValues("healthy")
 	m.toUnhealthy = m.transitions.WithLabelValues("unhealthy")
 	return m, nil
-}
-
-// register registers c on reg, or returns the equal collector registered earlier.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		return c, err
-	}
-	return c, nil
 }
 
 // observeProbe counts one finished probe.

@@ -14,9 +14,9 @@ func (s *server) parseReadOptions(r *http.Request) (httpx.ReadOptions, error) {
 	return httpx.ParseReadOptions(r, api.ConsistencyLinearizable, s.cfg.MaxWait)
 }
 
-// readOpts returns the options readRoute parsed, or the defaults.
-func (s *server) readOpts(r *http.Request) httpx.ReadOptions {
-	return httpx.ReadOptionsOf(r, httpx.ReadOptions{Mode: api.ConsistencyLinearizable, Wait: s.cfg.MaxWait})
+// defaultReadOptions are the options of a read without parameters.
+func (s *server) defaultReadOptions() httpx.ReadOptions {
+	return httpx.ReadOptions{Mode: api.ConsistencyLinearizable, Wait: s.cfg.MaxWait}
 }
 
 // readRoute parses the read options (400 when invalid) and sends reads that need the
@@ -53,12 +53,5 @@ func readValue[T any](s *server, w http.ResponseWriter, r *http.Request, fetch f
 // options and sets the read headers. fn keeps what it read in its closure; the last
 // run's data is what the handler answers with.
 func (s *server) read(w http.ResponseWriter, r *http.Request, fn func(ws *store.WatchSet) (uint64, error)) (uint64, error) {
-	o := s.readOpts(r)
-	httpx.SetLeaderHeaders(w, s.node, o.Mode)
-	idx, err := s.reg.Read(r.Context(), o.Registry(), fn)
-	if err != nil {
-		return 0, err
-	}
-	httpx.SetIndex(w, idx)
-	return idx, nil
+	return httpx.Read(w, r, s.reg, s.node, s.defaultReadOptions(), fn)
 }

@@ -1,7 +1,6 @@
 package httpx
 
 import (
-	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rosterhq/roster/internal/prom"
 )
 
 // Metrics are the HTTP layer's Prometheus collectors, shared by every API of a node.
@@ -46,33 +46,19 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 	}
 	var err error
-	if m.requests, err = register(reg, m.requests); err != nil {
+	if m.requests, err = prom.Register(reg, m.requests); err != nil {
 		return nil, err
 	}
-	if m.latency, err = register(reg, m.latency); err != nil {
+	if m.latency, err = prom.Register(reg, m.latency); err != nil {
 		return nil, err
 	}
-	if m.Forwarded, err = register(reg, m.Forwarded); err != nil {
+	if m.Forwarded, err = prom.Register(reg, m.Forwarded); err != nil {
 		return nil, err
 	}
-	if m.LeaderMoved, err = register(reg, m.LeaderMoved); err != nil {
+	if m.LeaderMoved, err = prom.Register(reg, m.LeaderMoved); err != nil {
 		return nil, err
 	}
 	return m, nil
-}
-
-// register registers c, or returns the equal collector already registered.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		return c, err
-	}
-	return c, nil
 }
 
 // Middleware counts every request by its route pattern and status and observes its latency.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/registry"
+	"github.com/rosterhq/roster/store"
 )
 
 // ReadOptions are the query parameters every read accepts.
@@ -98,4 +99,19 @@ func SetLeaderHeaders(w http.ResponseWriter, n LeaderInfo, mode string) {
 // SetIndex sets X-Roster-Index.
 func SetIndex(w http.ResponseWriter, idx uint64) {
 	w.Header().Set(api.HeaderIndex, strconv.FormatUint(idx, 10))
+}
+
+// Read runs fn through reg under the request's read options (WithReadOptions, else
+// def) and sets the read headers: X-Roster-Consistency, -Known-Leader, -Last-Contact
+// and, on success, X-Roster-Index.
+func Read(w http.ResponseWriter, r *http.Request, reg *registry.Registry, n LeaderInfo, def ReadOptions,
+	fn func(ws *store.WatchSet) (uint64, error)) (uint64, error) {
+	o := ReadOptionsOf(r, def)
+	SetLeaderHeaders(w, n, o.Mode)
+	idx, err := reg.Read(r.Context(), o.Registry(), fn)
+	if err != nil {
+		return 0, err
+	}
+	SetIndex(w, idx)
+	return idx, nil
 }

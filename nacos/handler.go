@@ -119,14 +119,7 @@ func IsPath(path string) bool {
 // read runs fn through the registry under the request's read options and sets the
 // read headers.
 func (s *handler) read(w http.ResponseWriter, r *http.Request, fn func(ws *store.WatchSet) (uint64, error)) (uint64, error) {
-	o := httpx.ReadOptionsOf(r, httpx.ReadOptions{Mode: api.ConsistencyLeader, Wait: s.cfg.MaxWait})
-	httpx.SetLeaderHeaders(w, s.node, o.Mode)
-	idx, err := s.reg.Read(r.Context(), o.Registry(), fn)
-	if err != nil {
-		return 0, err
-	}
-	httpx.SetIndex(w, idx)
-	return idx, nil
+	return httpx.Read(w, r, s.reg, s.node, httpx.ReadOptions{Mode: api.ConsistencyLeader, Wait: s.cfg.MaxWait}, fn)
 }
 
 // Short names for the shared HTTP helpers.
