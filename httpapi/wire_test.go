@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,15 +56,15 @@ func TestWire_GoldenJSON(t *testing.T) {
 	cfg.Health = fixedHealth{
 		{IP: "127.100.0.1", Port: 8080, Cluster: "web", Epoch: 8, CheckType: model.CheckHTTP,
 			Target: "http://127.100.0.1:8081/hz", Healthy: true, Pending: true, LastCheck: last,
-			Latency: model.Duration(1234 * time.Microsecond), Outcome: "refused", Error: "connection refused",
-			ConsecutiveFailures: 1, Rise: 1, Fall: 4, Interval: model.Duration(1500 * time.Millisecond),
+			Latency: 1234 * time.Microsecond, Outcome: "refused", Error: "connection refused",
+			ConsecutiveFailures: 1, Rise: 1, Fall: 4, Interval: 1500 * time.Millisecond,
 			NextCheck: last.Add(1500 * time.Millisecond)},
 		{IP: "127.100.0.2", Port: 8080, Cluster: "web", Epoch: 9, CheckType: model.CheckHTTP,
-			Target: "http://127.100.0.2:8081/hz", LastCheck: last, Latency: model.Duration(2 * time.Second),
+			Target: "http://127.100.0.2:8081/hz", LastCheck: last, Latency: 2 * time.Second,
 			Outcome: "status", Status: 503, Error: "HTTP status 503 is not healthy", ConsecutiveFailures: 4,
-			Rise: 1, Fall: 4, Interval: model.Duration(1500 * time.Millisecond), NextCheck: last},
+			Rise: 1, Fall: 4, Interval: 1500 * time.Millisecond, NextCheck: last},
 		{IP: "::1", Port: 9090, Cluster: "DEFAULT", Epoch: 7, CheckType: model.CheckNone, Rise: 2, Fall: 3,
-			Interval: model.Duration(5 * time.Second)},
+			Interval: 5 * time.Second},
 	}
 	h := mustNew(t, cfg)
 
@@ -132,5 +134,26 @@ func TestWire_GoldenJSON(t *testing.T) {
 	resp := do(t, h, http.MethodGet, "/v1/status/ready", nil)
 	if want := `{"ready":false,"leader":"n1","appliedIndex":7,"commitIndex":7,"reason":"no leader"}`; resp.Code != http.StatusServiceUnavailable || string(resp.Body) != want+"\n" {
 		t.Errorf("GET /v1/status/ready (not ready): %d\n got %s\nwant %s", resp.Code, resp.Body, want)
+	}
+}
+
+// TestProbeResult_JSON checks the wire form of a result that was never probed: the
+// times, the latency and the outcome are left out.
+func TestProbeResult_JSON(t *testing.T) {
+	r := healthcheck.Result{IP: "127.100.0.1", Port: 80, CheckType: model.CheckTCP, Interval: 5 * time.Second}
+	b, err := json.Marshal(wireProbeResult(r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	for _, want := range []string{`"ip":"127.100.0.1"`, `"checkType":"TCP"`, `"interval":"5s"`, `"consecutiveFailures":0`} {
+		if !strings.Contains(s, want) {
+			t.Fatalf("%s lacks %s", s, want)
+		}
+	}
+	for _, absent := range []string{"lastCheck", "nextCheck", "outcome", "latency"} {
+		if strings.Contains(s, absent) {
+			t.Fatalf("%s has %s before any probe", s, absent)
+		}
 	}
 }
