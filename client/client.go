@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/rosterhq/roster/api"
-	"github.com/rosterhq/roster/model"
 )
 
 // DefaultTimeout bounds a request that is not a blocking query. A blocking query gets
@@ -206,7 +205,7 @@ func (p *pathBuilder) param(name, value string) *pathBuilder {
 // ns appends "namespaces/{ns}", defaulting an empty namespace to "public".
 func (p *pathBuilder) ns(ns string) *pathBuilder {
 	if ns == "" {
-		ns = model.DefaultNamespace
+		ns = api.DefaultNamespace
 	}
 	return p.lit("namespaces", ns)
 }
@@ -214,7 +213,7 @@ func (p *pathBuilder) ns(ns string) *pathBuilder {
 // service appends ".../groups/{group}/services/{service}", defaulting an empty group.
 func (p *pathBuilder) service(ns, group, service string) *pathBuilder {
 	if group == "" {
-		group = model.DefaultGroup
+		group = api.DefaultGroup
 	}
 	return p.ns(ns).lit("groups", group, "services").param("service", service)
 }
@@ -228,7 +227,7 @@ func (p *pathBuilder) instance(ip string, port int) *pathBuilder {
 	if (port < 1 || port > 65535) && p.err == nil {
 		p.err = fmt.Errorf("roster client: port %d out of range 1..65535", port)
 	}
-	return p.lit(model.JoinAddr(ip, port))
+	return p.lit(api.JoinAddr(ip, port))
 }
 
 func (p *pathBuilder) build() (string, error) {

@@ -34,7 +34,7 @@ func (s *server) getHealth(w http.ResponseWriter, r *http.Request) error {
 	results, running := s.cfg.Health.Results(key)
 	writeJSON(w, http.StatusOK, api.HealthResponse{
 		Namespace: key.Namespace, Group: key.Group, Service: key.Service,
-		Leader: s.id, Probing: running, Results: wireProbeResults(results),
+		Leader: s.id, Probing: running, Results: wireList(results, wireProbeResult),
 	})
 	return nil
 }

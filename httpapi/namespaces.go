@@ -17,7 +17,7 @@ func (s *server) listNamespaces(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, api.NamespacesResponse{Index: idx, Namespaces: nonNil(list)})
+	writeJSON(w, http.StatusOK, api.NamespacesResponse{Index: idx, Namespaces: wireList(list, wireNamespace)})
 	return nil
 }
 
@@ -33,7 +33,7 @@ func (s *server) getNamespace(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, api.NamespaceResponse{Index: idx, Namespace: ns})
+	writeJSON(w, http.StatusOK, api.NamespaceResponse{Index: idx, Namespace: wireNamespace(ns)})
 	return nil
 }
 

@@ -197,7 +197,7 @@ func TestRoutes_Reads(t *testing.T) {
 	t.Run("cluster", func(t *testing.T) {
 		var out api.ClusterResponse
 		check(t, svcPath+"/clusters/manual", &out)
-		if out.Cluster.Name != "manual" || out.Cluster.HealthCheck.Type != model.CheckNone {
+		if out.Cluster.Name != "manual" || out.Cluster.HealthCheck.Type != api.CheckNone {
 			t.Fatalf("%+v", out)
 		}
 	})

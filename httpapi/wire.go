@@ -8,15 +8,88 @@ import (
 
 // This file turns the lower layers' types into the native API's wire types (package
 // api). The handlers build their responses only through these functions, so the JSON
-// the API shows is decided here and nowhere else.
+// the API shows is decided here and nowhere else; wire_test.go pins it.
 
-// wireProbeResults converts the prober's results, in order ([] when there are none).
-func wireProbeResults(rs []healthcheck.Result) []api.ProbeResult {
-	out := make([]api.ProbeResult, len(rs))
-	for i, r := range rs {
-		out[i] = wireProbeResult(r)
+// wireList converts every element of l with conv; an empty or nil l gives an empty,
+// non-nil slice (JSON [] rather than null).
+func wireList[T, W any](l []T, conv func(T) W) []W {
+	out := make([]W, len(l))
+	for i, v := range l {
+		out[i] = conv(v)
 	}
 	return out
+}
+
+func wireNamespace(ns model.Namespace) api.Namespace {
+	return api.Namespace{
+		ID:          ns.ID,
+		Name:        ns.Name,
+		Description: ns.Description,
+		CreateIndex: ns.CreateIndex,
+		ModifyIndex: ns.ModifyIndex,
+	}
+}
+
+func wireService(s model.Service) api.Service {
+	return api.Service{
+		Namespace:        s.Namespace,
+		Group:            s.Group,
+		Name:             s.Name,
+		ProtectThreshold: s.ProtectThreshold,
+		Metadata:         s.Metadata,
+		CreateIndex:      s.CreateIndex,
+		ModifyIndex:      s.ModifyIndex,
+	}
+}
+
+func wireHealthCheck(h model.HealthCheck) api.HealthCheck {
+	return api.HealthCheck{
+		Type:           string(h.Type),
+		Port:           h.Port,
+		Path:           h.Path,
+		Headers:        h.Headers,
+		ExpectedStatus: h.ExpectedStatus,
+		Interval:       api.Duration(h.Interval),
+		Timeout:        api.Duration(h.Timeout),
+		Rise:           h.Rise,
+		Fall:           h.Fall,
+	}
+}
+
+func wireCluster(c model.Cluster) api.Cluster {
+	return api.Cluster{
+		Namespace:   c.Namespace,
+		Group:       c.Group,
+		Service:     c.Service,
+		Name:        c.Name,
+		HealthCheck: wireHealthCheck(c.HealthCheck),
+		Metadata:    c.Metadata,
+		CreateIndex: c.CreateIndex,
+		ModifyIndex: c.ModifyIndex,
+	}
+}
+
+// wireInstance adds the Nacos instance id to the instance.
+func wireInstance(in model.Instance) api.Instance {
+	return api.Instance{
+		Namespace:   in.Namespace,
+		Group:       in.Group,
+		Service:     in.Service,
+		IP:          in.IP,
+		Port:        in.Port,
+		Cluster:     in.Cluster,
+		Weight:      in.Weight,
+		Enabled:     in.Enabled,
+		Healthy:     in.Healthy,
+		Metadata:    in.Metadata,
+		CreateIndex: in.CreateIndex,
+		ModifyIndex: in.ModifyIndex,
+		InstanceID:  in.InstanceID(),
+	}
+}
+
+func wireSettings(s model.Settings) api.Settings {
+	return api.Settings{MetadataMaxBytes: s.MetadataMaxBytes, ModifyIndex: s.ModifyIndex}
 }
 
 func wireProbeResult(r healthcheck.Result) api.ProbeResult {
@@ -25,12 +98,12 @@ func wireProbeResult(r healthcheck.Result) api.ProbeResult {
 		Port:                 r.Port,
 		Cluster:              r.Cluster,
 		Epoch:                r.Epoch,
-		CheckType:            r.CheckType,
+		CheckType:            string(r.CheckType),
 		Target:               r.Target,
 		Healthy:              r.Healthy,
 		Pending:              r.Pending,
 		LastCheck:            r.LastCheck,
-		Latency:              model.Duration(r.Latency),
+		Latency:              api.Duration(r.Latency),
 		Outcome:              r.Outcome,
 		Status:               r.Status,
 		Error:                r.Error,
@@ -38,7 +111,7 @@ func wireProbeResult(r healthcheck.Result) api.ProbeResult {
 		ConsecutiveFailures:  r.ConsecutiveFailures,
 		Rise:                 r.Rise,
 		Fall:                 r.Fall,
-		Interval:             model.Duration(r.Interval),
+		Interval:             api.Duration(r.Interval),
 		NextCheck:            r.NextCheck,
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/httpapi"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/store"
@@ -112,6 +113,10 @@ func (c *Config) Validate() error {
 	}
 	return nil
 }
+
+// DefaultMetadataMaxBytes is the cluster-wide metadata size limit of a cluster whose
+// settings were never set.
+const DefaultMetadataMaxBytes = model.DefaultMetadataSize
 
 // DefaultStateSyncInterval is how often the state file is fsynced by default.
 const DefaultStateSyncInterval = time.Second
