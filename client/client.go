@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -98,26 +97,10 @@ func defaultHTTPClient() *http.Client {
 }
 
 func parseBase(addr string) (*url.URL, error) {
-	addr = strings.TrimSpace(addr)
-	if addr == "" {
-		return nil, errors.New("roster client: empty server address")
-	}
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
-	}
-	u, err := url.Parse(addr)
+	u, err := api.BaseURL(addr)
 	if err != nil {
 		return nil, fmt.Errorf("roster client: server address: %w", err)
 	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("roster client: server address %q: scheme must be http or https", addr)
-	}
-	if u.Host == "" {
-		return nil, fmt.Errorf("roster client: server address %q has no host", addr)
-	}
-	u.Path = strings.TrimRight(u.Path, "/")
-	u.RawPath = ""
-	u.RawQuery, u.Fragment = "", ""
 	return u, nil
 }
 

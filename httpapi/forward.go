@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/rosterhq/roster/api"
@@ -78,7 +77,7 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, next http.Handl
 			next.ServeHTTP(w, r)
 			return
 		}
-		target, err := leaderURL(leader.HTTPAddr)
+		target, err := api.BaseURL(leader.HTTPAddr)
 		if err != nil {
 			s.writeError(w, r, fmt.Errorf("%w: leader %s: %v", errUnavailable, leader.ID, err))
 			return
@@ -146,18 +145,6 @@ func (s *server) awaitLeader(ctx context.Context, exclude string, allowSelf bool
 			return model.Member{}, ctx.Err()
 		}
 	}
-}
-
-// leaderURL turns a member's HTTP address (host:port or an http(s) URL) into a proxy target.
-func leaderURL(addr string) (*url.URL, error) {
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
-	}
-	u, err := url.Parse(addr)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, fmt.Errorf("bad HTTP address %q", addr)
-	}
-	return u, nil
 }
 
 // newProxy builds the reverse proxy shared by all forwarded requests.

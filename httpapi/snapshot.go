@@ -315,7 +315,7 @@ func (h *snapshotHandler) forward(w http.ResponseWriter, r *http.Request, local 
 		local(w, r)
 		return
 	}
-	target, err := leaderURL(leader.HTTPAddr)
+	target, err := api.BaseURL(leader.HTTPAddr)
 	if err != nil {
 		h.refuseUnread(w, r, fmt.Errorf("%w: leader %s: %v", errUnavailable, leader.ID, err))
 		return

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hashicorp/raft"
+	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/model"
 )
 
@@ -390,14 +391,13 @@ func validateDialAddr(addr string) error {
 	return nil
 }
 
-// validateHTTPTarget accepts host:port or an http(s):// URL with a host.
+// validateHTTPTarget accepts host:port or an http(s):// URL whose host has a port.
 func validateHTTPTarget(addr string) error {
-	if rest, ok := strings.CutPrefix(addr, "http://"); ok {
-		addr = strings.TrimSuffix(rest, "/")
-	} else if rest, ok := strings.CutPrefix(addr, "https://"); ok {
-		addr = strings.TrimSuffix(rest, "/")
+	u, err := api.BaseURL(addr)
+	if err != nil {
+		return err
 	}
-	return validateDialAddr(addr)
+	return validateDialAddr(u.Host)
 }
 
 func unspecifiedHost(host string) bool {

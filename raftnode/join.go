@@ -128,7 +128,11 @@ func (n *Node) postJoin(ctx context.Context, target string, req api.JoinRequest)
 	if err != nil {
 		return err
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, joinURL(target), bytes.NewReader(body))
+	u, err := joinURL(target)
+	if err != nil {
+		return err
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -140,17 +144,18 @@ func (n *Node) postJoin(ctx context.Context, target string, req api.JoinRequest)
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s: %s: %s", joinURL(target), resp.Status, strings.TrimSpace(string(msg)))
+		return fmt.Errorf("%s: %s: %s", u, resp.Status, strings.TrimSpace(string(msg)))
 	}
 	return nil
 }
 
 // joinURL turns host:port (or a base URL) into the join route's URL.
-func joinURL(target string) string {
-	if !strings.HasPrefix(target, "http://") && !strings.HasPrefix(target, "https://") {
-		target = "http://" + target
+func joinURL(target string) (string, error) {
+	u, err := api.BaseURL(target)
+	if err != nil {
+		return "", err
 	}
-	return strings.TrimSuffix(target, "/") + JoinPath
+	return u.String() + JoinPath, nil
 }
 
 // sleepCtx waits d; false if ctx ended first.
