@@ -68,11 +68,3 @@ func (s *server) deleteNamespace(w http.ResponseWriter, r *http.Request) error {
 	}
 	return written(w)(s.reg.DeleteNamespace(r.Context(), id))
 }
-
-// nonNil makes an empty list encode as [] rather than null.
-func nonNil[T any](l []T) []T {
-	if l == nil {
-		return []T{}
-	}
-	return l
-}

@@ -67,11 +67,11 @@ type Consensus interface {
 	// KnownLeader reports whether this node knows a leader.
 	KnownLeader() bool
 	// Ready reports whether this node knows a leader and has applied what it knows is committed.
-	Ready() (bool, api.Ready)
+	Ready() (bool, raftnode.Readiness)
 	// Members lists the Raft servers with their addresses.
-	Members(ctx context.Context) ([]api.Member, error)
+	Members(ctx context.Context) ([]raftnode.Member, error)
 	// Join adds (or re-announces) a server. Leader only.
-	Join(ctx context.Context, req api.JoinRequest) error
+	Join(ctx context.Context, req raftnode.JoinRequest) error
 	// RemoveServer removes a server. Leader only.
 	RemoveServer(ctx context.Context, id string) error
 	// TransferLeadership hands leadership to the server id (any server when id is empty).

@@ -28,6 +28,6 @@ func (s *server) getReady(w http.ResponseWriter, _ *http.Request) error {
 	if !ok {
 		status = http.StatusServiceUnavailable
 	}
-	writeJSON(w, status, rd)
+	writeJSON(w, status, wireReady(rd))
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/raftnode"
 )
 
 // This file turns the lower layers' types into the native API's wire types (package
@@ -90,6 +91,32 @@ func wireInstance(in model.Instance) api.Instance {
 
 func wireSettings(s model.Settings) api.Settings {
 	return api.Settings{MetadataMaxBytes: s.MetadataMaxBytes, ModifyIndex: s.ModifyIndex}
+}
+
+func wireReady(r raftnode.Readiness) api.Ready {
+	return api.Ready{
+		Ready:        r.Ready,
+		Leader:       r.Leader,
+		AppliedIndex: r.AppliedIndex,
+		CommitIndex:  r.CommitIndex,
+		Reason:       r.Reason,
+	}
+}
+
+// wireMember shows the last contact in milliseconds, -1 when unknown.
+func wireMember(m raftnode.Member) api.Member {
+	lc := int64(-1)
+	if m.LastContact >= 0 {
+		lc = m.LastContact.Milliseconds()
+	}
+	return api.Member{
+		ID:                m.ID,
+		RaftAddr:          m.RaftAddr,
+		HTTPAddr:          m.HTTPAddr,
+		Voter:             m.Voter,
+		Leader:            m.Leader,
+		LastContactMillis: lc,
+	}
 }
 
 func wireProbeResult(r healthcheck.Result) api.ProbeResult {

@@ -176,7 +176,7 @@ func (c *testCluster) startHTTP(tn *testNode) {
 			http.Error(w, "node down", http.StatusServiceUnavailable)
 			return
 		}
-		err := n.Join(r.Context(), req)
+		err := n.Join(r.Context(), JoinRequest{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, NonVoter: req.NonVoter})
 		switch {
 		case err == nil:
 			w.WriteHeader(http.StatusOK)

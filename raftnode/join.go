@@ -15,7 +15,7 @@ import (
 	"github.com/rosterhq/roster/api"
 )
 
-// JoinPath is the HTTP route a node posts an api.JoinRequest to; any member accepts it
+// JoinPath is the HTTP route a node posts a join request to; any member accepts it
 // and forwards it to the leader.
 const JoinPath = "/v1/cluster/join"
 
@@ -32,7 +32,7 @@ const (
 // the request is accepted or the node shuts down.
 func (n *Node) joinAtStart(target string) {
 	defer n.wg.Done()
-	req := api.JoinRequest{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAdvertise, HTTPAddr: n.cfg.HTTPAdvertise}
+	req := JoinRequest{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAdvertise, HTTPAddr: n.cfg.HTTPAdvertise}
 	wait := joinRetryMin
 	for attempt := 1; ; attempt++ {
 		err := n.postJoin(n.ctx, target, req)
@@ -83,8 +83,8 @@ func (n *Node) runRegistrar() {
 
 // announcement returns the leader's HTTP address and the request to send when this
 // follower's member record needs an update.
-func (n *Node) announcement() (string, api.JoinRequest, bool) {
-	var req api.JoinRequest
+func (n *Node) announcement() (string, JoinRequest, bool) {
+	var req JoinRequest
 	if n.raft.State() != raft.Follower {
 		return "", req, false
 	}
@@ -115,7 +115,7 @@ func (n *Node) announcement() (string, api.JoinRequest, bool) {
 	if self == nil {
 		return "", req, false
 	}
-	req = api.JoinRequest{
+	req = JoinRequest{
 		ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAdvertise, HTTPAddr: n.cfg.HTTPAdvertise,
 		NonVoter: self.Suffrage != raft.Voter,
 	}
@@ -123,8 +123,8 @@ func (n *Node) announcement() (string, api.JoinRequest, bool) {
 }
 
 // postJoin sends req to target's join route; any 2xx answer is success.
-func (n *Node) postJoin(ctx context.Context, target string, req api.JoinRequest) error {
-	body, err := json.Marshal(req)
+func (n *Node) postJoin(ctx context.Context, target string, req JoinRequest) error {
+	body, err := json.Marshal(api.JoinRequest{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, NonVoter: req.NonVoter})
 	if err != nil {
 		return err
 	}
