@@ -140,6 +140,11 @@ type Config struct {
 	Peers []Peer
 	// Join is the HTTP address of a member to ask to add this node (when it has no state).
 	Join string
+	// Joiner sends this node's join requests: to Join at the first start, and to the
+	// leader whenever this node's member record is missing or holds other addresses.
+	// Nil: the node sends none (Join must be empty, and the other servers learn this
+	// node's HTTP address only when it leads).
+	Joiner Joiner
 
 	// Raft timing; 0 means the Default* constant above.
 	HeartbeatTimeout   time.Duration
@@ -178,6 +183,9 @@ func (c *Config) Validate() error {
 	if c.Join != "" {
 		if err := validateHTTPTarget(c.Join); err != nil {
 			return configErr("Join", "%s", err)
+		}
+		if c.Joiner == nil {
+			return configErr("Joiner", "must be set to join through %s", c.Join)
 		}
 	}
 	if err := c.validatePeerList(); err != nil {

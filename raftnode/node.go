@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -53,7 +52,6 @@ type Node struct {
 	notifyCh chan bool
 	ctx      context.Context // cancelled by Shutdown
 	cancel   context.CancelFunc
-	httpc    *http.Client
 	wg       sync.WaitGroup
 
 	mu        sync.Mutex
@@ -68,7 +66,8 @@ type Node struct {
 
 // New opens the Raft storage under cfg.DataDir, starts the transport and Raft with f
 // as the state machine, bootstraps from cfg.Peers when no state exists, and starts
-// the background work (leadership observer, member-address registration, join).
+// the background work (leadership observer, and with a Joiner, member-address
+// registration and join).
 // cfg is validated first. The caller owns f and its store: Shutdown does not close them.
 func New(cfg Config, f *fsm.FSM) (*Node, error) {
 	if f == nil {
@@ -97,7 +96,6 @@ func newNode(cfg Config, sm StateMachine, members MemberLookup, f *fsm.FSM) (*No
 		notifyCh: make(chan bool, 16),
 		ctx:      ctx,
 		cancel:   cancel,
-		httpc:    &http.Client{Timeout: joinRequestTimeout, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2}},
 		changed:  make(chan struct{}),
 	}
 	existing, err := n.open()
@@ -106,9 +104,12 @@ func newNode(cfg Config, sm StateMachine, members MemberLookup, f *fsm.FSM) (*No
 		n.closeStorage()
 		return nil, err
 	}
-	n.wg.Add(2)
+	n.wg.Add(1)
 	go n.observe()
-	go n.runRegistrar()
+	if cfg.Joiner != nil {
+		n.wg.Add(1)
+		go n.runRegistrar()
+	}
 	if cfg.Join != "" && !existing {
 		n.wg.Add(1)
 		go n.joinAtStart(cfg.Join)
@@ -214,7 +215,6 @@ func (n *Node) Shutdown() error {
 		// here, and the peers' handlers for them only end when they are.
 		n.trans.CloseStreams()
 		n.wg.Wait()
-		n.httpc.CloseIdleConnections()
 		errs = append(errs, n.bolt.Close())
 		n.shutdownErr = errors.Join(errs...)
 	})

@@ -128,6 +128,7 @@ type Server struct {
 	store    *store.Store
 	fsm      *fsm.FSM
 	node     *raftnode.Node
+	joinHTTP *http.Client // join requests of the node (raftnode.Joiner)
 	metrics  *prometheus.Registry
 	registry *registry.Registry
 	health   *healthcheck.Manager
@@ -190,6 +191,8 @@ func New(cfg Config) (_ *Server, err error) {
 		return nil, fmt.Errorf("http-advertise: %w", err)
 	}
 
+	s.joinHTTP = newJoinHTTPClient()
+	closers = append(closers, func() error { s.joinHTTP.CloseIdleConnections(); return nil })
 	s.node, err = raftnode.New(raftnode.Config{
 		NodeID:             cfg.NodeID,
 		DataDir:            cfg.DataDir,
@@ -199,6 +202,7 @@ func New(cfg Config) (_ *Server, err error) {
 		HTTPAdvertise:      httpAdv,
 		Peers:              cfg.Peers,
 		Join:               cfg.Join,
+		Joiner:             joiner(s.joinHTTP),
 		HeartbeatTimeout:   cfg.Raft.HeartbeatTimeout,
 		ElectionTimeout:    cfg.Raft.ElectionTimeout,
 		LeaderLeaseTimeout: cfg.Raft.LeaderLeaseTimeout,
@@ -324,6 +328,7 @@ func (s *Server) Close() error {
 		if err := s.node.Shutdown(); err != nil {
 			errs = append(errs, fmt.Errorf("raft: %w", err))
 		}
+		s.joinHTTP.CloseIdleConnections()
 		if err := s.store.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("state: %w", err))
 		}
