@@ -253,7 +253,7 @@ func (c *testCluster) start(tn *testNode, join string) {
 	}
 	f := fsm.New(st, c.logger)
 	sm := &countingFSM{FSM: f}
-	n, err := newNode(c.config(tn, join), sm, st, f)
+	n, err := newNode(c.config(tn, join), sm)
 	if err != nil {
 		_ = st.Close()
 		c.t.Fatalf("%s: start node: %v", tn.id, err)

@@ -87,10 +87,10 @@ func (n *Node) announcement() (string, JoinRequest, bool) {
 	if leaderID == "" || string(leaderID) == n.cfg.NodeID {
 		return "", req, false
 	}
-	if rec, ok := n.members.Member(n.cfg.NodeID); ok && rec == n.self() {
+	if rec, ok := n.member(n.cfg.NodeID); ok && rec == n.self() {
 		return "", req, false
 	}
-	leader, ok := n.members.Member(string(leaderID))
+	leader, ok := n.member(string(leaderID))
 	if !ok || leader.HTTPAddr == "" {
 		return "", req, false
 	}

@@ -53,7 +53,7 @@ func (n *Node) Members(ctx context.Context) ([]Member, error) {
 			Leader:      s.ID == leaderID,
 			LastContact: -1,
 		}
-		if rec, ok := n.members.Member(m.ID); ok {
+		if rec, ok := n.member(m.ID); ok {
 			m.HTTPAddr = rec.HTTPAddr
 		}
 		if m.ID == n.cfg.NodeID {
@@ -153,7 +153,7 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 			inConfig = true
 		}
 	}
-	_, recorded := n.members.Member(id)
+	_, recorded := n.member(id)
 	if !inConfig && !recorded {
 		return fmt.Errorf("server %q: %w", id, model.ErrNotFound)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/store"
 )
 
 // StateMachine is what a Node needs from the replicated state machine; *fsm.FSM
@@ -29,20 +30,17 @@ type StateMachine interface {
 	AppliedIndex() uint64
 	// WaitApplied returns once AppliedIndex() ≥ idx, or with ctx's error.
 	WaitApplied(ctx context.Context, idx uint64) error
-}
-
-// MemberLookup reads the replicated member table; *store.Store implements it.
-type MemberLookup interface {
-	Member(id string) (model.Member, bool)
+	// Store is the state the machine applies entries to: the Node reads the member
+	// table and takes state snapshots from it.
+	Store() *store.Store
 }
 
 // Node is one Roster server's Raft participant. Its methods are safe for concurrent use.
 type Node struct {
-	cfg     Config
-	log     *slog.Logger
-	sm      StateMachine
-	fsm     *fsm.FSM
-	members MemberLookup
+	cfg Config
+	log *slog.Logger
+	// sm is the state machine Raft applies entries to; its store holds the member table.
+	sm StateMachine
 
 	raft  *raft.Raft
 	trans *raft.NetworkTransport
@@ -76,10 +74,10 @@ func New(cfg Config, f *fsm.FSM) (*Node, error) {
 		}
 		return nil, errors.New("raftnode: nil FSM")
 	}
-	return newNode(cfg, f, f.Store(), f)
+	return newNode(cfg, f)
 }
 
-func newNode(cfg Config, sm StateMachine, members MemberLookup, f *fsm.FSM) (*Node, error) {
+func newNode(cfg Config, sm StateMachine) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		if cfg.RaftListener != nil {
 			_ = cfg.RaftListener.Close()
@@ -91,8 +89,6 @@ func newNode(cfg Config, sm StateMachine, members MemberLookup, f *fsm.FSM) (*No
 		cfg:      cfg,
 		log:      cfg.Logger,
 		sm:       sm,
-		fsm:      f,
-		members:  members,
 		notifyCh: make(chan bool, 16),
 		ctx:      ctx,
 		cancel:   cancel,
@@ -271,11 +267,14 @@ func (n *Node) Leader() (m model.Member, ok bool) {
 		return n.self(), true
 	}
 	m = model.Member{ID: string(id), RaftAddr: string(addr)}
-	if rec, found := n.members.Member(string(id)); found {
+	if rec, found := n.member(string(id)); found {
 		m.HTTPAddr = rec.HTTPAddr
 	}
 	return m, true
 }
+
+// member reads server id's record from the replicated member table.
+func (n *Node) member(id string) (model.Member, bool) { return n.sm.Store().Member(id) }
 
 // self is this node's member record.
 func (n *Node) self() model.Member {
@@ -286,7 +285,7 @@ func (n *Node) self() model.Member {
 func (n *Node) Raft() *raft.Raft { return n.raft }
 
 // FSM is the state machine passed to New.
-func (n *Node) FSM() *fsm.FSM { return n.fsm }
+func (n *Node) FSM() StateMachine { return n.sm }
 
 // tcpStreamLayer is raft's TCP stream layer over a listener this package opened (or
 // was given): it dials peers directly and advertises the configured address.
