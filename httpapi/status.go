@@ -14,7 +14,7 @@ func (s *server) getLeader(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return fmt.Errorf("%w: %s knows no leader", errNoLeader, s.id)
 	}
-	writeJSON(w, http.StatusOK, api.Leader{ID: l.ID, RaftAddr: l.RaftAddr, HTTPAddr: l.HTTPAddr})
+	writeJSON(w, http.StatusOK, wireLeader(l))
 	return nil
 }
 

@@ -93,6 +93,10 @@ func wireSettings(s model.Settings) api.Settings {
 	return api.Settings{MetadataMaxBytes: s.MetadataMaxBytes, ModifyIndex: s.ModifyIndex}
 }
 
+func wireLeader(m model.Member) api.Leader {
+	return api.Leader{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr}
+}
+
 func wireReady(r raftnode.Readiness) api.Ready {
 	return api.Ready{
 		Ready:        r.Ready,
