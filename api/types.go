@@ -1,12 +1,99 @@
 // Package api holds the wire types of Roster's native REST API (/v1/...), shared by the
-// server, the Go client and the CLI so that both sides agree on every field.
+// server, the Go client and the CLI so that both sides agree on every field. It
+// depends on the standard library only: a client of the API pulls in nothing of the
+// server (storage, Raft, encodings). The server converts its own types into these
+// (httpapi/wire.go).
 package api
 
 import (
+	"strings"
 	"time"
-
-	"github.com/rosterhq/roster/model"
 )
+
+// Defaults of the five-layer model (namespace › group › service › cluster › instance),
+// the same as Nacos's: an empty namespace, group or cluster in a request means these.
+const (
+	DefaultNamespace = "public"
+	DefaultGroup     = "DEFAULT_GROUP"
+	DefaultCluster   = "DEFAULT"
+)
+
+// Health-check types, the values of HealthCheck.Type and ProbeResult.CheckType.
+const (
+	CheckTCP  = "TCP"
+	CheckHTTP = "HTTP"
+	CheckNone = "NONE"
+)
+
+// Duration is a time.Duration that reads and writes JSON as a Go duration string ("5s").
+type Duration time.Duration
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// String formats the duration as Go does.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalText writes the duration as a Go duration string.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText reads a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(strings.TrimSpace(string(b)))
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Namespace is the outermost layer. "public" always exists.
+type Namespace struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	CreateIndex uint64 `json:"createIndex"`
+	ModifyIndex uint64 `json:"modifyIndex"`
+}
+
+// Service is a named set of instances inside a group.
+type Service struct {
+	Namespace        string            `json:"namespace"`
+	Group            string            `json:"group"`
+	Name             string            `json:"name"`
+	ProtectThreshold float64           `json:"protectThreshold"`
+	Metadata         map[string]string `json:"metadata"`
+	CreateIndex      uint64            `json:"createIndex"`
+	// ModifyIndex is the index of the last change to the service, its clusters or its instances.
+	ModifyIndex uint64 `json:"modifyIndex"`
+}
+
+// HealthCheck is a cluster's probe specification as the API shows it. Port 0 means the
+// instance's own port; ExpectedStatus empty means any status in 200..399 is healthy.
+type HealthCheck struct {
+	// Type is CheckTCP, CheckHTTP or CheckNone.
+	Type           string            `json:"type"`
+	Port           int               `json:"port"`
+	Path           string            `json:"path,omitempty"`
+	Headers        map[string]string `json:"headers,omitempty"`
+	ExpectedStatus []int             `json:"expectedStatus,omitempty"`
+	Interval       Duration          `json:"interval"`
+	Timeout        Duration          `json:"timeout"`
+	Rise           int               `json:"rise"`
+	Fall           int               `json:"fall"`
+}
+
+// Cluster groups a service's instances and carries their health-check spec.
+type Cluster struct {
+	Namespace   string            `json:"namespace"`
+	Group       string            `json:"group"`
+	Service     string            `json:"service"`
+	Name        string            `json:"name"`
+	HealthCheck HealthCheck       `json:"healthCheck"`
+	Metadata    map[string]string `json:"metadata"`
+	CreateIndex uint64            `json:"createIndex"`
+	ModifyIndex uint64            `json:"modifyIndex"`
+}
 
 // Headers and query parameters of the native API.
 const (
@@ -74,14 +161,14 @@ type NamespaceRequest struct {
 
 // NamespacesResponse is the body of GET /v1/namespaces.
 type NamespacesResponse struct {
-	Index      uint64            `json:"index"`
-	Namespaces []model.Namespace `json:"namespaces"`
+	Index      uint64      `json:"index"`
+	Namespaces []Namespace `json:"namespaces"`
 }
 
 // NamespaceResponse is the body of GET /v1/namespaces/{ns}.
 type NamespaceResponse struct {
-	Index     uint64          `json:"index"`
-	Namespace model.Namespace `json:"namespace"`
+	Index     uint64    `json:"index"`
+	Namespace Namespace `json:"namespace"`
 }
 
 // ServiceRequest is the body of PUT .../services/{service}. Omitted fields take defaults
@@ -94,19 +181,19 @@ type ServiceRequest struct {
 
 // ServicesResponse is the body of GET /v1/namespaces/{ns}/services.
 type ServicesResponse struct {
-	Index     uint64          `json:"index"`
-	Namespace string          `json:"namespace"`
-	Page      int             `json:"page"`
-	Size      int             `json:"size"`
-	Total     int             `json:"total"`
-	Services  []model.Service `json:"services"`
+	Index     uint64    `json:"index"`
+	Namespace string    `json:"namespace"`
+	Page      int       `json:"page"`
+	Size      int       `json:"size"`
+	Total     int       `json:"total"`
+	Services  []Service `json:"services"`
 }
 
 // ServiceResponse is the body of GET .../services/{service}.
 type ServiceResponse struct {
-	Index    uint64          `json:"index"`
-	Service  model.Service   `json:"service"`
-	Clusters []model.Cluster `json:"clusters"`
+	Index    uint64    `json:"index"`
+	Service  Service   `json:"service"`
+	Clusters []Cluster `json:"clusters"`
 	// InstanceCount and HealthyCount describe the service's instances.
 	InstanceCount int `json:"instanceCount"`
 	HealthyCount  int `json:"healthyCount"`
@@ -134,14 +221,14 @@ type ClusterRequest struct {
 
 // ClusterResponse is the body of GET .../clusters/{cluster}.
 type ClusterResponse struct {
-	Index   uint64        `json:"index"`
-	Cluster model.Cluster `json:"cluster"`
+	Index   uint64  `json:"index"`
+	Cluster Cluster `json:"cluster"`
 }
 
 // ClustersResponse is the body of GET .../services/{service}/clusters.
 type ClustersResponse struct {
-	Index    uint64          `json:"index"`
-	Clusters []model.Cluster `json:"clusters"`
+	Index    uint64    `json:"index"`
+	Clusters []Cluster `json:"clusters"`
 }
 
 // InstanceRequest is the body of PUT .../instances/{ip}:{port} (create or replace) and
@@ -161,11 +248,29 @@ type HealthRequest struct {
 	Healthy *bool `json:"healthy"`
 }
 
-// Instance is an instance as the native API shows it.
+// Instance is one persistent backend as the native API shows it. It is identified
+// within its service by ip:port.
 type Instance struct {
-	model.Instance
+	Namespace string            `json:"namespace"`
+	Group     string            `json:"group"`
+	Service   string            `json:"service"`
+	IP        string            `json:"ip"`
+	Port      int               `json:"port"`
+	Cluster   string            `json:"cluster"`
+	Weight    float64           `json:"weight"`
+	Enabled   bool              `json:"enabled"`
+	Healthy   bool              `json:"healthy"`
+	Metadata  map[string]string `json:"metadata"`
+	// CreateIndex is the registration epoch: it changes only when the instance is
+	// deregistered and registered again.
+	CreateIndex uint64 `json:"createIndex"`
+	ModifyIndex uint64 `json:"modifyIndex"`
+	// InstanceID is Nacos's simple id: ip#port#cluster#group@@service.
 	InstanceID string `json:"instanceId"`
 }
+
+// Addr is the instance's identity inside its service: ip:port, IPv6 in brackets.
+func (in Instance) Addr() string { return JoinAddr(in.IP, in.Port) }
 
 // InstanceResponse is the body of GET .../instances/{ip}:{port}.
 type InstanceResponse struct {
@@ -175,10 +280,10 @@ type InstanceResponse struct {
 
 // InstancesResponse is the body of GET .../instances.
 type InstancesResponse struct {
-	Service                 model.Service `json:"service"`
-	Index                   uint64        `json:"index"`
-	ProtectThresholdReached bool          `json:"protectThresholdReached"`
-	Instances               []Instance    `json:"instances"`
+	Service                 Service    `json:"service"`
+	Index                   uint64     `json:"index"`
+	ProtectThresholdReached bool       `json:"protectThresholdReached"`
+	Instances               []Instance `json:"instances"`
 }
 
 // Leader is the body of GET /v1/status/leader.
@@ -239,8 +344,9 @@ type ProbeResult struct {
 	Port    int    `json:"port"`
 	Cluster string `json:"cluster"`
 	// Epoch is the instance's registration epoch (CreateIndex).
-	Epoch     uint64          `json:"epoch"`
-	CheckType model.CheckType `json:"checkType"`
+	Epoch uint64 `json:"epoch"`
+	// CheckType is CheckTCP, CheckHTTP or CheckNone.
+	CheckType string `json:"checkType"`
 	// Target is what is probed: host:port for TCP, the URL for HTTP, empty for NONE.
 	Target string `json:"target,omitempty"`
 	// Healthy is the committed health as last known to the prober.
@@ -250,8 +356,8 @@ type ProbeResult struct {
 	Pending bool `json:"pending"`
 	// LastCheck is when the last probe started (zero: not probed yet in this term or
 	// since the cluster's spec changed).
-	LastCheck time.Time      `json:"lastCheck,omitzero"`
-	Latency   model.Duration `json:"latency,omitzero"`
+	LastCheck time.Time `json:"lastCheck,omitzero"`
+	Latency   Duration  `json:"latency,omitzero"`
 	// Outcome is "success" or the class of the failure: "denied" (outside the probe
 	// policy; nothing was sent), "refused", "timeout", "reset", "unreachable", "dns",
 	// "status" (an unexpected HTTP status), "malformed response" or "error"; empty
@@ -262,11 +368,11 @@ type ProbeResult struct {
 	// Error describes a failure in Roster's words; it never contains bytes the target sent.
 	Error string `json:"error,omitempty"`
 
-	ConsecutiveSuccesses int            `json:"consecutiveSuccesses"`
-	ConsecutiveFailures  int            `json:"consecutiveFailures"`
-	Rise                 int            `json:"rise"`
-	Fall                 int            `json:"fall"`
-	Interval             model.Duration `json:"interval"`
+	ConsecutiveSuccesses int      `json:"consecutiveSuccesses"`
+	ConsecutiveFailures  int      `json:"consecutiveFailures"`
+	Rise                 int      `json:"rise"`
+	Fall                 int      `json:"fall"`
+	Interval             Duration `json:"interval"`
 	// NextCheck is when the next probe is due (zero for NONE clusters).
 	NextCheck time.Time `json:"nextCheck,omitzero"`
 }

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,7 +17,6 @@ import (
 	"time"
 
 	"github.com/rosterhq/roster/api"
-	"github.com/rosterhq/roster/model"
 )
 
 // DefaultTimeout bounds a request that is not a blocking query. A blocking query gets
@@ -99,26 +97,10 @@ func defaultHTTPClient() *http.Client {
 }
 
 func parseBase(addr string) (*url.URL, error) {
-	addr = strings.TrimSpace(addr)
-	if addr == "" {
-		return nil, errors.New("roster client: empty server address")
-	}
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
-	}
-	u, err := url.Parse(addr)
+	u, err := api.BaseURL(addr)
 	if err != nil {
 		return nil, fmt.Errorf("roster client: server address: %w", err)
 	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("roster client: server address %q: scheme must be http or https", addr)
-	}
-	if u.Host == "" {
-		return nil, fmt.Errorf("roster client: server address %q has no host", addr)
-	}
-	u.Path = strings.TrimRight(u.Path, "/")
-	u.RawPath = ""
-	u.RawQuery, u.Fragment = "", ""
 	return u, nil
 }
 
@@ -206,7 +188,7 @@ func (p *pathBuilder) param(name, value string) *pathBuilder {
 // ns appends "namespaces/{ns}", defaulting an empty namespace to "public".
 func (p *pathBuilder) ns(ns string) *pathBuilder {
 	if ns == "" {
-		ns = model.DefaultNamespace
+		ns = api.DefaultNamespace
 	}
 	return p.lit("namespaces", ns)
 }
@@ -214,7 +196,7 @@ func (p *pathBuilder) ns(ns string) *pathBuilder {
 // service appends ".../groups/{group}/services/{service}", defaulting an empty group.
 func (p *pathBuilder) service(ns, group, service string) *pathBuilder {
 	if group == "" {
-		group = model.DefaultGroup
+		group = api.DefaultGroup
 	}
 	return p.ns(ns).lit("groups", group, "services").param("service", service)
 }
@@ -228,7 +210,7 @@ func (p *pathBuilder) instance(ip string, port int) *pathBuilder {
 	if (port < 1 || port > 65535) && p.err == nil {
 		p.err = fmt.Errorf("roster client: port %d out of range 1..65535", port)
 	}
-	return p.lit(model.JoinAddr(ip, port))
+	return p.lit(api.JoinAddr(ip, port))
 }
 
 func (p *pathBuilder) build() (string, error) {

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/rosterhq/roster/api"
-	"github.com/rosterhq/roster/model"
 )
 
 // seen is what the fake server received.
@@ -84,6 +83,11 @@ func (f *fakeAPI) client(opts ...Option) *Client { return New(f.Listener.Addr().
 
 func ptr[T any](v T) *T { return &v }
 
+// defaultHealthCheck is the spec the server gives a cluster created implicitly.
+func defaultHealthCheck() api.HealthCheck {
+	return api.HealthCheck{Type: api.CheckTCP, Interval: api.Duration(5 * time.Second), Timeout: api.Duration(2 * time.Second), Rise: 2, Fall: 3}
+}
+
 // jsonEqual compares two JSON documents semantically.
 func jsonEqual(t *testing.T, got, want string) bool {
 	t.Helper()
@@ -143,7 +147,7 @@ func routeCases() []routeCase {
 			method: "GET", path: "/v1/namespaces/dev",
 			query: url.Values{"consistency": {"stale"}},
 			resp:  `{"index":3,"namespace":{"id":"dev","name":"Dev","description":"","createIndex":2,"modifyIndex":3}}`,
-			want:  api.NamespaceResponse{Index: 3, Namespace: model.Namespace{ID: "dev", Name: "Dev", CreateIndex: 2, ModifyIndex: 3}},
+			want:  api.NamespaceResponse{Index: 3, Namespace: api.Namespace{ID: "dev", Name: "Dev", CreateIndex: 2, ModifyIndex: 3}},
 		},
 		{
 			name: "Namespaces blocking",
@@ -154,7 +158,7 @@ func routeCases() []routeCase {
 			method: "GET", path: "/v1/namespaces",
 			query: url.Values{"index": {"5"}, "wait": {"10s"}},
 			resp:  `{"index":6,"namespaces":[{"id":"public","name":"public"}]}`,
-			want:  api.NamespacesResponse{Index: 6, Namespaces: []model.Namespace{{ID: "public", Name: "public"}}},
+			want:  api.NamespacesResponse{Index: 6, Namespaces: []api.Namespace{{ID: "public", Name: "public"}}},
 		},
 		{
 			name: "Services page",
@@ -166,7 +170,7 @@ func routeCases() []routeCase {
 			query: url.Values{"group": {"g1"}, "page": {"2"}, "size": {"10"}},
 			resp:  `{"index":9,"namespace":"dev","page":2,"size":10,"total":11,"services":[{"namespace":"dev","group":"g1","name":"a","protectThreshold":0.5}]}`,
 			want: api.ServicesResponse{Index: 9, Namespace: "dev", Page: 2, Size: 10, Total: 11,
-				Services: []model.Service{{Namespace: "dev", Group: "g1", Name: "a", ProtectThreshold: 0.5}}},
+				Services: []api.Service{{Namespace: "dev", Group: "g1", Name: "a", ProtectThreshold: 0.5}}},
 		},
 		{
 			name: "Services default namespace",
@@ -176,7 +180,7 @@ func routeCases() []routeCase {
 			},
 			method: "GET", path: "/v1/namespaces/public/services",
 			resp: `{"index":1,"namespace":"public","services":[]}`,
-			want: api.ServicesResponse{Index: 1, Namespace: "public", Services: []model.Service{}},
+			want: api.ServicesResponse{Index: 1, Namespace: "public", Services: []api.Service{}},
 		},
 		{
 			name: "UpsertService",
@@ -197,8 +201,8 @@ func routeCases() []routeCase {
 			query: url.Values{"consistency": {"leader"}},
 			resp:  `{"index":12,"service":{"namespace":"public","group":"DEFAULT_GROUP","name":"orders"},"clusters":[{"name":"DEFAULT","healthCheck":{"type":"TCP","port":0,"interval":"5s","timeout":"2s","rise":2,"fall":3}}],"instanceCount":3,"healthyCount":2}`,
 			want: api.ServiceResponse{Index: 12,
-				Service:       model.Service{Namespace: "public", Group: "DEFAULT_GROUP", Name: "orders"},
-				Clusters:      []model.Cluster{{Name: "DEFAULT", HealthCheck: model.DefaultHealthCheck()}},
+				Service:       api.Service{Namespace: "public", Group: "DEFAULT_GROUP", Name: "orders"},
+				Clusters:      []api.Cluster{{Name: "DEFAULT", HealthCheck: defaultHealthCheck()}},
 				InstanceCount: 3, HealthyCount: 2},
 		},
 		{
@@ -226,9 +230,9 @@ func routeCases() []routeCase {
 			},
 			method: "GET", path: svcPath + "/clusters/east",
 			resp: `{"index":15,"cluster":{"name":"east","healthCheck":{"type":"NONE","port":0,"interval":"5s","timeout":"2s","rise":2,"fall":3}}}`,
-			want: api.ClusterResponse{Index: 15, Cluster: model.Cluster{Name: "east", HealthCheck: func() model.HealthCheck {
-				h := model.DefaultHealthCheck()
-				h.Type = model.CheckNone
+			want: api.ClusterResponse{Index: 15, Cluster: api.Cluster{Name: "east", HealthCheck: func() api.HealthCheck {
+				h := defaultHealthCheck()
+				h.Type = api.CheckNone
 				return h
 			}()}},
 		},
@@ -240,7 +244,7 @@ func routeCases() []routeCase {
 			},
 			method: "GET", path: svcPath + "/clusters",
 			resp: `{"index":16,"clusters":[{"name":"DEFAULT"},{"name":"east"}]}`,
-			want: api.ClustersResponse{Index: 16, Clusters: []model.Cluster{{Name: "DEFAULT"}, {Name: "east"}}},
+			want: api.ClustersResponse{Index: 16, Clusters: []api.Cluster{{Name: "DEFAULT"}, {Name: "east"}}},
 		},
 		{
 			name: "RegisterInstance",
@@ -296,7 +300,7 @@ func routeCases() []routeCase {
 			method: "GET", path: svcPath + "/instances/127.100.0.1:8080",
 			resp: `{"index":22,"instance":{"ip":"127.100.0.1","port":8080,"cluster":"DEFAULT","weight":1,"enabled":true,"healthy":true,"instanceId":"127.100.0.1#8080#DEFAULT#DEFAULT_GROUP@@orders"}}`,
 			want: api.InstanceResponse{Index: 22, Instance: api.Instance{
-				Instance:   model.Instance{IP: "127.100.0.1", Port: 8080, Cluster: "DEFAULT", Weight: 1, Enabled: true, Healthy: true},
+				IP: "127.100.0.1", Port: 8080, Cluster: "DEFAULT", Weight: 1, Enabled: true, Healthy: true,
 				InstanceID: "127.100.0.1#8080#DEFAULT#DEFAULT_GROUP@@orders"}},
 		},
 		{
@@ -310,8 +314,8 @@ func routeCases() []routeCase {
 			method: "GET", path: svcPath + "/instances",
 			query: url.Values{"healthy": {"true"}, "cluster": {"a,b"}, "consistency": {"leader"}, "index": {"42"}, "wait": {"30s"}},
 			resp:  `{"service":{"name":"orders"},"index":43,"protectThresholdReached":true,"instances":[{"ip":"::1","port":80,"instanceId":"x"}]}`,
-			want: api.InstancesResponse{Service: model.Service{Name: "orders"}, Index: 43, ProtectThresholdReached: true,
-				Instances: []api.Instance{{Instance: model.Instance{IP: "::1", Port: 80}, InstanceID: "x"}}},
+			want: api.InstancesResponse{Service: api.Service{Name: "orders"}, Index: 43, ProtectThresholdReached: true,
+				Instances: []api.Instance{{IP: "::1", Port: 80, InstanceID: "x"}}},
 		},
 		{
 			name: "Leader",

@@ -123,7 +123,7 @@ func TestProber_WithStoreAndFSM(t *testing.T) {
 	app.mustApply(t, fsm.RegisterInstanceRequest{Instance: c})
 	waitFor(t, 5*time.Second, "new instance scheduled", func() bool {
 		r, ok := resultFor(p, c.IP, c.Port)
-		return ok && r.CheckType == model.CheckTCP && r.Interval.D() == model.DefaultCheckInterval
+		return ok && r.CheckType == model.CheckTCP && r.Interval == model.DefaultCheckInterval
 	})
 
 	// Deregistration drops the instance.

@@ -2,9 +2,7 @@ package healthcheck
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -99,24 +97,5 @@ func TestConfig_Validate(t *testing.T) {
 	}
 	if _, err := NewManager(Config{FlushInterval: time.Second}, newFakeSource(), &fakeApplier{}, nil); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("NewManager with a bad config: %v", err)
-	}
-}
-
-func TestResult_JSON(t *testing.T) {
-	r := Result{IP: "127.100.0.1", Port: 80, CheckType: model.CheckTCP, Interval: model.Duration(5 * time.Second)}
-	b, err := json.Marshal(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(b)
-	for _, want := range []string{`"ip":"127.100.0.1"`, `"checkType":"TCP"`, `"interval":"5s"`, `"consecutiveFailures":0`} {
-		if !strings.Contains(s, want) {
-			t.Fatalf("%s lacks %s", s, want)
-		}
-	}
-	for _, absent := range []string{"lastCheck", "nextCheck", "outcome", "latency"} {
-		if strings.Contains(s, absent) {
-			t.Fatalf("%s has %s before any probe", s, absent)
-		}
 	}
 }

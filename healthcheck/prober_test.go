@@ -126,7 +126,7 @@ func TestProber_ReschedulesOnClusterChange(t *testing.T) {
 	if r.ConsecutiveFailures != 0 || r.Outcome != "" {
 		t.Fatalf("counters not reset: %+v", r)
 	}
-	if r.Interval.D() != 20*time.Second || r.Fall != 2 || r.Target != "http://127.100.0.1:9000/hz" {
+	if r.Interval != 20*time.Second || r.Fall != 2 || r.Target != "http://127.100.0.1:9000/hz" {
 		t.Fatalf("spec not applied: %+v", r)
 	}
 	if r.NextCheck.Before(now) || !r.NextCheck.Before(now.Add(20*time.Second)) {

@@ -4,13 +4,49 @@ import (
 	"cmp"
 	"slices"
 	"strings"
+	"time"
 
-	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/model"
 )
 
 // Result is the leader's view of one instance: its last probe and its state machine.
-type Result = api.ProbeResult
+type Result struct {
+	IP      string
+	Port    int
+	Cluster string
+	// Epoch is the instance's registration epoch (CreateIndex).
+	Epoch     uint64
+	CheckType model.CheckType
+	// Target is what is probed: host:port for TCP, the URL for HTTP, empty for NONE.
+	Target string
+	// Healthy is the committed health as last known to the prober.
+	Healthy bool
+	// Pending is true when the prober has decided the opposite of Healthy and the
+	// transition is not yet known to be committed.
+	Pending bool
+	// LastCheck is when the last probe started (zero: not probed yet in this term or
+	// since the cluster's spec changed).
+	LastCheck time.Time
+	// Latency is how long the last probe took (zero before the first probe).
+	Latency time.Duration
+	// Outcome is "success" or the class of the failure: "denied" (outside the probe
+	// policy; nothing was sent), "refused", "timeout", "reset", "unreachable", "dns",
+	// "status" (an unexpected HTTP status), "malformed response" or "error"; empty
+	// before the first probe.
+	Outcome string
+	// Status is the HTTP status of the last HTTP probe that got a response.
+	Status int
+	// Error describes a failure in Roster's words; it never contains bytes the target sent.
+	Error string
+
+	ConsecutiveSuccesses int
+	ConsecutiveFailures  int
+	Rise                 int
+	Fall                 int
+	Interval             time.Duration
+	// NextCheck is when the next probe is due (zero for NONE clusters).
+	NextCheck time.Time
+}
 
 // result snapshots a target; the caller holds Prober.mu.
 func (t *target) result() Result {
@@ -27,7 +63,7 @@ func (t *target) result() Result {
 		ConsecutiveFailures:  t.st.fail,
 		Rise:                 hc.Rise,
 		Fall:                 hc.Fall,
-		Interval:             model.Duration(t.spec.interval),
+		Interval:             t.spec.interval,
 	}
 	if t.spec.probed() {
 		r.Target = t.addr
@@ -39,7 +75,7 @@ func (t *target) result() Result {
 	if t.last.done {
 		o := t.last.outcome
 		r.LastCheck = t.last.at
-		r.Latency = model.Duration(o.latency)
+		r.Latency = o.latency
 		r.Outcome = o.class
 		r.Status = o.status
 		r.Error = o.err

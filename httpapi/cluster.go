@@ -7,6 +7,7 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -26,7 +27,7 @@ func (s *server) listMembers(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, api.MembersResponse{Index: idx, Members: nonNil(members)})
+	writeJSON(w, http.StatusOK, api.MembersResponse{Index: idx, Members: wireList(members, wireMember)})
 	return nil
 }
 
@@ -40,7 +41,8 @@ func (s *server) join(w http.ResponseWriter, r *http.Request) error {
 	if err := model.ValidateMember(m); err != nil {
 		return err
 	}
-	return s.membership(w, r, func(ctx context.Context) error { return s.node.Join(ctx, req) })
+	join := raftnode.JoinRequest{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, NonVoter: req.NonVoter}
+	return s.membership(w, r, func(ctx context.Context) error { return s.node.Join(ctx, join) })
 }
 
 // removeMember serves DELETE /v1/cluster/members/{id}. Leader only.

@@ -22,7 +22,7 @@ func (s *server) listClusters(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, api.ClustersResponse{Index: idx, Clusters: nonNil(list)})
+	writeJSON(w, http.StatusOK, api.ClustersResponse{Index: idx, Clusters: wireList(list, wireCluster)})
 	return nil
 }
 
@@ -38,7 +38,7 @@ func (s *server) getCluster(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, api.ClusterResponse{Index: idx, Cluster: c})
+	writeJSON(w, http.StatusOK, api.ClusterResponse{Index: idx, Cluster: wireCluster(c)})
 	return nil
 }
 

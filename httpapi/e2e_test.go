@@ -13,7 +13,6 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fsm"
-	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -94,8 +93,8 @@ func TestEndToEnd_Lifecycle(t *testing.T) {
 	mustDo(t, h, http.MethodPut, svc+"/clusters/manual", `{"healthCheck":{"type":"NONE"},"metadata":{"zone":"a"}}`, 200)
 	var cl api.ClusterResponse
 	mustDo(t, h, http.MethodGet, svc+"/clusters/probe", nil, 200).decode(t, &cl)
-	want := model.HealthCheck{Type: model.CheckHTTP, Path: "/ping", ExpectedStatus: []int{200, 204},
-		Interval: model.Duration(3 * time.Second), Timeout: model.Duration(time.Second), Rise: 1, Fall: 2}
+	want := api.HealthCheck{Type: api.CheckHTTP, Path: "/ping", ExpectedStatus: []int{200, 204},
+		Interval: api.Duration(3 * time.Second), Timeout: api.Duration(time.Second), Rise: 1, Fall: 2}
 	if !reflect.DeepEqual(cl.Cluster.HealthCheck, want) {
 		t.Fatalf("health check %+v", cl.Cluster.HealthCheck)
 	}

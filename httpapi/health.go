@@ -33,12 +33,9 @@ func (s *server) getHealth(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("%w: health probing is not configured on %s", httpx.ErrUnavailable, s.id)
 	}
 	results, running := s.cfg.Health.Results(key)
-	if results == nil {
-		results = []healthcheck.Result{}
-	}
 	writeJSON(w, http.StatusOK, api.HealthResponse{
 		Namespace: key.Namespace, Group: key.Group, Service: key.Service,
-		Leader: s.id, Probing: running, Results: results,
+		Leader: s.id, Probing: running, Results: wireList(results, wireProbeResult),
 	})
 	return nil
 }

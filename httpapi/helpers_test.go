@@ -17,6 +17,7 @@ import (
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/store"
 )
@@ -39,12 +40,14 @@ type fakeNode struct {
 
 	consistentReads, leaderReads int
 	readErr                      error
-	members                      []api.Member
-	joins                        []api.JoinRequest
-	removed                      []string
-	transfers                    []string
-	opErr                        error
-	ready                        bool
+	// members is the configuration Members reports, as the API shows it (it is
+	// converted back to raftnode's form, which the API's wire conversion undoes).
+	members   []api.Member
+	joins     []raftnode.JoinRequest
+	removed   []string
+	transfers []string
+	opErr     error
+	ready     bool
 }
 
 func newLeaderNode(id string) *fakeNode {
@@ -137,10 +140,10 @@ func (n *fakeNode) KnownLeader() bool {
 	return ok
 }
 
-func (n *fakeNode) Ready() (bool, api.Ready) {
+func (n *fakeNode) Ready() (bool, raftnode.Readiness) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	rd := api.Ready{AppliedIndex: 7, CommitIndex: 7}
+	rd := raftnode.Readiness{AppliedIndex: 7, CommitIndex: 7}
 	if n.known != nil {
 		rd.Leader = n.known.ID
 	}
@@ -150,13 +153,22 @@ func (n *fakeNode) Ready() (bool, api.Ready) {
 	return n.ready, rd
 }
 
-func (n *fakeNode) Members(context.Context) ([]api.Member, error) {
+func (n *fakeNode) Members(context.Context) ([]raftnode.Member, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.members, n.opErr
+	var out []raftnode.Member
+	for _, m := range n.members {
+		lc := time.Duration(-1)
+		if m.LastContactMillis >= 0 {
+			lc = time.Duration(m.LastContactMillis) * time.Millisecond
+		}
+		out = append(out, raftnode.Member{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr,
+			Voter: m.Voter, Leader: m.Leader, LastContact: lc})
+	}
+	return out, n.opErr
 }
 
-func (n *fakeNode) Join(_ context.Context, req api.JoinRequest) error {
+func (n *fakeNode) Join(_ context.Context, req raftnode.JoinRequest) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.joins = append(n.joins, req)

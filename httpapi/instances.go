@@ -87,15 +87,6 @@ func selectInstances(all []model.Instance, threshold float64, f instanceFilter) 
 	return healthy, false
 }
 
-// toAPI adds the Nacos instance id to each instance.
-func toAPI(list []model.Instance) []api.Instance {
-	out := make([]api.Instance, len(list))
-	for i, in := range list {
-		out[i] = api.Instance{Instance: in, InstanceID: in.InstanceID()}
-	}
-	return out
-}
-
 // listInstances serves GET .../services/{service}/instances?healthy=&cluster=.
 func (s *server) listInstances(w http.ResponseWriter, r *http.Request) error {
 	key, err := serviceKeyParam(r)
@@ -114,10 +105,10 @@ func (s *server) listInstances(w http.ResponseWriter, r *http.Request) error {
 	}
 	list, reached := selectInstances(view.Instances, view.Service.ProtectThreshold, f)
 	writeJSON(w, http.StatusOK, api.InstancesResponse{
-		Service:                 view.Service,
+		Service:                 wireService(view.Service),
 		Index:                   idx,
 		ProtectThresholdReached: reached,
-		Instances:               toAPI(list),
+		Instances:               wireList(list, wireInstance),
 	})
 	return nil
 }
@@ -136,7 +127,7 @@ func (s *server) getInstance(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, api.InstanceResponse{
 		Index:    idx,
-		Instance: api.Instance{Instance: in, InstanceID: in.InstanceID()},
+		Instance: wireInstance(in),
 	})
 	return nil
 }

@@ -17,7 +17,7 @@ func (s *server) listNamespaces(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, api.NamespacesResponse{Index: idx, Namespaces: nonNil(list)})
+	writeJSON(w, http.StatusOK, api.NamespacesResponse{Index: idx, Namespaces: wireList(list, wireNamespace)})
 	return nil
 }
 
@@ -33,7 +33,7 @@ func (s *server) getNamespace(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, api.NamespaceResponse{Index: idx, Namespace: ns})
+	writeJSON(w, http.StatusOK, api.NamespaceResponse{Index: idx, Namespace: wireNamespace(ns)})
 	return nil
 }
 
@@ -67,12 +67,4 @@ func (s *server) deleteNamespace(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("namespace %q always exists and cannot be deleted: %w", id, model.ErrConflict)
 	}
 	return written(w)(s.reg.DeleteNamespace(r.Context(), id))
-}
-
-// nonNil makes an empty list encode as [] rather than null.
-func nonNil[T any](l []T) []T {
-	if l == nil {
-		return []T{}
-	}
-	return l
 }

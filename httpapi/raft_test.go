@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/client"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/store"
@@ -78,6 +79,15 @@ func startRaftCluster(t *testing.T, size int) []*raftMember {
 	for _, ln := range raftLns {
 		_ = ln.Close()
 	}
+	// Followers announce their HTTP addresses to the leader with the API client, as
+	// the server wires it.
+	joinHTTP := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	joiner := func(ctx context.Context, target string, req raftnode.JoinRequest) error {
+		_, err := client.New(target, client.WithHTTPClient(joinHTTP)).Join(ctx, api.JoinRequest{
+			ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, NonVoter: req.NonVoter,
+		})
+		return err
+	}
 	t.Cleanup(func() {
 		for i, m := range members {
 			if m.srv == nil {
@@ -87,6 +97,7 @@ func startRaftCluster(t *testing.T, size int) []*raftMember {
 				m.stop(t)
 			}
 		}
+		joinHTTP.CloseIdleConnections()
 	})
 	for i, m := range members {
 		dir := t.TempDir()
@@ -96,7 +107,7 @@ func startRaftCluster(t *testing.T, size int) []*raftMember {
 		}
 		node, err := raftnode.New(raftnode.Config{
 			NodeID: m.id, DataDir: dir, RaftBind: peers[i].Addr, HTTPAdvertise: lns[i].Addr().String(),
-			Peers: peers, Logger: discardLogger(),
+			Peers: peers, Joiner: joiner, Logger: discardLogger(),
 		}, fsm.New(st, discardLogger()))
 		if err != nil {
 			_ = st.Close()

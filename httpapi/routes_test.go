@@ -10,6 +10,7 @@ import (
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/raftnode"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -123,7 +124,8 @@ func TestRoutes_ClusterOperations(t *testing.T) {
 	}
 	node.mu.Lock()
 	defer node.mu.Unlock()
-	if !reflect.DeepEqual(node.joins, []api.JoinRequest{join}) || !reflect.DeepEqual(node.removed, []string{"n3"}) ||
+	want := raftnode.JoinRequest{ID: join.ID, RaftAddr: join.RaftAddr, HTTPAddr: join.HTTPAddr, NonVoter: join.NonVoter}
+	if !reflect.DeepEqual(node.joins, []raftnode.JoinRequest{want}) || !reflect.DeepEqual(node.removed, []string{"n3"}) ||
 		!reflect.DeepEqual(node.transfers, []string{"n2", ""}) {
 		t.Fatalf("joins %v removed %v transfers %v", node.joins, node.removed, node.transfers)
 	}
@@ -197,7 +199,7 @@ func TestRoutes_Reads(t *testing.T) {
 	t.Run("cluster", func(t *testing.T) {
 		var out api.ClusterResponse
 		check(t, svcPath+"/clusters/manual", &out)
-		if out.Cluster.Name != "manual" || out.Cluster.HealthCheck.Type != model.CheckNone {
+		if out.Cluster.Name != "manual" || out.Cluster.HealthCheck.Type != api.CheckNone {
 			t.Fatalf("%+v", out)
 		}
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/store"
 )
@@ -65,11 +66,11 @@ type Consensus interface {
 	// KnownLeader reports whether this node knows a leader.
 	KnownLeader() bool
 	// Ready reports whether this node knows a leader and has applied what it knows is committed.
-	Ready() (bool, api.Ready)
+	Ready() (bool, raftnode.Readiness)
 	// Members lists the Raft servers with their addresses.
-	Members(ctx context.Context) ([]api.Member, error)
+	Members(ctx context.Context) ([]raftnode.Member, error)
 	// Join adds (or re-announces) a server. Leader only.
-	Join(ctx context.Context, req api.JoinRequest) error
+	Join(ctx context.Context, req raftnode.JoinRequest) error
 	// RemoveServer removes a server. Leader only.
 	RemoveServer(ctx context.Context, id string) error
 	// TransferLeadership hands leadership to the server id (any server when id is empty).

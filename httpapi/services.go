@@ -37,7 +37,7 @@ func (s *server) listServices(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, api.ServicesResponse{
-		Index: idx, Namespace: ns, Page: page, Size: size, Total: total, Services: nonNil(list),
+		Index: idx, Namespace: ns, Page: page, Size: size, Total: total, Services: wireList(list, wireService),
 	})
 	return nil
 }
@@ -56,8 +56,8 @@ func (s *server) getService(w http.ResponseWriter, r *http.Request) error {
 	}
 	resp := api.ServiceResponse{
 		Index:         idx,
-		Service:       view.Service,
-		Clusters:      nonNil(view.Clusters),
+		Service:       wireService(view.Service),
+		Clusters:      wireList(view.Clusters, wireCluster),
 		InstanceCount: len(view.Instances),
 	}
 	for _, in := range view.Instances {

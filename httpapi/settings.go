@@ -38,7 +38,3 @@ func (s *server) putSettings(w http.ResponseWriter, r *http.Request) error {
 	cur.MetadataMaxBytes = *req.MetadataMaxBytes
 	return written(w)(s.reg.UpdateSettings(r.Context(), cur))
 }
-
-func wireSettings(s model.Settings) api.Settings {
-	return api.Settings{MetadataMaxBytes: s.MetadataMaxBytes, ModifyIndex: s.ModifyIndex}
-}

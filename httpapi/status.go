@@ -15,7 +15,7 @@ func (s *server) getLeader(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return fmt.Errorf("%w: %s knows no leader", httpx.ErrNoLeader, s.id)
 	}
-	writeJSON(w, http.StatusOK, api.Leader{ID: l.ID, RaftAddr: l.RaftAddr, HTTPAddr: l.HTTPAddr})
+	writeJSON(w, http.StatusOK, wireLeader(l))
 	return nil
 }
 
@@ -29,6 +29,6 @@ func (s *server) getReady(w http.ResponseWriter, _ *http.Request) error {
 	if !ok {
 		status = http.StatusServiceUnavailable
 	}
-	writeJSON(w, status, rd)
+	writeJSON(w, status, wireReady(rd))
 	return nil
 }

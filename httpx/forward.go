@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/rosterhq/roster/api"
@@ -160,7 +159,7 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, next http.Ha
 			next.ServeHTTP(w, r)
 			return
 		}
-		target, err := leaderURL(leader.HTTPAddr)
+		target, err := api.BaseURL(leader.HTTPAddr)
 		if err != nil {
 			fail(w, r, fmt.Errorf("%w: leader %s: %v", ErrUnavailable, leader.ID, err))
 			return
@@ -222,7 +221,7 @@ func (f *Forwarder) ForwardStream(w http.ResponseWriter, r *http.Request, local 
 		local(w, r)
 		return
 	}
-	target, err := leaderURL(leader.HTTPAddr)
+	target, err := api.BaseURL(leader.HTTPAddr)
 	if err != nil {
 		refuse(w, r, fmt.Errorf("%w: leader %s: %v", ErrUnavailable, leader.ID, err))
 		return
@@ -325,16 +324,4 @@ func (f *Forwarder) shouldRetry(st *proxyState, err error) bool {
 		return ok && l.ID != st.leaderID && l.ID != f.id
 	}
 	return false
-}
-
-// leaderURL turns a member's HTTP address (host:port or an http(s) URL) into a proxy target.
-func leaderURL(addr string) (*url.URL, error) {
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
-	}
-	u, err := url.Parse(addr)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, fmt.Errorf("bad HTTP address %q", addr)
-	}
-	return u, nil
 }

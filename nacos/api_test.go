@@ -14,6 +14,7 @@ import (
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/raftnode"
 )
 
 var ordersRef = model.InstanceRef{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", IP: "127.100.0.1", Port: 8080}
@@ -349,7 +350,7 @@ func TestNacosAPI_ClusterMapsHealthChecker(t *testing.T) {
 // TestNacosAPI_Operator checks switches, metrics, servers, raft leader and login.
 func TestNacosAPI_Operator(t *testing.T) {
 	h, _, node := newStoreAPI(t)
-	node.members = []api.Member{
+	node.members = []raftnode.Member{
 		{ID: "n1", RaftAddr: "127.0.0.1:7848", HTTPAddr: "127.0.0.1:8848", Voter: true, Leader: true},
 		{ID: "n2", RaftAddr: "127.0.0.2:7848", HTTPAddr: "127.0.0.2:8848", Voter: true},
 	}

@@ -42,9 +42,9 @@ type Node interface {
 	httpx.Node
 	httpx.LeaderInfo
 	// Ready reports whether this node knows a leader and has applied what it knows is committed.
-	Ready() (bool, api.Ready)
+	Ready() (bool, raftnode.Readiness)
 	// Members lists the Raft servers with their addresses.
-	Members(ctx context.Context) ([]api.Member, error)
+	Members(ctx context.Context) ([]raftnode.Member, error)
 }
 
 var _ Node = (*raftnode.Node)(nil)

@@ -15,10 +15,10 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/store"
 )
@@ -203,7 +203,7 @@ type testNode struct {
 	leader  bool
 	known   *model.Member
 	ready   bool
-	members []api.Member
+	members []raftnode.Member
 	f       *fsm.FSM
 	index   uint64
 	applies []fsm.MessageType
@@ -251,10 +251,10 @@ func (n *testNode) LastContact() time.Duration {
 	return 42 * time.Millisecond
 }
 
-func (n *testNode) Ready() (bool, api.Ready) {
+func (n *testNode) Ready() (bool, raftnode.Readiness) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	rd := api.Ready{Ready: n.ready, AppliedIndex: n.index, CommitIndex: n.index}
+	rd := raftnode.Readiness{Ready: n.ready, AppliedIndex: n.index, CommitIndex: n.index}
 	if n.known != nil {
 		rd.Leader = n.known.ID
 	}
@@ -264,7 +264,7 @@ func (n *testNode) Ready() (bool, api.Ready) {
 	return n.ready, rd
 }
 
-func (n *testNode) Members(context.Context) ([]api.Member, error) {
+func (n *testNode) Members(context.Context) ([]raftnode.Member, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.members, nil

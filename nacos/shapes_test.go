@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/raftnode"
 )
 
 // Documented examples of the Nacos Open API pages (nacos-group/nacos-group.github.io: src/content/docs/v1/en/open-api.md and src/content/docs/v2/zh-cn/guide/user/open-api.md), made valid JSON.
@@ -49,7 +49,7 @@ const (
 // field of Nacos's documented example, with the same JSON types.
 func TestNacosAPI_ResponseShapesMatchTheDocs(t *testing.T) {
 	h, _, node := newStoreAPI(t)
-	node.members = []api.Member{{ID: "n1", RaftAddr: "127.0.0.1:7848", HTTPAddr: "127.0.0.1:8848", Voter: true, Leader: true}}
+	node.members = []raftnode.Member{{ID: "n1", RaftAddr: "127.0.0.1:7848", HTTPAddr: "127.0.0.1:8848", Voter: true, Leader: true}}
 	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance",
 		`serviceName=nacos.test.1&ip=127.110.10.10&port=8888&ephemeral=false&metadata={"value":"1"}`)
 	mustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster",

@@ -7,7 +7,6 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fsm"
 )
 
@@ -119,12 +118,26 @@ func (n *Node) ConsistentRead(ctx context.Context) error {
 	return nil
 }
 
+// Readiness is Ready's report on this node.
+type Readiness struct {
+	// Ready is Ready's first result.
+	Ready bool
+	// Leader is the id of the leader this node knows ("" when none).
+	Leader string
+	// AppliedIndex is the index up to which every entry is reflected in the state.
+	AppliedIndex uint64
+	// CommitIndex is the commit index this node knows.
+	CommitIndex uint64
+	// Reason says why the node is not ready ("" when it is).
+	Reason string
+}
+
 // Ready reports whether this node can serve reads from its local state: a leader is
 // known and the state machine has applied everything this node knows to be committed
 // (on the leader, also every entry of earlier terms). AppliedIndex in the report is
 // the index up to which every entry is reflected in the state.
-func (n *Node) Ready() (bool, api.Ready) {
-	var rep api.Ready
+func (n *Node) Ready() (bool, Readiness) {
+	var rep Readiness
 	if n.isClosed() {
 		rep.Reason = "shut down"
 		return false, rep

@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/client"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
@@ -72,6 +73,8 @@ type testCluster struct {
 	logs   *syncBuffer
 	logger *slog.Logger
 	mod    func(*Config) // optional config tweak applied to every node
+	// joinHTTP carries the nodes' join requests (closed with the cluster).
+	joinHTTP *http.Client
 }
 
 type syncBuffer struct {
@@ -112,9 +115,10 @@ func newTestCluster(t testing.TB, size int, static bool) *testCluster {
 	t.Helper()
 	logs := &syncBuffer{}
 	c := &testCluster{
-		t:      t,
-		logs:   logs,
-		logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		t:        t,
+		logs:     logs,
+		logger:   slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		joinHTTP: &http.Client{Transport: &http.Transport{Proxy: nil}},
 	}
 	// Every port is held by a listener from the start: the first start of a node
 	// hands its Raft listener to the node (Config.RaftListener).
@@ -139,6 +143,7 @@ func newTestCluster(t testing.TB, size int, static bool) *testCluster {
 				_ = tn.raftLn.Close()
 			}
 		}
+		c.joinHTTP.CloseIdleConnections()
 		if t.Failed() {
 			t.Logf("cluster logs:\n%s", logs.String())
 		}
@@ -156,6 +161,14 @@ func mustNewCluster(t testing.TB, size int) *testCluster {
 	return c
 }
 
+// joiner sends a node's join requests with the API client, as the server does.
+func (c *testCluster) joiner(ctx context.Context, target string, req JoinRequest) error {
+	_, err := client.New(target, client.WithHTTPClient(c.joinHTTP)).Join(ctx, api.JoinRequest{
+		ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, NonVoter: req.NonVoter,
+	})
+	return err
+}
+
 // startHTTP serves the join route for tn: the running node handles it on the leader
 // and answers 503 elsewhere.
 func (c *testCluster) startHTTP(tn *testNode) {
@@ -165,7 +178,7 @@ func (c *testCluster) startHTTP(tn *testNode) {
 	}
 	tn.httpAddr = ln.Addr().String()
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+JoinPath, func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST /v1/cluster/join", func(w http.ResponseWriter, r *http.Request) {
 		var req api.JoinRequest
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -176,10 +189,11 @@ func (c *testCluster) startHTTP(tn *testNode) {
 			http.Error(w, "node down", http.StatusServiceUnavailable)
 			return
 		}
-		err := n.Join(r.Context(), req)
+		err := n.Join(r.Context(), JoinRequest{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, NonVoter: req.NonVoter})
 		switch {
 		case err == nil:
-			w.WriteHeader(http.StatusOK)
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"index":0}` + "\n"))
 		case errors.Is(err, ErrNotLeader):
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		case errors.Is(err, model.ErrInvalid):
@@ -218,6 +232,7 @@ func (c *testCluster) config(tn *testNode, join string) Config {
 		HTTPAdvertise: tn.httpAddr,
 		Peers:         c.peers,
 		Join:          join,
+		Joiner:        c.joiner,
 		Logger:        c.logger,
 	}
 	if join != "" {
@@ -238,7 +253,7 @@ func (c *testCluster) start(tn *testNode, join string) {
 	}
 	f := fsm.New(st, c.logger)
 	sm := &countingFSM{FSM: f}
-	n, err := newNode(c.config(tn, join), sm, st, f)
+	n, err := newNode(c.config(tn, join), sm)
 	if err != nil {
 		_ = st.Close()
 		c.t.Fatalf("%s: start node: %v", tn.id, err)

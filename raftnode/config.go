@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hashicorp/raft"
+	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/model"
 )
 
@@ -139,6 +140,11 @@ type Config struct {
 	Peers []Peer
 	// Join is the HTTP address of a member to ask to add this node (when it has no state).
 	Join string
+	// Joiner sends this node's join requests: to Join at the first start, and to the
+	// leader whenever this node's member record is missing or holds other addresses.
+	// Nil: the node sends none (Join must be empty, and the other servers learn this
+	// node's HTTP address only when it leads).
+	Joiner Joiner
 
 	// Raft timing; 0 means the Default* constant above.
 	HeartbeatTimeout   time.Duration
@@ -177,6 +183,9 @@ func (c *Config) Validate() error {
 	if c.Join != "" {
 		if err := validateHTTPTarget(c.Join); err != nil {
 			return configErr("Join", "%s", err)
+		}
+		if c.Joiner == nil {
+			return configErr("Joiner", "must be set to join through %s", c.Join)
 		}
 	}
 	if err := c.validatePeerList(); err != nil {
@@ -390,14 +399,13 @@ func validateDialAddr(addr string) error {
 	return nil
 }
 
-// validateHTTPTarget accepts host:port or an http(s):// URL with a host.
+// validateHTTPTarget accepts host:port or an http(s):// URL whose host has a port.
 func validateHTTPTarget(addr string) error {
-	if rest, ok := strings.CutPrefix(addr, "http://"); ok {
-		addr = strings.TrimSuffix(rest, "/")
-	} else if rest, ok := strings.CutPrefix(addr, "https://"); ok {
-		addr = strings.TrimSuffix(rest, "/")
+	u, err := api.BaseURL(addr)
+	if err != nil {
+		return err
 	}
-	return validateDialAddr(addr)
+	return validateDialAddr(u.Host)
 }
 
 func unspecifiedHost(host string) bool {

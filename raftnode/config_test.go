@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"context"
 	"errors"
 	"net"
 	"path/filepath"
@@ -21,6 +22,9 @@ func validConfig() Config {
 		HTTPAdvertise: "127.0.0.1:8848",
 	}
 }
+
+// nopJoiner accepts every join request without sending it.
+func nopJoiner(context.Context, string, JoinRequest) error { return nil }
 
 func TestConfig_Validate(t *testing.T) {
 	peers := []Peer{{ID: "n1", Addr: "127.0.0.1:7848"}, {ID: "n2", Addr: "127.0.0.1:7849"}}
@@ -59,9 +63,12 @@ func TestConfig_Validate(t *testing.T) {
 		}, "peers[1]"},
 		{"bad peer addr", func(c *Config) { c.Peers = []Peer{peers[0], {ID: "n2", Addr: "nohost"}} }, "peers[1]"},
 		{"peers and join", func(c *Config) { c.Peers = peers; c.Join = "127.0.0.1:8849" }, "Join"},
-		{"join", func(c *Config) { c.Join = "127.0.0.1:8849" }, ""},
-		{"join url", func(c *Config) { c.Join = "http://127.100.0.2:8848/" }, ""},
-		{"bad join", func(c *Config) { c.Join = "127.100.0.2" }, "Join"},
+		{"join", func(c *Config) { c.Join = "127.0.0.1:8849"; c.Joiner = nopJoiner }, ""},
+		{"join url", func(c *Config) { c.Join = "http://127.100.0.2:8848/"; c.Joiner = nopJoiner }, ""},
+		{"join url with a path prefix", func(c *Config) { c.Join = "https://127.100.0.2:8848/roster/"; c.Joiner = nopJoiner }, ""},
+		{"join without a joiner", func(c *Config) { c.Join = "127.0.0.1:8849" }, "Joiner"},
+		{"bad join", func(c *Config) { c.Join = "127.100.0.2"; c.Joiner = nopJoiner }, "Join"},
+		{"join url without port", func(c *Config) { c.Join = "http://127.100.0.2/"; c.Joiner = nopJoiner }, "Join"},
 		{"negative heartbeat", func(c *Config) { c.HeartbeatTimeout = -time.Second }, "HeartbeatTimeout"},
 		{"election below heartbeat", func(c *Config) {
 			c.HeartbeatTimeout = time.Second

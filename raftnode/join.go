@@ -1,25 +1,20 @@
 package raftnode
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
-
-	"github.com/rosterhq/roster/api"
 )
 
-// JoinPath is the HTTP route a node posts an api.JoinRequest to; any member accepts it
-// and forwards it to the leader.
-const JoinPath = "/v1/cluster/join"
+// Joiner sends a join request to the member whose HTTP address is target (host:port
+// or a URL); any member accepts it and hands it to the leader. It returns nil once the
+// request was accepted. The server wires in its API client (POST /v1/cluster/join);
+// raftnode itself speaks no HTTP.
+type Joiner func(ctx context.Context, target string, req JoinRequest) error
 
 const (
+	// joinRequestTimeout bounds one join request.
 	joinRequestTimeout = 5 * time.Second
 	joinRetryMin       = 100 * time.Millisecond
 	joinRetryMax       = 5 * time.Second
@@ -32,10 +27,10 @@ const (
 // the request is accepted or the node shuts down.
 func (n *Node) joinAtStart(target string) {
 	defer n.wg.Done()
-	req := api.JoinRequest{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAdvertise, HTTPAddr: n.cfg.HTTPAdvertise}
+	req := JoinRequest{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAdvertise, HTTPAddr: n.cfg.HTTPAdvertise}
 	wait := joinRetryMin
 	for attempt := 1; ; attempt++ {
-		err := n.postJoin(n.ctx, target, req)
+		err := n.sendJoin(target, req)
 		if err == nil {
 			n.log.Info("joined cluster", "via", target, "attempts", attempt)
 			return
@@ -52,7 +47,7 @@ func (n *Node) joinAtStart(target string) {
 }
 
 // runRegistrar keeps this node's member record current: while a leader other than
-// this node is known and the record is missing or holds other addresses, it posts a
+// this node is known and the record is missing or holds other addresses, it sends a
 // join request with this node's addresses to the leader's HTTP address.
 func (n *Node) runRegistrar() {
 	defer n.wg.Done()
@@ -67,7 +62,7 @@ func (n *Node) runRegistrar() {
 		if !ok {
 			continue
 		}
-		if err := n.postJoin(n.ctx, target, req); err != nil {
+		if err := n.sendJoin(target, req); err != nil {
 			if n.ctx.Err() != nil {
 				return
 			}
@@ -83,8 +78,8 @@ func (n *Node) runRegistrar() {
 
 // announcement returns the leader's HTTP address and the request to send when this
 // follower's member record needs an update.
-func (n *Node) announcement() (string, api.JoinRequest, bool) {
-	var req api.JoinRequest
+func (n *Node) announcement() (string, JoinRequest, bool) {
+	var req JoinRequest
 	if n.raft.State() != raft.Follower {
 		return "", req, false
 	}
@@ -92,10 +87,10 @@ func (n *Node) announcement() (string, api.JoinRequest, bool) {
 	if leaderID == "" || string(leaderID) == n.cfg.NodeID {
 		return "", req, false
 	}
-	if rec, ok := n.members.Member(n.cfg.NodeID); ok && rec == n.self() {
+	if rec, ok := n.member(n.cfg.NodeID); ok && rec == n.self() {
 		return "", req, false
 	}
-	leader, ok := n.members.Member(string(leaderID))
+	leader, ok := n.member(string(leaderID))
 	if !ok || leader.HTTPAddr == "" {
 		return "", req, false
 	}
@@ -115,42 +110,19 @@ func (n *Node) announcement() (string, api.JoinRequest, bool) {
 	if self == nil {
 		return "", req, false
 	}
-	req = api.JoinRequest{
+	req = JoinRequest{
 		ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAdvertise, HTTPAddr: n.cfg.HTTPAdvertise,
 		NonVoter: self.Suffrage != raft.Voter,
 	}
 	return leader.HTTPAddr, req, true
 }
 
-// postJoin sends req to target's join route; any 2xx answer is success.
-func (n *Node) postJoin(ctx context.Context, target string, req api.JoinRequest) error {
-	body, err := json.Marshal(req)
-	if err != nil {
-		return err
-	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, joinURL(target), bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	resp, err := n.httpc.Do(hreq)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s: %s: %s", joinURL(target), resp.Status, strings.TrimSpace(string(msg)))
-	}
-	return nil
-}
-
-// joinURL turns host:port (or a base URL) into the join route's URL.
-func joinURL(target string) string {
-	if !strings.HasPrefix(target, "http://") && !strings.HasPrefix(target, "https://") {
-		target = "http://" + target
-	}
-	return strings.TrimSuffix(target, "/") + JoinPath
+// sendJoin sends req to target through the configured Joiner, within
+// joinRequestTimeout and until the node shuts down.
+func (n *Node) sendJoin(target string, req JoinRequest) error {
+	ctx, cancel := context.WithTimeout(n.ctx, joinRequestTimeout)
+	defer cancel()
+	return n.cfg.Joiner(ctx, target, req)
 }
 
 // sleepCtx waits d; false if ctx ended first.

@@ -4,44 +4,64 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/hashicorp/raft"
 
-	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
 )
+
+// Member is one server of the Raft configuration as this node sees it.
+type Member struct {
+	ID       string
+	RaftAddr string
+	// HTTPAddr is the server's HTTP address from the member table ("" when not recorded yet).
+	HTTPAddr string
+	Voter    bool
+	Leader   bool
+	// LastContact is 0 for the leader, the time since this node last heard from the
+	// leader for this node's own entry, and -1 when unknown.
+	LastContact time.Duration
+}
+
+// JoinRequest asks the leader to add a server to the cluster, or to update it.
+type JoinRequest struct {
+	ID       string
+	RaftAddr string
+	HTTPAddr string
+	// NonVoter adds (or keeps) the server without a vote.
+	NonVoter bool
+}
 
 // Members lists the servers of the latest Raft configuration, sorted by id, with
 // their HTTP addresses from the member table (empty when not recorded yet), the
 // leader flag, the voter flag, and the last contact: 0 for the leader, the time since
 // this node heard from the leader for this node's own entry, -1 otherwise.
-func (n *Node) Members(ctx context.Context) ([]api.Member, error) {
+func (n *Node) Members(ctx context.Context) ([]Member, error) {
 	servers, err := n.configuration(ctx)
 	if err != nil {
 		return nil, err
 	}
 	_, leaderID := n.raft.LeaderWithID()
-	out := make([]api.Member, 0, len(servers))
+	out := make([]Member, 0, len(servers))
 	for _, s := range servers {
-		m := api.Member{
-			ID:                string(s.ID),
-			RaftAddr:          string(s.Address),
-			Voter:             s.Suffrage == raft.Voter,
-			Leader:            s.ID == leaderID,
-			LastContactMillis: -1,
+		m := Member{
+			ID:          string(s.ID),
+			RaftAddr:    string(s.Address),
+			Voter:       s.Suffrage == raft.Voter,
+			Leader:      s.ID == leaderID,
+			LastContact: -1,
 		}
-		if rec, ok := n.members.Member(m.ID); ok {
+		if rec, ok := n.member(m.ID); ok {
 			m.HTTPAddr = rec.HTTPAddr
 		}
 		if m.ID == n.cfg.NodeID {
 			m.HTTPAddr = n.cfg.HTTPAdvertise
-			if lc := n.LastContact(); lc >= 0 {
-				m.LastContactMillis = lc.Milliseconds()
-			}
+			m.LastContact = n.LastContact()
 		}
 		if m.Leader {
-			m.LastContactMillis = 0
+			m.LastContact = 0
 		}
 		out = append(out, m)
 	}
@@ -63,7 +83,7 @@ func (n *Node) configuration(ctx context.Context) ([]raft.Server, error) {
 // id and address keeps its place (a voter/non-voter change is applied); one present
 // with another address is removed and added again; another server at the same
 // address is removed. Invalid requests fail with model.ErrInvalid.
-func (n *Node) Join(ctx context.Context, req api.JoinRequest) error {
+func (n *Node) Join(ctx context.Context, req JoinRequest) error {
 	m := model.Member{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr}
 	if err := model.ValidateMember(m); err != nil {
 		return err
@@ -133,7 +153,7 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 			inConfig = true
 		}
 	}
-	_, recorded := n.members.Member(id)
+	_, recorded := n.member(id)
 	if !inConfig && !recorded {
 		return fmt.Errorf("server %q: %w", id, model.ErrNotFound)
 	}

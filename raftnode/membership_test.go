@@ -5,13 +5,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/model"
 )
 
 // membersByID indexes a Members result.
-func membersByID(ms []api.Member) map[string]api.Member {
-	out := make(map[string]api.Member, len(ms))
+func membersByID(ms []Member) map[string]Member {
+	out := make(map[string]Member, len(ms))
 	for _, m := range ms {
 		out[m.ID] = m
 	}
@@ -52,8 +51,8 @@ func TestCluster_FollowersRegisterTheirAddresses(t *testing.T) {
 		if m.RaftAddr != tn.raftAddr || m.HTTPAddr != tn.httpAddr || !m.Voter || m.Leader != (tn == leader) {
 			t.Fatalf("member %+v; want raft %s http %s voter leader=%v", m, tn.raftAddr, tn.httpAddr, tn == leader)
 		}
-		if m.Leader && m.LastContactMillis != 0 {
-			t.Fatalf("leader entry LastContactMillis = %d, want 0", m.LastContactMillis)
+		if m.Leader && m.LastContact != 0 {
+			t.Fatalf("leader entry LastContact = %s, want 0", m.LastContact)
 		}
 	}
 }
@@ -98,7 +97,7 @@ func TestNode_JoinRules(t *testing.T) {
 	if err := before.Error(); err != nil {
 		t.Fatalf("configuration: %v", err)
 	}
-	same := api.JoinRequest{ID: f.id, RaftAddr: f.raftAddr, HTTPAddr: f.httpAddr}
+	same := JoinRequest{ID: f.id, RaftAddr: f.raftAddr, HTTPAddr: f.httpAddr}
 	if err := leader.N().Join(ctx, same); err != nil {
 		t.Fatalf("re-join with the same addresses: %v", err)
 	}
@@ -113,19 +112,19 @@ func TestNode_JoinRules(t *testing.T) {
 	if err := c.followers(leader)[1].N().Join(ctx, same); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("join on a follower: %v, want ErrNotLeader", err)
 	}
-	if err := leader.N().Join(ctx, api.JoinRequest{ID: "", RaftAddr: "127.0.0.1:1"}); !errors.Is(err, model.ErrInvalid) {
+	if err := leader.N().Join(ctx, JoinRequest{ID: "", RaftAddr: "127.0.0.1:1"}); !errors.Is(err, model.ErrInvalid) {
 		t.Fatalf("join without id: %v, want model.ErrInvalid", err)
 	}
-	if err := leader.N().Join(ctx, api.JoinRequest{ID: "x", RaftAddr: "nope"}); !errors.Is(err, model.ErrInvalid) {
+	if err := leader.N().Join(ctx, JoinRequest{ID: "x", RaftAddr: "nope"}); !errors.Is(err, model.ErrInvalid) {
 		t.Fatalf("join with a bad address: %v, want model.ErrInvalid", err)
 	}
 
 	// A non-voter joins, then the same server moves to a new address.
 	extra := freeAddrs(t, 2)
-	if err := leader.N().Join(ctx, api.JoinRequest{ID: "n9", RaftAddr: extra[0], HTTPAddr: "127.0.0.1:9", NonVoter: true}); err != nil {
+	if err := leader.N().Join(ctx, JoinRequest{ID: "n9", RaftAddr: extra[0], HTTPAddr: "127.0.0.1:9", NonVoter: true}); err != nil {
 		t.Fatalf("join non-voter: %v", err)
 	}
-	if err := leader.N().Join(ctx, api.JoinRequest{ID: "n9", RaftAddr: extra[1], HTTPAddr: "127.0.0.1:9", NonVoter: true}); err != nil {
+	if err := leader.N().Join(ctx, JoinRequest{ID: "n9", RaftAddr: extra[1], HTTPAddr: "127.0.0.1:9", NonVoter: true}); err != nil {
 		t.Fatalf("re-join at a new address: %v", err)
 	}
 	ms, err := leader.N().Members(ctx)

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/store"
 )
 
 // StateMachine is what a Node needs from the replicated state machine; *fsm.FSM
@@ -30,20 +30,17 @@ type StateMachine interface {
 	AppliedIndex() uint64
 	// WaitApplied returns once AppliedIndex() ≥ idx, or with ctx's error.
 	WaitApplied(ctx context.Context, idx uint64) error
-}
-
-// MemberLookup reads the replicated member table; *store.Store implements it.
-type MemberLookup interface {
-	Member(id string) (model.Member, bool)
+	// Store is the state the machine applies entries to: the Node reads the member
+	// table and takes state snapshots from it.
+	Store() *store.Store
 }
 
 // Node is one Roster server's Raft participant. Its methods are safe for concurrent use.
 type Node struct {
-	cfg     Config
-	log     *slog.Logger
-	sm      StateMachine
-	fsm     *fsm.FSM
-	members MemberLookup
+	cfg Config
+	log *slog.Logger
+	// sm is the state machine Raft applies entries to; its store holds the member table.
+	sm StateMachine
 
 	raft  *raft.Raft
 	trans *raft.NetworkTransport
@@ -53,7 +50,6 @@ type Node struct {
 	notifyCh chan bool
 	ctx      context.Context // cancelled by Shutdown
 	cancel   context.CancelFunc
-	httpc    *http.Client
 	wg       sync.WaitGroup
 
 	mu        sync.Mutex
@@ -68,7 +64,8 @@ type Node struct {
 
 // New opens the Raft storage under cfg.DataDir, starts the transport and Raft with f
 // as the state machine, bootstraps from cfg.Peers when no state exists, and starts
-// the background work (leadership observer, member-address registration, join).
+// the background work (leadership observer, and with a Joiner, member-address
+// registration and join).
 // cfg is validated first. The caller owns f and its store: Shutdown does not close them.
 func New(cfg Config, f *fsm.FSM) (*Node, error) {
 	if f == nil {
@@ -77,10 +74,10 @@ func New(cfg Config, f *fsm.FSM) (*Node, error) {
 		}
 		return nil, errors.New("raftnode: nil FSM")
 	}
-	return newNode(cfg, f, f.Store(), f)
+	return newNode(cfg, f)
 }
 
-func newNode(cfg Config, sm StateMachine, members MemberLookup, f *fsm.FSM) (*Node, error) {
+func newNode(cfg Config, sm StateMachine) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		if cfg.RaftListener != nil {
 			_ = cfg.RaftListener.Close()
@@ -92,12 +89,9 @@ func newNode(cfg Config, sm StateMachine, members MemberLookup, f *fsm.FSM) (*No
 		cfg:      cfg,
 		log:      cfg.Logger,
 		sm:       sm,
-		fsm:      f,
-		members:  members,
 		notifyCh: make(chan bool, 16),
 		ctx:      ctx,
 		cancel:   cancel,
-		httpc:    &http.Client{Timeout: joinRequestTimeout, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2}},
 		changed:  make(chan struct{}),
 	}
 	existing, err := n.open()
@@ -106,9 +100,12 @@ func newNode(cfg Config, sm StateMachine, members MemberLookup, f *fsm.FSM) (*No
 		n.closeStorage()
 		return nil, err
 	}
-	n.wg.Add(2)
+	n.wg.Add(1)
 	go n.observe()
-	go n.runRegistrar()
+	if cfg.Joiner != nil {
+		n.wg.Add(1)
+		go n.runRegistrar()
+	}
 	if cfg.Join != "" && !existing {
 		n.wg.Add(1)
 		go n.joinAtStart(cfg.Join)
@@ -214,7 +211,6 @@ func (n *Node) Shutdown() error {
 		// here, and the peers' handlers for them only end when they are.
 		n.trans.CloseStreams()
 		n.wg.Wait()
-		n.httpc.CloseIdleConnections()
 		errs = append(errs, n.bolt.Close())
 		n.shutdownErr = errors.Join(errs...)
 	})
@@ -271,11 +267,14 @@ func (n *Node) Leader() (m model.Member, ok bool) {
 		return n.self(), true
 	}
 	m = model.Member{ID: string(id), RaftAddr: string(addr)}
-	if rec, found := n.members.Member(string(id)); found {
+	if rec, found := n.member(string(id)); found {
 		m.HTTPAddr = rec.HTTPAddr
 	}
 	return m, true
 }
+
+// member reads server id's record from the replicated member table.
+func (n *Node) member(id string) (model.Member, bool) { return n.sm.Store().Member(id) }
 
 // self is this node's member record.
 func (n *Node) self() model.Member {
@@ -286,7 +285,7 @@ func (n *Node) self() model.Member {
 func (n *Node) Raft() *raft.Raft { return n.raft }
 
 // FSM is the state machine passed to New.
-func (n *Node) FSM() *fsm.FSM { return n.fsm }
+func (n *Node) FSM() StateMachine { return n.sm }
 
 // tcpStreamLayer is raft's TCP stream layer over a listener this package opened (or
 // was given): it dials peers directly and advertises the configured address.

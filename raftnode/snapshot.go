@@ -47,15 +47,12 @@ func (n *Node) SnapshotState() (*StateSnapshot, error) {
 	if n.isClosed() {
 		return nil, ErrShutdown
 	}
-	if n.fsm == nil {
-		return nil, errors.New("raftnode: no state store to snapshot")
-	}
 	for range snapshotAttempts {
 		snapIdx, snapTerm, err := n.lastSnapshot()
 		if err != nil {
 			return nil, err
 		}
-		sn, err := n.fsm.Store().Snapshot()
+		sn, err := n.sm.Store().Snapshot()
 		if err != nil {
 			return nil, fmt.Errorf("raftnode: open state snapshot: %w", err)
 		}
@@ -130,7 +127,7 @@ func (n *Node) RestoreState(ctx context.Context, index, term uint64, r io.Reader
 	}
 	before := make(map[string]model.Member, len(servers))
 	for _, s := range servers {
-		if m, ok := n.members.Member(string(s.ID)); ok {
+		if m, ok := n.member(string(s.ID)); ok {
 			before[m.ID] = m
 		}
 	}
@@ -171,17 +168,14 @@ func (n *Node) reconcileMembers(ctx context.Context, servers []raft.Server, befo
 		if id == n.cfg.NodeID || !ok {
 			continue
 		}
-		if cur, found := n.members.Member(id); found && cur == m {
+		if cur, found := n.member(id); found && cur == m {
 			continue
 		}
 		if idx, err = n.Apply(ctx, fsm.UpsertMemberRequest{Member: m}); err != nil {
 			return 0, err
 		}
 	}
-	if n.fsm == nil {
-		return idx, nil
-	}
-	_, records, err := n.fsm.Store().Members(nil)
+	_, records, err := n.sm.Store().Members(nil)
 	if err != nil {
 		return idx, err
 	}

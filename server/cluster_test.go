@@ -308,3 +308,45 @@ func TestServer_Pprof(t *testing.T) {
 		c.Close()
 	}
 }
+
+// A node started with Join and no state asks the member at that address (given as a
+// URL) to add it; the leader adds it as a voter and records its HTTP address.
+func TestServer_JoinThroughAMember(t *testing.T) {
+	c := servertest.New(t, 1, servertest.FastTimeouts())
+	c.MustLeader()
+	cfg := server.Config{
+		NodeID:   "n2",
+		DataDir:  t.TempDir(),
+		HTTPAddr: "127.0.0.1:0",
+		RaftAddr: "127.0.0.1:0",
+		Join:     "http://" + c.Nodes[0].HTTPAddr + "/",
+	}
+	servertest.FastTimeouts()(&cfg)
+	cfg.Health.Policy = servertest.LoopbackPolicy()
+	cfg.Health.Dial = servertest.GuardDial(t, cfg.Health.Policy.Dialer())
+	s, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 20*time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		res, _, err := c.Nodes[0].Client().Members(ctx, client.QueryOptions{})
+		if err == nil && len(res.Members) == 2 {
+			m := res.Members[1]
+			if m.ID == "n2" && m.Voter && m.HTTPAddr == s.HTTPAddr() && m.RaftAddr == s.Node().RaftAddr() {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("n2 did not join: %+v %v", res, err)
+		case <-tick.C:
+		}
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/httpapi"
 	"github.com/rosterhq/roster/httpx"
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/nacos"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/registry"
@@ -115,6 +116,10 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// DefaultMetadataMaxBytes is the cluster-wide metadata size limit of a cluster whose
+// settings were never set.
+const DefaultMetadataMaxBytes = model.DefaultMetadataSize
+
 // DefaultStateSyncInterval is how often the state file is fsynced by default.
 const DefaultStateSyncInterval = time.Second
 
@@ -125,6 +130,7 @@ type Server struct {
 	store    *store.Store
 	fsm      *fsm.FSM
 	node     *raftnode.Node
+	joinHTTP *http.Client // join requests of the node (raftnode.Joiner)
 	metrics  *prometheus.Registry
 	registry *registry.Registry
 	health   *healthcheck.Manager
@@ -187,6 +193,8 @@ func New(cfg Config) (_ *Server, err error) {
 		return nil, fmt.Errorf("http-advertise: %w", err)
 	}
 
+	s.joinHTTP = newJoinHTTPClient()
+	closers = append(closers, func() error { s.joinHTTP.CloseIdleConnections(); return nil })
 	s.node, err = raftnode.New(raftnode.Config{
 		NodeID:             cfg.NodeID,
 		DataDir:            cfg.DataDir,
@@ -196,6 +204,7 @@ func New(cfg Config) (_ *Server, err error) {
 		HTTPAdvertise:      httpAdv,
 		Peers:              cfg.Peers,
 		Join:               cfg.Join,
+		Joiner:             joiner(s.joinHTTP),
 		HeartbeatTimeout:   cfg.Raft.HeartbeatTimeout,
 		ElectionTimeout:    cfg.Raft.ElectionTimeout,
 		LeaderLeaseTimeout: cfg.Raft.LeaderLeaseTimeout,
@@ -339,6 +348,7 @@ func (s *Server) Close() error {
 		if err := s.node.Shutdown(); err != nil {
 			errs = append(errs, fmt.Errorf("raft: %w", err))
 		}
+		s.joinHTTP.CloseIdleConnections()
 		if err := s.store.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("state: %w", err))
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/bench"
 )
 
@@ -196,9 +197,18 @@ func benchParsePids(items []string) (map[string]int, error) {
 		if err != nil || pid <= 0 {
 			return nil, fmt.Errorf("--pids %q: bad pid", it)
 		}
-		out[strings.TrimPrefix(strings.TrimPrefix(ep, "http://"), "https://")] = pid
+		out[endpointKey(ep)] = pid
 	}
 	return out, nil
+}
+
+// endpointKey is the host:port of an endpoint given as host:port or as a URL, so that
+// both forms of one endpoint match.
+func endpointKey(ep string) string {
+	if u, err := api.BaseURL(ep); err == nil {
+		return u.Host
+	}
+	return ep
 }
 
 func newBenchFailoverCmd() *cobra.Command {
@@ -231,7 +241,7 @@ func newBenchFailoverCmd() *cobra.Command {
 					return err
 				}
 				cfg.Leader = leader
-				cfg.KillPID = m[strings.TrimPrefix(leader, "http://")]
+				cfg.KillPID = m[endpointKey(leader)]
 				if cfg.KillPID == 0 {
 					return fmt.Errorf("leader %s has no entry in --pids", leader)
 				}

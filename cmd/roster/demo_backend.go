@@ -13,7 +13,6 @@ import (
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/client"
 	"github.com/rosterhq/roster/demo"
-	"github.com/rosterhq/roster/model"
 )
 
 // demoRetryPause is the pause between attempts of `demo-backend register` while the
@@ -69,7 +68,7 @@ func (a *app) demoRegisterCmd() *cobra.Command {
 			defer cancel()
 			c := a.client()
 			spec := api.ClusterRequest{HealthCheck: &api.HealthCheckSpec{
-				Type:           string(model.CheckHTTP),
+				Type:           api.CheckHTTP,
 				Path:           demo.HealthPath,
 				ExpectedStatus: []int{http.StatusOK},
 				Interval:       interval.String(),
@@ -90,11 +89,11 @@ func (a *app) demoRegisterCmd() *cobra.Command {
 				return err
 			}
 			return a.printWrite(api.WriteResult{Index: idx}, "registered %s %s in %s/%s, cluster %s with an HTTP check of %s",
-				args[0], model.JoinAddr(ip, port), sc.namespace, sc.group, cluster, demo.HealthPath)
+				args[0], api.JoinAddr(ip, port), sc.namespace, sc.group, cluster, demo.HealthPath)
 		},
 	}
 	sc.flags(cmd)
-	cmd.Flags().StringVar(&cluster, "cluster", model.DefaultCluster, "cluster of the instance")
+	cmd.Flags().StringVar(&cluster, "cluster", api.DefaultCluster, "cluster of the instance")
 	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "health check interval")
 	cmd.Flags().DurationVar(&wait, "wait", 60*time.Second, "how long to retry while the cluster has no leader or is unreachable")
 	a.clientFlags(cmd)

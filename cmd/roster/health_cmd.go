@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/api"
 	"github.com/spf13/cobra"
 )
 
@@ -36,7 +36,7 @@ func (a *app) healthCmd() *cobra.Command {
 				if r.Pending {
 					healthy += " (changing)"
 				}
-				t.row(model.JoinAddr(r.IP, r.Port), r.Cluster, string(r.CheckType), healthy, last, orDash(r.Outcome),
+				t.row(api.JoinAddr(r.IP, r.Port), r.Cluster, r.CheckType, healthy, last, orDash(r.Outcome),
 					orDash(latency(r.Latency)), fmt.Sprintf("%d/%d", r.ConsecutiveSuccesses, r.ConsecutiveFailures), orDash(r.Error))
 			}
 			if err := t.flush(); err != nil {
@@ -53,7 +53,7 @@ func (a *app) healthCmd() *cobra.Command {
 	return cmd
 }
 
-func latency(d model.Duration) string {
+func latency(d api.Duration) string {
 	if d == 0 {
 		return ""
 	}

@@ -8,20 +8,19 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/client"
-	"github.com/rosterhq/roster/model"
 )
 
 // scope is the namespace and group a client command works in.
 type scope struct{ namespace, group string }
 
 func (s *scope) flags(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&s.namespace, "namespace", model.DefaultNamespace, "namespace")
-	cmd.Flags().StringVar(&s.group, "group", model.DefaultGroup, "group")
+	cmd.Flags().StringVar(&s.namespace, "namespace", api.DefaultNamespace, "namespace")
+	cmd.Flags().StringVar(&s.group, "group", api.DefaultGroup, "group")
 }
 
 // parseInstanceAddr splits IP:PORT ([v6]:port for IPv6).
 func parseInstanceAddr(s string) (string, int, error) {
-	ip, port, err := model.SplitAddr(s)
+	ip, port, err := api.SplitAddr(s)
 	if err != nil || ip == "" {
 		return "", 0, fmt.Errorf("instance address %q: want IP:PORT ([IPv6]:PORT for IPv6)", s)
 	}
@@ -76,11 +75,11 @@ func (a *app) registerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.printWrite(api.WriteResult{Index: idx}, "registered %s %s in %s/%s", args[0], model.JoinAddr(ip, port), sc.namespace, sc.group)
+			return a.printWrite(api.WriteResult{Index: idx}, "registered %s %s in %s/%s", args[0], api.JoinAddr(ip, port), sc.namespace, sc.group)
 		},
 	}
 	sc.flags(cmd)
-	cmd.Flags().StringVar(&cluster, "cluster", model.DefaultCluster, "cluster of the instance")
+	cmd.Flags().StringVar(&cluster, "cluster", api.DefaultCluster, "cluster of the instance")
 	cmd.Flags().Float64Var(&weight, "weight", 1, "weight, 0..10000")
 	cmd.Flags().BoolVar(&enabled, "enabled", true, "whether the instance receives traffic")
 	cmd.Flags().StringArrayVar(&meta, "meta", nil, "metadata key=value (repeatable)")
@@ -103,7 +102,7 @@ func (a *app) deregisterCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.printWrite(api.WriteResult{Index: idx}, "deregistered %s %s in %s/%s", args[0], model.JoinAddr(ip, port), sc.namespace, sc.group)
+			return a.printWrite(api.WriteResult{Index: idx}, "deregistered %s %s in %s/%s", args[0], api.JoinAddr(ip, port), sc.namespace, sc.group)
 		},
 	}
 	sc.flags(cmd)
@@ -199,7 +198,7 @@ func (a *app) servicesCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&namespace, "namespace", model.DefaultNamespace, "namespace")
+	cmd.Flags().StringVar(&namespace, "namespace", api.DefaultNamespace, "namespace")
 	cmd.Flags().StringVar(&group, "group", "", "only this group (default all groups)")
 	cmd.Flags().IntVar(&page, "page", 0, "page number, from 1 (default the first)")
 	cmd.Flags().IntVar(&size, "size", 0, "page size (default the server's)")

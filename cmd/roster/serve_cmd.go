@@ -16,7 +16,6 @@ import (
 	"github.com/rosterhq/roster/client"
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/httpapi"
-	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/server"
 )
@@ -64,7 +63,7 @@ func (o nodeOptions) probePolicy() (healthcheck.Policy, error) {
 
 // metadataFlagUsage describes --metadata-max-bytes, which only seeds a replicated setting.
 var metadataFlagUsage = fmt.Sprintf("largest metadata map, in bytes of JSON, written as the cluster-wide setting when this node "+
-	"first leads a cluster that never had it set (0: leave it; the default is %d; later changes: PUT /v1/operator/settings)", model.DefaultMetadataSize)
+	"first leads a cluster that never had it set (0: leave it; the default is %d; later changes: PUT /v1/operator/settings)", server.DefaultMetadataMaxBytes)
 
 // probePolicyFlags adds --probe-allow and --probe-deny.
 func probePolicyFlags(fs *pflag.FlagSet, o *nodeOptions) {

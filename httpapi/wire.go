@@ -1,0 +1,148 @@
+package httpapi
+
+import (
+	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/healthcheck"
+	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/raftnode"
+)
+
+// This file turns the lower layers' types into the native API's wire types (package
+// api). The handlers build their responses only through these functions, so the JSON
+// the API shows is decided here and nowhere else; wire_test.go pins it.
+
+// wireList converts every element of l with conv; an empty or nil l gives an empty,
+// non-nil slice (JSON [] rather than null).
+func wireList[T, W any](l []T, conv func(T) W) []W {
+	out := make([]W, len(l))
+	for i, v := range l {
+		out[i] = conv(v)
+	}
+	return out
+}
+
+func wireNamespace(ns model.Namespace) api.Namespace {
+	return api.Namespace{
+		ID:          ns.ID,
+		Name:        ns.Name,
+		Description: ns.Description,
+		CreateIndex: ns.CreateIndex,
+		ModifyIndex: ns.ModifyIndex,
+	}
+}
+
+func wireService(s model.Service) api.Service {
+	return api.Service{
+		Namespace:        s.Namespace,
+		Group:            s.Group,
+		Name:             s.Name,
+		ProtectThreshold: s.ProtectThreshold,
+		Metadata:         s.Metadata,
+		CreateIndex:      s.CreateIndex,
+		ModifyIndex:      s.ModifyIndex,
+	}
+}
+
+func wireHealthCheck(h model.HealthCheck) api.HealthCheck {
+	return api.HealthCheck{
+		Type:           string(h.Type),
+		Port:           h.Port,
+		Path:           h.Path,
+		Headers:        h.Headers,
+		ExpectedStatus: h.ExpectedStatus,
+		Interval:       api.Duration(h.Interval),
+		Timeout:        api.Duration(h.Timeout),
+		Rise:           h.Rise,
+		Fall:           h.Fall,
+	}
+}
+
+func wireCluster(c model.Cluster) api.Cluster {
+	return api.Cluster{
+		Namespace:   c.Namespace,
+		Group:       c.Group,
+		Service:     c.Service,
+		Name:        c.Name,
+		HealthCheck: wireHealthCheck(c.HealthCheck),
+		Metadata:    c.Metadata,
+		CreateIndex: c.CreateIndex,
+		ModifyIndex: c.ModifyIndex,
+	}
+}
+
+// wireInstance adds the Nacos instance id to the instance.
+func wireInstance(in model.Instance) api.Instance {
+	return api.Instance{
+		Namespace:   in.Namespace,
+		Group:       in.Group,
+		Service:     in.Service,
+		IP:          in.IP,
+		Port:        in.Port,
+		Cluster:     in.Cluster,
+		Weight:      in.Weight,
+		Enabled:     in.Enabled,
+		Healthy:     in.Healthy,
+		Metadata:    in.Metadata,
+		CreateIndex: in.CreateIndex,
+		ModifyIndex: in.ModifyIndex,
+		InstanceID:  in.InstanceID(),
+	}
+}
+
+func wireSettings(s model.Settings) api.Settings {
+	return api.Settings{MetadataMaxBytes: s.MetadataMaxBytes, ModifyIndex: s.ModifyIndex}
+}
+
+func wireLeader(m model.Member) api.Leader {
+	return api.Leader{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr}
+}
+
+func wireReady(r raftnode.Readiness) api.Ready {
+	return api.Ready{
+		Ready:        r.Ready,
+		Leader:       r.Leader,
+		AppliedIndex: r.AppliedIndex,
+		CommitIndex:  r.CommitIndex,
+		Reason:       r.Reason,
+	}
+}
+
+// wireMember shows the last contact in milliseconds, -1 when unknown.
+func wireMember(m raftnode.Member) api.Member {
+	lc := int64(-1)
+	if m.LastContact >= 0 {
+		lc = m.LastContact.Milliseconds()
+	}
+	return api.Member{
+		ID:                m.ID,
+		RaftAddr:          m.RaftAddr,
+		HTTPAddr:          m.HTTPAddr,
+		Voter:             m.Voter,
+		Leader:            m.Leader,
+		LastContactMillis: lc,
+	}
+}
+
+func wireProbeResult(r healthcheck.Result) api.ProbeResult {
+	return api.ProbeResult{
+		IP:                   r.IP,
+		Port:                 r.Port,
+		Cluster:              r.Cluster,
+		Epoch:                r.Epoch,
+		CheckType:            string(r.CheckType),
+		Target:               r.Target,
+		Healthy:              r.Healthy,
+		Pending:              r.Pending,
+		LastCheck:            r.LastCheck,
+		Latency:              api.Duration(r.Latency),
+		Outcome:              r.Outcome,
+		Status:               r.Status,
+		Error:                r.Error,
+		ConsecutiveSuccesses: r.ConsecutiveSuccesses,
+		ConsecutiveFailures:  r.ConsecutiveFailures,
+		Rise:                 r.Rise,
+		Fall:                 r.Fall,
+		Interval:             api.Duration(r.Interval),
+		NextCheck:            r.NextCheck,
+	}
+}
