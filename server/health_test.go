@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/client"
 	"github.com/rosterhq/roster/healthcheck"
+	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/server"
 	"github.com/rosterhq/roster/server/servertest"
 )
@@ -31,27 +33,22 @@ func newBackend(t *testing.T) *backend {
 
 func (b *backend) Reopen() {
 	b.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ln, err := net.Listen("tcp", b.addr)
-		if err == nil {
-			b.ln = ln
-			go func() {
-				for {
-					c, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					_ = c.Close()
-				}
-			}()
-			return
+	var ln net.Listener
+	wait.For(b.t, 5*time.Second, "listening again on "+b.addr, func() bool {
+		var err error
+		ln, err = net.Listen("tcp", b.addr)
+		return err == nil
+	})
+	b.ln = ln
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
 		}
-		if time.Now().After(deadline) {
-			b.t.Fatalf("reopen %s: %v", b.addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	}()
 }
 
 func (b *backend) Close() {
@@ -97,28 +94,18 @@ func waitHealth(ctx context.Context, t *testing.T, cl *servertest.Cluster, port 
 // waitHealthAt is waitHealth for an instance at ip.
 func waitHealthAt(ctx context.Context, t *testing.T, cl *servertest.Cluster, ip string, port int, want bool, within time.Duration) time.Duration {
 	t.Helper()
-	start := time.Now()
-	deadline := start.Add(within)
-	for {
-		all := true
+	return wait.For(t, within, fmt.Sprintf("instance %s:%d healthy=%v on every node", ip, port, want), func() bool {
 		for _, nd := range cl.Nodes {
 			if !nd.Running() {
 				continue
 			}
 			res, _, err := nd.Client().Instance(ctx, ns, group, "svc", ip, port, client.QueryOptions{Consistency: api.ConsistencyStale})
 			if err != nil || res.Instance.Healthy != want {
-				all = false
-				break
+				return false
 			}
 		}
-		if all {
-			return time.Since(start)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("instance %s:%d not healthy=%v on every node within %v", ip, port, want, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return true
+	})
 }
 
 // The leader probes: an instance registered unhealthy becomes healthy while its
@@ -175,12 +162,13 @@ func TestHealth_FailoverKeepsCommittedHealth(t *testing.T) {
 	down.Close()
 	waitHealth(ctx, t, c, down.port(), false, 10*time.Second)
 
-	// Record every health value each survivor sees from now until well after the new
-	// leader has probed several rounds.
+	// Check every health value each survivor shows until the new leader has probed both
+	// instances more rounds than rise and fall: its prober starts from the committed
+	// health with its counters at zero, so no round may flip either instance.
 	c.Stop(l)
-	c.MustLeader()
-	deadline := time.Now().Add(3 * probeInterval * probeFall)
-	for time.Now().Before(deadline) {
+	nl := c.MustLeader()
+	const rounds = probeFall + 1
+	wait.For(t, 10*probeInterval, fmt.Sprintf("the new leader to probe both instances %d times", rounds), func() bool {
 		for _, nd := range c.Nodes {
 			if !nd.Running() {
 				continue
@@ -198,8 +186,18 @@ func TestHealth_FailoverKeepsCommittedHealth(t *testing.T) {
 				}
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		h, err := c.Nodes[nl].Client().Health(ctx, ns, group, "svc")
+		if err != nil || !h.Probing {
+			return false
+		}
+		probed := 0
+		for _, r := range h.Results {
+			if (r.Port == down.port() && r.ConsecutiveFailures >= rounds) || (r.Port == up.port() && r.ConsecutiveSuccesses >= rounds) {
+				probed++
+			}
+		}
+		return probed == 2
+	})
 	// The new leader's prober runs and still sees the same truth.
 	res, err := c.Nodes[c.Leader()].Client().Health(ctx, ns, group, "svc")
 	if err != nil || !res.Probing || len(res.Results) != 2 {
