@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
 )
 
@@ -35,12 +36,12 @@ func TestProber_BatchesTransitionsIntoOneCommand(t *testing.T) {
 	p, _ := e.start(t)
 
 	e.clk.Advance(interval)
-	waitFor(t, 5*time.Second, "every transition decided", func() bool { return pendingCount(p) == n })
+	wait.For(t, 5*time.Second, "every transition decided", func() bool { return pendingCount(p) == n })
 	if calls := e.app.snapshot(); len(calls) != 0 {
 		t.Fatalf("%d commands submitted before the batch window closed", len(calls))
 	}
 	e.clk.Advance(e.cfg.FlushInterval)
-	waitFor(t, 5*time.Second, "the batch committed", func() bool { return pendingCount(p) == 0 })
+	wait.For(t, 5*time.Second, "the batch committed", func() bool { return pendingCount(p) == 0 })
 	calls := e.app.snapshot()
 	if len(calls) != 1 {
 		t.Fatalf("%d commands, want 1", len(calls))
@@ -77,11 +78,11 @@ func TestProber_FlushesFullBatchEarly(t *testing.T) {
 
 	e.clk.Advance(interval)
 	// The first batch fills up and goes without the clock reaching the window's end.
-	waitFor(t, 5*time.Second, "a full batch", func() bool { return len(e.app.snapshot()) >= 1 })
+	wait.For(t, 5*time.Second, "a full batch", func() bool { return len(e.app.snapshot()) >= 1 })
 	if got := len(e.app.snapshot()[0].req.Updates); got != 256 {
 		t.Fatalf("first command carries %d updates, want 256", got)
 	}
-	waitFor(t, 5*time.Second, "the rest committed", func() bool {
+	wait.For(t, 5*time.Second, "the rest committed", func() bool {
 		e.clk.Advance(e.cfg.FlushInterval)
 		return len(e.app.updates()) == n && pendingCount(p) == 0
 	})
@@ -100,7 +101,7 @@ func TestProber_StopsSubmittingAfterCancel(t *testing.T) {
 	p, stop := e.start(t)
 
 	e.clk.Advance(interval)
-	waitFor(t, 5*time.Second, "transitions decided", func() bool { return pendingCount(p) == 10 })
+	wait.For(t, 5*time.Second, "transitions decided", func() bool { return pendingCount(p) == 10 })
 	stop() // leadership lost before the batch window closed
 	e.clk.Advance(time.Minute)
 	if calls := e.app.snapshot(); len(calls) != 0 {
@@ -124,7 +125,7 @@ func TestProber_DoesNotRetryAfterCancel(t *testing.T) {
 	}
 	_, stop := e.start(t)
 	e.clk.Advance(interval)
-	waitFor(t, 5*time.Second, "batch window", func() bool {
+	wait.For(t, 5*time.Second, "batch window", func() bool {
 		e.clk.Advance(e.cfg.FlushInterval)
 		return len(entered) == 1
 	})
@@ -152,7 +153,7 @@ func TestProber_RetriesFailedSubmitWhileLeader(t *testing.T) {
 	}
 	p, _ := e.start(t)
 	e.clk.Advance(interval)
-	waitFor(t, 5*time.Second, "transition committed after a retry", func() bool {
+	wait.For(t, 5*time.Second, "transition committed after a retry", func() bool {
 		e.clk.Advance(e.cfg.FlushInterval)
 		return len(e.app.snapshot()) == 2 && pendingCount(p) == 0
 	})
@@ -177,15 +178,15 @@ func TestProber_DropsFlapWithinWindow(t *testing.T) {
 	p, _ := e.start(t)
 	r0, _ := resultFor(p, in.IP, in.Port)
 	e.clk.Advance(r0.NextCheck.Sub(e.clk.Now()))
-	waitFor(t, 5*time.Second, "down decided", func() bool { return pendingCount(p) == 1 })
+	wait.For(t, 5*time.Second, "down decided", func() bool { return pendingCount(p) == 1 })
 	e.net.setDown(in.Addr(), false)
 	e.clk.Advance(interval)
-	waitFor(t, 5*time.Second, "up again", func() bool {
+	wait.For(t, 5*time.Second, "up again", func() bool {
 		r, _ := resultFor(p, in.IP, in.Port)
 		return r.ConsecutiveSuccesses == 1
 	})
 	e.clk.Advance(e.cfg.FlushInterval)
-	waitFor(t, 5*time.Second, "batch window closed", func() bool { return queueIdle(p) })
+	wait.For(t, 5*time.Second, "batch window closed", func() bool { return queueIdle(p) })
 	if calls := e.app.snapshot(); len(calls) != 0 {
 		t.Fatalf("a flap undone within the window was submitted: %+v", calls)
 	}
@@ -212,17 +213,17 @@ func TestProber_LeavesCommitOfReSpecifiedInstanceToFeed(t *testing.T) {
 	}
 	p, _ := e.start(t)
 	e.clk.Advance(interval)
-	waitFor(t, 5*time.Second, "submission in flight", func() bool {
+	wait.For(t, 5*time.Second, "submission in flight", func() bool {
 		e.clk.Advance(e.cfg.FlushInterval)
 		return len(entered) == 1
 	})
 	e.src.setCheck(testSvc, model.DefaultCluster, model.HealthCheck{Type: model.CheckNone}, true)
-	waitFor(t, 5*time.Second, "NONE applied", func() bool {
+	wait.For(t, 5*time.Second, "NONE applied", func() bool {
 		r, _ := resultFor(p, in.IP, in.Port)
 		return r.CheckType == model.CheckNone
 	})
 	close(release)
-	waitFor(t, 5*time.Second, "submission done", func() bool { return queueIdle(p) && len(e.app.snapshot()) == 1 })
+	wait.For(t, 5*time.Second, "submission done", func() bool { return queueIdle(p) && len(e.app.snapshot()) == 1 })
 	if r, _ := resultFor(p, in.IP, in.Port); !r.Healthy || r.Pending {
 		t.Fatalf("the view took an update the store did not apply: %+v", r)
 	}

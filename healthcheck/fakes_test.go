@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 	"go.uber.org/goleak"
@@ -404,18 +405,6 @@ func (n *fakeNet) stats() (dials, cur, maxSeen int) {
 	return len(n.dials), n.cur, n.max
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // runProber starts p.Run and returns a function that cancels it and waits for Run to
 // return; the test's cleanup does the same.
 func runProber(t *testing.T, p *Prober) (stop func()) {
@@ -435,7 +424,7 @@ func runProber(t *testing.T, p *Prober) (stop func()) {
 		}
 	}
 	t.Cleanup(stop)
-	waitFor(t, 5*time.Second, "prober running", func() bool {
+	wait.For(t, 5*time.Second, "prober running", func() bool {
 		_, running := p.Results(testSvc)
 		return running
 	})

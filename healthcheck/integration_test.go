@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/store"
@@ -92,16 +93,16 @@ func TestProber_WithStoreAndFSM(t *testing.T) {
 	runProber(t, p)
 
 	// Reachable and committed unhealthy: one success (rise 1) is committed.
-	waitFor(t, 5*time.Second, "healthy committed", func() bool {
+	wait.For(t, 5*time.Second, "healthy committed", func() bool {
 		clk.Advance(100 * time.Millisecond)
 		return storeHealthy(t, st, a.Ref())
 	})
-	waitFor(t, 5*time.Second, "prober view updated", func() bool {
+	wait.For(t, 5*time.Second, "prober view updated", func() bool {
 		r, _ := resultFor(p, a.IP, a.Port)
 		return r.Healthy && !r.Pending
 	})
 	fnet.setDown(a.Addr(), true)
-	waitFor(t, 5*time.Second, "unhealthy committed", func() bool {
+	wait.For(t, 5*time.Second, "unhealthy committed", func() bool {
 		clk.Advance(100 * time.Millisecond)
 		return !storeHealthy(t, st, a.Ref())
 	})
@@ -112,7 +113,7 @@ func TestProber_WithStoreAndFSM(t *testing.T) {
 	// A spec change through the log reschedules.
 	app.mustApply(t, cluster(model.DefaultCluster, model.HealthCheck{Type: model.CheckHTTP,
 		Path: "/hz", Interval: model.Duration(2 * time.Second), Timeout: model.Duration(time.Second), Rise: 1, Fall: 1}))
-	waitFor(t, 5*time.Second, "HTTP spec applied", func() bool {
+	wait.For(t, 5*time.Second, "HTTP spec applied", func() bool {
 		r, _ := resultFor(p, a.IP, a.Port)
 		return r.CheckType == model.CheckHTTP && r.Target == "http://127.100.0.1:8080/hz"
 	})
@@ -121,12 +122,12 @@ func TestProber_WithStoreAndFSM(t *testing.T) {
 	c := inst("127.100.0.3", 9000, true)
 	c.Cluster = "fresh"
 	app.mustApply(t, fsm.RegisterInstanceRequest{Instance: c})
-	waitFor(t, 5*time.Second, "new instance scheduled", func() bool {
+	wait.For(t, 5*time.Second, "new instance scheduled", func() bool {
 		r, ok := resultFor(p, c.IP, c.Port)
 		return ok && r.CheckType == model.CheckTCP && r.Interval == model.DefaultCheckInterval
 	})
 
 	// Deregistration drops the instance.
 	app.mustApply(t, fsm.DeregisterInstanceRequest{Ref: a.Ref()})
-	waitFor(t, 5*time.Second, "instance dropped", func() bool { _, ok := resultFor(p, a.IP, a.Port); return !ok })
+	wait.For(t, 5*time.Second, "instance dropped", func() bool { _, ok := resultFor(p, a.IP, a.Port); return !ok })
 }

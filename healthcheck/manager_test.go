@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
 )
 
@@ -30,7 +31,7 @@ func TestManager_RunsOneProberPerTerm(t *testing.T) {
 			defer close(done)
 			m.Run(ctx)
 		}()
-		waitFor(t, 5*time.Second, "prober running", func() bool {
+		wait.For(t, 5*time.Second, "prober running", func() bool {
 			rs, running := m.Results(testSvc)
 			return running && len(rs) == 1 && rs[0].IP == in.IP
 		})

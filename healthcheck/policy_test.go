@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
 	"golang.org/x/net/dns/dnsmessage"
 )
@@ -231,7 +232,7 @@ func TestPolicyDialer_ChecksEveryResolution(t *testing.T) {
 	if o := c.probe(context.Background(), tcpSpec(), target, ""); !o.ok {
 		t.Fatalf("first resolution (127.0.0.1): %+v", o)
 	}
-	waitFor(t, 5*time.Second, "the allowed probe's connection accepted", func() bool { return accepts.Load() == 1 })
+	wait.For(t, 5*time.Second, "the allowed probe's connection accepted", func() bool { return accepts.Load() == 1 })
 	// The name now re-resolves into a denied address: refused, nothing dialed.
 	dns.set("127.0.0.2")
 	o := c.probe(context.Background(), tcpSpec(), target, "")

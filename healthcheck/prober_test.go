@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
@@ -51,11 +52,11 @@ func TestProber_DiscardsResultOfRemovedInstance(t *testing.T) {
 	p, _ := e.start(t)
 
 	e.clk.Advance(interval)
-	waitFor(t, 5*time.Second, "probe in flight", func() bool { _, cur, _ := e.net.stats(); return cur == 1 })
+	wait.For(t, 5*time.Second, "probe in flight", func() bool { _, cur, _ := e.net.stats(); return cur == 1 })
 	e.src.deregister(in.Ref(), true)
-	waitFor(t, 5*time.Second, "instance dropped", func() bool { _, ok := resultFor(p, in.IP, in.Port); return !ok })
+	wait.For(t, 5*time.Second, "instance dropped", func() bool { _, ok := resultFor(p, in.IP, in.Port); return !ok })
 	e.net.unblock()
-	waitFor(t, 5*time.Second, "the late result", func() bool { return metricValue(t, p.met.discarded) == 1 })
+	wait.For(t, 5*time.Second, "the late result", func() bool { return metricValue(t, p.met.discarded) == 1 })
 	e.clk.Advance(e.cfg.FlushInterval + DefaultFlushInterval)
 	if n := pendingCount(p); n != 0 {
 		t.Fatalf("%d transitions pending", n)
@@ -74,19 +75,19 @@ func TestProber_DiscardsResultOfPreviousEpoch(t *testing.T) {
 	p, _ := e.start(t)
 
 	e.clk.Advance(interval)
-	waitFor(t, 5*time.Second, "probe in flight", func() bool { _, cur, _ := e.net.stats(); return cur == 1 })
+	wait.For(t, 5*time.Second, "probe in flight", func() bool { _, cur, _ := e.net.stats(); return cur == 1 })
 	// Deregistered and registered again: a new epoch.
 	e.src.deregister(old.Ref(), false)
 	cur := e.src.register(inst(old.IP, old.Port, true), true)
 	if cur.CreateIndex == old.CreateIndex {
 		t.Fatal("fake source kept the epoch")
 	}
-	waitFor(t, 5*time.Second, "new epoch seen", func() bool {
+	wait.For(t, 5*time.Second, "new epoch seen", func() bool {
 		r, _ := resultFor(p, old.IP, old.Port)
 		return r.Epoch == cur.CreateIndex
 	})
 	e.net.unblock()
-	waitFor(t, 5*time.Second, "the late result", func() bool { return metricValue(t, p.met.discarded) == 1 })
+	wait.For(t, 5*time.Second, "the late result", func() bool { return metricValue(t, p.met.discarded) == 1 })
 	r, _ := resultFor(p, old.IP, old.Port)
 	if r.ConsecutiveFailures != 0 || r.Outcome != "" || r.Pending || !r.Healthy {
 		t.Fatalf("new epoch inherited the old probe: %+v", r)
@@ -101,7 +102,7 @@ func TestProber_ReschedulesOnClusterChange(t *testing.T) {
 	p, _ := e.start(t)
 
 	e.clk.Advance(interval)
-	waitFor(t, 5*time.Second, "first failure counted", func() bool {
+	wait.For(t, 5*time.Second, "first failure counted", func() bool {
 		r, _ := resultFor(p, in.IP, in.Port)
 		return r.ConsecutiveFailures == 1
 	})
@@ -109,17 +110,17 @@ func TestProber_ReschedulesOnClusterChange(t *testing.T) {
 	// A probe of the old spec is in flight when the spec changes: its result is discarded.
 	e.net.blockDials()
 	e.clk.Advance(interval)
-	waitFor(t, 5*time.Second, "probe in flight", func() bool { _, cur, _ := e.net.stats(); return cur == 1 })
+	wait.For(t, 5*time.Second, "probe in flight", func() bool { _, cur, _ := e.net.stats(); return cur == 1 })
 	hc := model.HealthCheck{Type: model.CheckHTTP, Path: "/hz", Port: 9000, Interval: model.Duration(20 * time.Second),
 		Timeout: model.Duration(time.Second), Rise: 1, Fall: 2}
 	now := e.clk.Now()
 	e.src.setCheck(testSvc, model.DefaultCluster, hc, true)
-	waitFor(t, 5*time.Second, "new spec applied", func() bool {
+	wait.For(t, 5*time.Second, "new spec applied", func() bool {
 		r, _ := resultFor(p, in.IP, in.Port)
 		return r.CheckType == model.CheckHTTP
 	})
 	e.net.unblock()
-	waitFor(t, 5*time.Second, "the old spec's result discarded", func() bool {
+	wait.For(t, 5*time.Second, "the old spec's result discarded", func() bool {
 		return metricValue(t, p.met.discarded) == 1
 	})
 	r, _ := resultFor(p, in.IP, in.Port)
@@ -135,27 +136,27 @@ func TestProber_ReschedulesOnClusterChange(t *testing.T) {
 
 	// A change that leaves the spec as it is (metadata) keeps the counters.
 	e.clk.Advance(20 * time.Second)
-	waitFor(t, 5*time.Second, "failure under the new spec", func() bool {
+	wait.For(t, 5*time.Second, "failure under the new spec", func() bool {
 		r, _ := resultFor(p, in.IP, in.Port)
 		return r.ConsecutiveFailures == 1
 	})
 	e.src.setCheck(testSvc, model.DefaultCluster, hc, true)
 	marker := e.src.register(inst("127.109.9.9", 1, true), true)
-	waitFor(t, 5*time.Second, "events processed", func() bool { _, ok := resultFor(p, marker.IP, marker.Port); return ok })
+	wait.For(t, 5*time.Second, "events processed", func() bool { _, ok := resultFor(p, marker.IP, marker.Port); return ok })
 	if r, _ := resultFor(p, in.IP, in.Port); r.ConsecutiveFailures != 1 {
 		t.Fatalf("an unchanged spec reset the counters: %+v", r)
 	}
 
 	// Switching to NONE stops probing.
 	e.src.setCheck(testSvc, model.DefaultCluster, model.HealthCheck{Type: model.CheckNone}, true)
-	waitFor(t, 5*time.Second, "NONE applied", func() bool {
+	wait.For(t, 5*time.Second, "NONE applied", func() bool {
 		r, _ := resultFor(p, in.IP, in.Port)
 		return r.CheckType == model.CheckNone
 	})
 	dials, _, _ := e.net.stats()
 	e.clk.Advance(time.Minute)
 	marker2 := e.src.register(inst("127.109.9.10", 1, true), true)
-	waitFor(t, 5*time.Second, "events processed", func() bool { _, ok := resultFor(p, marker2.IP, marker2.Port); return ok })
+	wait.For(t, 5*time.Second, "events processed", func() bool { _, ok := resultFor(p, marker2.IP, marker2.Port); return ok })
 	if d, _, _ := e.net.stats(); d != dials {
 		t.Fatalf("a NONE cluster was probed %d times", d-dials)
 	}
@@ -169,7 +170,7 @@ func TestProber_LearnsSpecOfClusterWithoutInstances(t *testing.T) {
 	in := inst("127.100.0.7", 80, true)
 	in.Cluster = "manual"
 	e.src.register(in, true)
-	waitFor(t, 5*time.Second, "instance seen", func() bool { _, ok := resultFor(p, in.IP, in.Port); return ok })
+	wait.For(t, 5*time.Second, "instance seen", func() bool { _, ok := resultFor(p, in.IP, in.Port); return ok })
 	if r, _ := resultFor(p, in.IP, in.Port); r.CheckType != model.CheckNone {
 		t.Fatalf("instance of a NONE cluster scheduled as %s", r.CheckType)
 	}
@@ -183,7 +184,7 @@ func TestProber_RescansOnReset(t *testing.T) {
 	e.src.deregister(a.Ref(), false)
 	b := e.src.register(inst("127.100.0.2", 80, false), false)
 	e.src.emit(store.Event{Kind: store.EventReset})
-	waitFor(t, 5*time.Second, "rescan", func() bool {
+	wait.For(t, 5*time.Second, "rescan", func() bool {
 		_, hasA := resultFor(p, a.IP, a.Port)
 		rb, hasB := resultFor(p, b.IP, b.Port)
 		return !hasA && hasB && !rb.Healthy
@@ -197,7 +198,7 @@ func TestProber_RetriesRescanAfterError(t *testing.T) {
 	e.src.scanErr = errors.New("store closed")
 	e.src.mu.Unlock()
 	e.src.emit(store.Event{Kind: store.EventReset})
-	waitFor(t, 5*time.Second, "failed rescan", func() bool {
+	wait.For(t, 5*time.Second, "failed rescan", func() bool {
 		e.src.mu.Lock()
 		defer e.src.mu.Unlock()
 		return e.src.scans == 2
@@ -206,7 +207,7 @@ func TestProber_RetriesRescanAfterError(t *testing.T) {
 	e.src.mu.Lock()
 	e.src.scanErr = nil
 	e.src.mu.Unlock()
-	waitFor(t, 5*time.Second, "rescan retried", func() bool {
+	wait.For(t, 5*time.Second, "rescan retried", func() bool {
 		e.clk.Advance(100 * time.Millisecond)
 		_, ok := resultFor(p, b.IP, b.Port)
 		return ok
@@ -222,7 +223,7 @@ func TestProber_FollowsCommittedHealthFromFeed(t *testing.T) {
 	changed.Healthy = false
 	changed.ModifyIndex = a.ModifyIndex + 10
 	e.src.emit(store.Event{Kind: store.EventInstanceUpsert, Instance: changed, Ref: a.Ref()})
-	waitFor(t, 5*time.Second, "committed health followed", func() bool {
+	wait.For(t, 5*time.Second, "committed health followed", func() bool {
 		r, _ := resultFor(p, a.IP, a.Port)
 		return !r.Healthy
 	})
@@ -232,7 +233,7 @@ func TestProber_FollowsCommittedHealthFromFeed(t *testing.T) {
 	// A replayed older event does not roll the view back.
 	e.src.emit(store.Event{Kind: store.EventInstanceUpsert, Instance: a, Ref: a.Ref()})
 	marker := e.src.register(inst("127.109.9.9", 1, true), true)
-	waitFor(t, 5*time.Second, "events processed", func() bool { _, ok := resultFor(p, marker.IP, marker.Port); return ok })
+	wait.For(t, 5*time.Second, "events processed", func() bool { _, ok := resultFor(p, marker.IP, marker.Port); return ok })
 	if r, _ := resultFor(p, a.IP, a.Port); r.Healthy {
 		t.Fatal("a stale event rolled the committed health back")
 	}
@@ -249,10 +250,10 @@ func TestProber_IgnoresReplayedDeleteOfEarlierEpoch(t *testing.T) {
 	old.CreateIndex = 2
 	e.src.emit(store.Event{Kind: store.EventInstanceDelete, Ref: cur.Ref(), Instance: old})
 	marker := e.src.register(inst("127.109.9.9", 1, true), true)
-	waitFor(t, 5*time.Second, "events processed", func() bool { _, ok := resultFor(p, marker.IP, marker.Port); return ok })
+	wait.For(t, 5*time.Second, "events processed", func() bool { _, ok := resultFor(p, marker.IP, marker.Port); return ok })
 	if r, ok := resultFor(p, cur.IP, cur.Port); !ok || r.Epoch != cur.CreateIndex {
 		t.Fatalf("a replayed delete of epoch 2 removed epoch %d: %+v", cur.CreateIndex, r)
 	}
 	e.src.emit(store.Event{Kind: store.EventInstanceDelete, Ref: cur.Ref(), Instance: cur})
-	waitFor(t, 5*time.Second, "instance dropped", func() bool { _, ok := resultFor(p, cur.IP, cur.Port); return !ok })
+	wait.For(t, 5*time.Second, "instance dropped", func() bool { _, ok := resultFor(p, cur.IP, cur.Port); return !ok })
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
 )
 
@@ -41,12 +42,12 @@ func TestProber_SpreadsFirstProbesAcrossInterval(t *testing.T) {
 	}
 
 	e.clk.Advance(interval / 2)
-	waitFor(t, 5*time.Second, "probes due by half the interval", func() bool {
+	wait.For(t, 5*time.Second, "probes due by half the interval", func() bool {
 		d, _, _ := e.net.stats()
 		return d == dueByHalf
 	})
 	e.clk.Advance(interval / 2)
-	waitFor(t, 5*time.Second, "every instance probed once", func() bool {
+	wait.For(t, 5*time.Second, "every instance probed once", func() bool {
 		d, _, _ := e.net.stats()
 		return d == n
 	})
@@ -63,7 +64,7 @@ func TestProber_KeepsPhaseAtFixedRate(t *testing.T) {
 
 	// Start 3s late: the next round stays on the original phase.
 	e.clk.Advance(due.Sub(t0) + 3*time.Second)
-	waitFor(t, 5*time.Second, "first probe", func() bool {
+	wait.For(t, 5*time.Second, "first probe", func() bool {
 		r, _ := resultFor(p, in.IP, in.Port)
 		return r.Outcome != ""
 	})
@@ -74,11 +75,11 @@ func TestProber_KeepsPhaseAtFixedRate(t *testing.T) {
 
 	// Fall more than a whole interval behind: the missed round is skipped, phase kept.
 	e.clk.Advance(interval + interval/2 + interval) // now = due + 3s + 25s
-	waitFor(t, 5*time.Second, "second probe", func() bool {
+	wait.For(t, 5*time.Second, "second probe", func() bool {
 		d, _, _ := e.net.stats()
 		return d == 2
 	})
-	waitFor(t, 5*time.Second, "schedule after the second probe", func() bool {
+	wait.For(t, 5*time.Second, "schedule after the second probe", func() bool {
 		r, _ := resultFor(p, in.IP, in.Port)
 		return r.NextCheck.Equal(due.Add(3 * interval))
 	})
@@ -99,7 +100,7 @@ func TestProber_BoundsProbesInFlight(t *testing.T) {
 	p, _ := e.start(t)
 
 	e.clk.Advance(interval) // every instance is due
-	waitFor(t, 5*time.Second, "the first probes to block", func() bool {
+	wait.For(t, 5*time.Second, "the first probes to block", func() bool {
 		_, cur, _ := e.net.stats()
 		return cur == limit
 	})
@@ -107,14 +108,14 @@ func TestProber_BoundsProbesInFlight(t *testing.T) {
 		t.Fatalf("in-flight gauge = %v, want %d", got, limit)
 	}
 	e.net.unblock()
-	waitFor(t, 5*time.Second, "every instance probed", func() bool {
+	wait.For(t, 5*time.Second, "every instance probed", func() bool {
 		d, _, _ := e.net.stats()
 		return d == n
 	})
 	if _, _, maxSeen := e.net.stats(); maxSeen != limit {
 		t.Fatalf("at most %d probes were in flight, want exactly the limit %d", maxSeen, limit)
 	}
-	waitFor(t, 5*time.Second, "in-flight gauge back to 0", func() bool {
+	wait.For(t, 5*time.Second, "in-flight gauge back to 0", func() bool {
 		return metricValue(t, p.met.inFlight) == 0
 	})
 }
@@ -134,7 +135,7 @@ func TestProber_StartsFromCommittedHealth(t *testing.T) {
 		}
 	}
 	e.clk.Advance(interval)
-	waitFor(t, 5*time.Second, "one probe each", func() bool {
+	wait.For(t, 5*time.Second, "one probe each", func() bool {
 		a, _ := resultFor(p, up.IP, up.Port)
 		b, _ := resultFor(p, down.IP, down.Port)
 		return a.Outcome != "" && b.Outcome != ""
@@ -144,7 +145,7 @@ func TestProber_StartsFromCommittedHealth(t *testing.T) {
 		t.Fatal("a single probe changed health: counters did not start at zero")
 	}
 	e.clk.Advance(interval)
-	waitFor(t, 5*time.Second, "both flips committed", func() bool {
+	wait.For(t, 5*time.Second, "both flips committed", func() bool {
 		e.clk.Advance(DefaultFlushInterval)
 		return len(e.app.updates()) == 2 && pendingCount(p) == 0
 	})
@@ -186,18 +187,18 @@ func TestProber_RealListenerRisesAndFalls(t *testing.T) {
 	p := mustNewProber(t, cfg, src, app)
 	runProber(t, p)
 
-	waitFor(t, 5*time.Second, "healthy committed", func() bool { return src.instance(in.Ref()).Healthy })
+	wait.For(t, 5*time.Second, "healthy committed", func() bool { return src.instance(in.Ref()).Healthy })
 	if got := metricValue(t, p.met.tcpOK); got < rise {
 		t.Fatalf("healthy after %v successful probes, want at least %d", got, rise)
 	}
-	waitFor(t, 5*time.Second, "prober saw the commit", func() bool {
+	wait.For(t, 5*time.Second, "prober saw the commit", func() bool {
 		r, _ := resultFor(p, in.IP, in.Port)
 		return r.Healthy && !r.Pending
 	})
 
 	closed := time.Now()
 	_ = ln.Close()
-	waitFor(t, 5*time.Second, "unhealthy committed", func() bool { return !src.instance(in.Ref()).Healthy })
+	wait.For(t, 5*time.Second, "unhealthy committed", func() bool { return !src.instance(in.Ref()).Healthy })
 	calls := app.snapshot()
 	last := calls[len(calls)-1]
 	if last.req.Updates[0].Healthy {

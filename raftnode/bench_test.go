@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
 )
 
@@ -39,7 +40,7 @@ func runFailover(b *testing.B) time.Duration {
 	mustApplyNamespace(b, old.N(), "before")
 	start := time.Now()
 	c.stop(old)
-	waitFor(b, 10*time.Second, "a new leader's write", func() bool {
+	wait.For(b, 10*time.Second, "a new leader's write", func() bool {
 		for _, tn := range c.running() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			_, err := tn.N().Apply(ctx, fsm.UpsertNamespaceRequest{Namespace: model.Namespace{ID: "after"}})

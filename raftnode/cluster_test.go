@@ -21,6 +21,7 @@ import (
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/client"
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
@@ -216,7 +217,7 @@ func (c *testCluster) raftListener(tn *testNode) net.Listener {
 	}
 	var ln net.Listener
 	var err error
-	waitFor(c.t, 10*time.Second, "the Raft port "+tn.raftAddr+" to be free", func() bool {
+	wait.For(c.t, 10*time.Second, "the Raft port "+tn.raftAddr+" to be free", func() bool {
 		ln, err = net.Listen("tcp", tn.raftAddr)
 		return err == nil
 	})
@@ -295,7 +296,7 @@ func (c *testCluster) running() []*testNode {
 func (c *testCluster) waitForLeader(timeout time.Duration) *testNode {
 	c.t.Helper()
 	var leader *testNode
-	waitFor(c.t, timeout, "a single ready leader", func() bool {
+	wait.For(c.t, timeout, "a single ready leader", func() bool {
 		leader = nil
 		for _, tn := range c.running() {
 			if tn.N().leaderReady() {
@@ -327,18 +328,6 @@ func (c *testCluster) followers(leader *testNode) []*testNode {
 		}
 	}
 	return out
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // ctxTimeout is a context with a deadline, cancelled at the end of the test.

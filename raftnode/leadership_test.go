@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rosterhq/roster/internal/wait"
 )
 
 // leadershipLog records, per node, the callbacks that are running.
@@ -48,7 +50,7 @@ func TestNode_OnLeadershipFollowsLeader(t *testing.T) {
 		tn.N().OnLeadership(log.callback(tn.id))
 	}
 	leader := c.waitForLeader(10 * time.Second)
-	waitFor(t, 5*time.Second, "the leader's callback", func() bool {
+	wait.For(t, 5*time.Second, "the leader's callback", func() bool {
 		a, _ := log.counts(leader.id)
 		return a == 1
 	})
@@ -66,7 +68,7 @@ func TestNode_OnLeadershipFollowsLeader(t *testing.T) {
 	if err := leader.N().TransferLeadership(ctxTimeout(t, 10*time.Second), target.id); err != nil {
 		t.Fatalf("transfer leadership: %v", err)
 	}
-	waitFor(t, 5*time.Second, "the old leader's callback to end", func() bool {
+	wait.For(t, 5*time.Second, "the old leader's callback to end", func() bool {
 		a, _ := log.counts(leader.id)
 		return a == 0
 	})
@@ -74,7 +76,7 @@ func TestNode_OnLeadershipFollowsLeader(t *testing.T) {
 	if newLeader != target {
 		t.Fatalf("leader is %s after transfer to %s", newLeader.id, target.id)
 	}
-	waitFor(t, 5*time.Second, "the new leader's callback", func() bool {
+	wait.For(t, 5*time.Second, "the new leader's callback", func() bool {
 		a, _ := log.counts(target.id)
 		return a == 1
 	})
@@ -90,7 +92,7 @@ func TestNode_OnLeadershipLateRegistrationAndShutdown(t *testing.T) {
 	leader := c.waitForLeader(10 * time.Second)
 	log := newLeadershipLog()
 	leader.N().OnLeadership(log.callback(leader.id))
-	waitFor(t, 5*time.Second, "the late callback to start", func() bool {
+	wait.For(t, 5*time.Second, "the late callback to start", func() bool {
 		a, _ := log.counts(leader.id)
 		return a == 1
 	})
@@ -136,7 +138,7 @@ func TestNode_ConsistentReadFailsWithoutQuorum(t *testing.T) {
 	}
 	start := time.Now()
 	var err error
-	waitFor(t, 5*time.Second, "ConsistentRead to fail on the isolated leader", func() bool {
+	wait.For(t, 5*time.Second, "ConsistentRead to fail on the isolated leader", func() bool {
 		err = leader.N().ConsistentRead(ctxTimeout(t, 10*time.Second))
 		return err != nil
 	})
@@ -144,7 +146,7 @@ func TestNode_ConsistentReadFailsWithoutQuorum(t *testing.T) {
 	if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrLeadershipLost) {
 		t.Fatalf("err = %v, want ErrNotLeader or ErrLeadershipLost", err)
 	}
-	waitFor(t, 5*time.Second, "the isolated leader to step down", func() bool { return !leader.N().IsLeader() })
+	wait.For(t, 5*time.Second, "the isolated leader to step down", func() bool { return !leader.N().IsLeader() })
 	if err := leader.N().LeaderRead(ctxTimeout(t, time.Second)); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("LeaderRead after step-down: %v, want ErrNotLeader", err)
 	}
@@ -212,7 +214,7 @@ func TestNode_ReadyAfterStatelessEntries(t *testing.T) {
 	// Let the followers' address announcements (commands) finish first, so nothing
 	// but the barrier follows the last command.
 	for _, tn := range c.nodes {
-		waitFor(t, 10*time.Second, "member records", func() bool {
+		wait.For(t, 10*time.Second, "member records", func() bool {
 			rec, ok := leader.st.Member(tn.id)
 			return ok && rec.HTTPAddr == tn.httpAddr
 		})
@@ -229,10 +231,10 @@ func TestNode_ReadyAfterStatelessEntries(t *testing.T) {
 		t.Fatalf("ConsistentRead after a barrier: %v", err)
 	}
 	for _, tn := range c.nodes {
-		waitFor(t, 5*time.Second, tn.id+" learns the commit index", func() bool {
+		wait.For(t, 5*time.Second, tn.id+" learns the commit index", func() bool {
 			return tn.N().Raft().CommitIndex() >= commit
 		})
-		waitFor(t, 5*time.Second, tn.id+" ready", func() bool {
+		wait.For(t, 5*time.Second, tn.id+" ready", func() bool {
 			ok, rep := tn.N().Ready()
 			return ok && rep.AppliedIndex >= commit && rep.CommitIndex >= commit
 		})

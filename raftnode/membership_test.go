@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
 )
 
@@ -23,7 +24,7 @@ func TestCluster_FollowersRegisterTheirAddresses(t *testing.T) {
 	c := mustNewCluster(t, 3)
 	leader := c.waitForLeader(10 * time.Second)
 	for _, tn := range c.nodes {
-		waitFor(t, 10*time.Second, tn.id+" learns every member's HTTP address", func() bool {
+		wait.For(t, 10*time.Second, tn.id+" learns every member's HTTP address", func() bool {
 			for _, other := range c.nodes {
 				rec, ok := tn.st.Member(other.id)
 				if !ok || rec.HTTPAddr != other.httpAddr || rec.RaftAddr != other.raftAddr {
@@ -68,7 +69,7 @@ func TestNode_JoinAddsVoter(t *testing.T) {
 	mustApplyNamespace(t, first.N(), "before-join")
 
 	c.start(second, first.httpAddr)
-	waitFor(t, 10*time.Second, "the joined node in the configuration with its addresses", func() bool {
+	wait.For(t, 10*time.Second, "the joined node in the configuration with its addresses", func() bool {
 		ms, err := first.N().Members(ctxTimeout(t, time.Second))
 		if err != nil {
 			return false
@@ -76,11 +77,11 @@ func TestNode_JoinAddsVoter(t *testing.T) {
 		m, ok := membersByID(ms)[second.id]
 		return ok && m.Voter && m.RaftAddr == second.raftAddr && m.HTTPAddr == second.httpAddr
 	})
-	waitFor(t, 10*time.Second, "the joined node to receive the state", func() bool {
+	wait.For(t, 10*time.Second, "the joined node to receive the state", func() bool {
 		return hasNamespace(second, "before-join")
 	})
 	idx := mustApplyNamespace(t, first.N(), "after-join")
-	waitFor(t, 5*time.Second, "the joined node to apply a new write", func() bool {
+	wait.For(t, 5*time.Second, "the joined node to apply a new write", func() bool {
 		return second.sm.AppliedIndex() >= idx && hasNamespace(second, "after-join")
 	})
 }
@@ -149,7 +150,7 @@ func TestNode_RemoveServer(t *testing.T) {
 	c := mustNewCluster(t, 3)
 	leader := c.waitForLeader(10 * time.Second)
 	victim := c.followers(leader)[0]
-	waitFor(t, 10*time.Second, "the victim's member record", func() bool {
+	wait.For(t, 10*time.Second, "the victim's member record", func() bool {
 		_, ok := leader.st.Member(victim.id)
 		return ok
 	})

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
@@ -33,7 +34,7 @@ func TestCluster_StaticPeersElectOneLeader(t *testing.T) {
 		t.Fatalf("%d nodes report IsLeader, want 1", leaders)
 	}
 	for _, tn := range c.nodes {
-		waitFor(t, 5*time.Second, tn.id+" ready", func() bool {
+		wait.For(t, 5*time.Second, tn.id+" ready", func() bool {
 			ok, _ := tn.N().Ready()
 			return ok
 		})
@@ -72,7 +73,7 @@ func TestNode_ApplyReplicatesToAllNodes(t *testing.T) {
 		t.Fatalf("leader applied %d < returned index %d: Apply returned before applying", got, last)
 	}
 	for _, tn := range c.nodes {
-		waitFor(t, 5*time.Second, tn.id+" applies the entries", func() bool {
+		wait.For(t, 5*time.Second, tn.id+" applies the entries", func() bool {
 			return tn.sm.AppliedIndex() >= last && hasNamespace(tn, "ns-4")
 		})
 		_, ns, err := tn.st.Namespace(nil, "ns-2")
@@ -109,7 +110,7 @@ func TestNode_ApplyOnFollowerIsNotLeader(t *testing.T) {
 	// A later write through the leader lands; the refused ones never do.
 	idx := mustApplyNamespace(t, leader.N(), "marker")
 	for _, tn := range c.nodes {
-		waitFor(t, 5*time.Second, tn.id+" applies the marker", func() bool { return tn.sm.AppliedIndex() >= idx })
+		wait.For(t, 5*time.Second, tn.id+" applies the marker", func() bool { return tn.sm.AppliedIndex() >= idx })
 		for _, f := range c.nodes {
 			if hasNamespace(tn, "from-"+f.id) {
 				t.Fatalf("%s holds a namespace written through follower %s", tn.id, f.id)
@@ -146,7 +147,7 @@ func TestCluster_LeaderFailover(t *testing.T) {
 	start := time.Now()
 	c.stop(old)
 	var idx uint64
-	waitFor(t, 10*time.Second, "a write on a new leader", func() bool {
+	wait.For(t, 10*time.Second, "a write on a new leader", func() bool {
 		for _, tn := range c.running() {
 			i, err := tn.N().Apply(ctxTimeout(t, time.Second), fsm.UpsertNamespaceRequest{Namespace: model.Namespace{ID: "after"}})
 			if err == nil {
@@ -162,7 +163,7 @@ func TestCluster_LeaderFailover(t *testing.T) {
 		t.Fatalf("failover took %s, want < 5s with the default timings", took)
 	}
 	for _, tn := range c.running() {
-		waitFor(t, 5*time.Second, tn.id+" applies the post-failover write", func() bool {
+		wait.For(t, 5*time.Second, tn.id+" applies the post-failover write", func() bool {
 			return tn.sm.AppliedIndex() >= idx && hasNamespace(tn, "before") && hasNamespace(tn, "after")
 		})
 	}
@@ -180,7 +181,7 @@ func TestCluster_RestartKeepsState(t *testing.T) {
 	// A snapshot in the middle: a restore of it at start would roll the state back
 	// and raise the store's index floor.
 	for _, tn := range c.nodes {
-		waitFor(t, 5*time.Second, tn.id+" catches up", func() bool { return hasNamespace(tn, "a-9") })
+		wait.For(t, 5*time.Second, tn.id+" catches up", func() bool { return hasNamespace(tn, "a-9") })
 		if err := tn.N().Raft().Snapshot().Error(); err != nil {
 			t.Fatalf("%s: snapshot: %v", tn.id, err)
 		}
@@ -191,8 +192,8 @@ func TestCluster_RestartKeepsState(t *testing.T) {
 	}
 	before := make([]store.State, len(c.nodes))
 	for i, tn := range c.nodes {
-		waitFor(t, 5*time.Second, tn.id+" catches up", func() bool { return tn.sm.AppliedIndex() >= last })
-		waitFor(t, 5*time.Second, tn.id+" member table complete", func() bool {
+		wait.For(t, 5*time.Second, tn.id+" catches up", func() bool { return tn.sm.AppliedIndex() >= last })
+		wait.For(t, 5*time.Second, tn.id+" member table complete", func() bool {
 			_, ms, err := tn.st.Members(nil)
 			return err == nil && len(ms) == 3
 		})
@@ -215,7 +216,7 @@ func TestCluster_RestartKeepsState(t *testing.T) {
 	}
 	var replayed int64
 	for i, tn := range c.nodes {
-		waitFor(t, 5*time.Second, tn.id+" applies the new write", func() bool { return tn.sm.AppliedIndex() >= next })
+		wait.For(t, 5*time.Second, tn.id+" applies the new write", func() bool { return tn.sm.AppliedIndex() >= next })
 		if n := tn.sm.restores.Load(); n != 0 {
 			t.Fatalf("%s: %d snapshot restores at start, want 0", tn.id, n)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/client"
+	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/server"
 	"github.com/rosterhq/roster/server/servertest"
 )
@@ -147,36 +148,46 @@ func TestCluster_BlockingQuery(t *testing.T) {
 	cl := c.Nodes[c.Followers()[0]].Client()
 	idx := register(ctx, t, cl, "web", "127.100.0.4", 80)
 
-	// No change: returns at the wait with the same index.
+	type res struct {
+		resp api.InstancesResponse
+		meta client.Meta
+		err  error
+	}
+	// No change to the service: returns at the wait with the same index. Another
+	// service is written until the query returns, so writes land while it is parked;
+	// none may wake it.
+	const quiet = 300 * time.Millisecond
 	start := time.Now()
-	_, meta, err := cl.Instances(ctx, ns, group, "web", client.InstancesQuery{QueryOptions: client.QueryOptions{WaitIndex: idx, WaitTime: 300 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
+	parked := make(chan res, 1)
+	go func() {
+		r, meta, err := cl.Instances(ctx, ns, group, "web", client.InstancesQuery{QueryOptions: client.QueryOptions{WaitIndex: idx, WaitTime: quiet}})
+		parked <- res{r, meta, err}
+	}()
+	var r res
+	for port, returned := 1, false; !returned; port++ {
+		register(ctx, t, cl, "other", "127.100.0.9", port)
+		select {
+		case r = <-parked:
+			returned = true
+		default:
+		}
 	}
-	if el := time.Since(start); el < 300*time.Millisecond {
-		t.Fatalf("blocking query returned after %v, before the wait", el)
+	if r.err != nil {
+		t.Fatal(r.err)
 	}
-	if meta.Index != idx {
-		t.Fatalf("index changed without a write: %d -> %d", idx, meta.Index)
+	if el := time.Since(start); el < quiet {
+		t.Fatalf("blocking query returned after %v, before the wait: another service's write woke it", el)
+	}
+	if r.meta.Index != idx {
+		t.Fatalf("index changed without a write to the service: %d -> %d", idx, r.meta.Index)
 	}
 
 	// A change: returns long before the 30 s wait.
-	type res struct {
-		resp api.InstancesResponse
-		err  error
-	}
 	done := make(chan res, 1)
 	go func() {
-		r, _, err := cl.Instances(ctx, ns, group, "web", client.InstancesQuery{QueryOptions: client.QueryOptions{WaitIndex: idx, WaitTime: 30 * time.Second}})
-		done <- res{r, err}
+		r, meta, err := cl.Instances(ctx, ns, group, "web", client.InstancesQuery{QueryOptions: client.QueryOptions{WaitIndex: idx, WaitTime: 30 * time.Second}})
+		done <- res{r, meta, err}
 	}()
-	// Make sure the query is parked before writing: another service's write must not wake it.
-	register(ctx, t, cl, "other", "127.100.0.9", 1)
-	select {
-	case r := <-done:
-		t.Fatalf("blocking query woke for another service's write: %+v %v", r.resp.Index, r.err)
-	case <-time.After(200 * time.Millisecond):
-	}
 	w := register(ctx, t, cl, "web", "127.100.0.4", 81)
 	select {
 	case r := <-done:
@@ -263,25 +274,19 @@ func TestCluster_WriteWithoutLeaderIs503(t *testing.T) {
 // so that no follower's self-registration lands in the log afterwards.
 func waitMembersKnown(ctx context.Context, t *testing.T, c *servertest.Cluster, leader int) {
 	t.Helper()
-	for {
+	wait.For(t, 10*time.Second, "every member's HTTP address in the leader's member table", func() bool {
 		res, _, err := c.Nodes[leader].Client().Members(ctx, client.QueryOptions{})
-		if err == nil {
-			known := 0
-			for _, m := range res.Members {
-				if m.HTTPAddr != "" {
-					known++
-				}
-			}
-			if known == len(c.Nodes) {
-				return
+		if err != nil {
+			return false
+		}
+		known := 0
+		for _, m := range res.Members {
+			if m.HTTPAddr != "" {
+				known++
 			}
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("member addresses not all known: %v", err)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+		return known == len(c.Nodes)
+	})
 }
 
 // --pprof serves the profiling endpoints next to the API; without it they are 404.

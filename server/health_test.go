@@ -2,7 +2,9 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/client"
 	"github.com/rosterhq/roster/healthcheck"
+	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/server"
 	"github.com/rosterhq/roster/server/servertest"
 )
@@ -31,27 +34,22 @@ func newBackend(t *testing.T) *backend {
 
 func (b *backend) Reopen() {
 	b.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ln, err := net.Listen("tcp", b.addr)
-		if err == nil {
-			b.ln = ln
-			go func() {
-				for {
-					c, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					_ = c.Close()
-				}
-			}()
-			return
+	var ln net.Listener
+	wait.For(b.t, 5*time.Second, "listening again on "+b.addr, func() bool {
+		var err error
+		ln, err = net.Listen("tcp", b.addr)
+		return err == nil
+	})
+	b.ln = ln
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
 		}
-		if time.Now().After(deadline) {
-			b.t.Fatalf("reopen %s: %v", b.addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	}()
 }
 
 func (b *backend) Close() {
@@ -97,28 +95,18 @@ func waitHealth(ctx context.Context, t *testing.T, cl *servertest.Cluster, port 
 // waitHealthAt is waitHealth for an instance at ip.
 func waitHealthAt(ctx context.Context, t *testing.T, cl *servertest.Cluster, ip string, port int, want bool, within time.Duration) time.Duration {
 	t.Helper()
-	start := time.Now()
-	deadline := start.Add(within)
-	for {
-		all := true
+	return wait.For(t, within, fmt.Sprintf("instance %s:%d healthy=%v on every node", ip, port, want), func() bool {
 		for _, nd := range cl.Nodes {
 			if !nd.Running() {
 				continue
 			}
 			res, _, err := nd.Client().Instance(ctx, ns, group, "svc", ip, port, client.QueryOptions{Consistency: api.ConsistencyStale})
 			if err != nil || res.Instance.Healthy != want {
-				all = false
-				break
+				return false
 			}
 		}
-		if all {
-			return time.Since(start)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("instance %s:%d not healthy=%v on every node within %v", ip, port, want, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return true
+	})
 }
 
 // The leader probes: an instance registered unhealthy becomes healthy while its
@@ -175,12 +163,13 @@ func TestHealth_FailoverKeepsCommittedHealth(t *testing.T) {
 	down.Close()
 	waitHealth(ctx, t, c, down.port(), false, 10*time.Second)
 
-	// Record every health value each survivor sees from now until well after the new
-	// leader has probed several rounds.
+	// Check every health value each survivor shows until the new leader has probed both
+	// instances more rounds than rise and fall: its prober starts from the committed
+	// health with its counters at zero, so no round may flip either instance.
 	c.Stop(l)
-	c.MustLeader()
-	deadline := time.Now().Add(3 * probeInterval * probeFall)
-	for time.Now().Before(deadline) {
+	nl := c.MustLeader()
+	const rounds = probeFall + 1
+	wait.For(t, 10*probeInterval, fmt.Sprintf("the new leader to probe both instances %d times", rounds), func() bool {
 		for _, nd := range c.Nodes {
 			if !nd.Running() {
 				continue
@@ -198,8 +187,18 @@ func TestHealth_FailoverKeepsCommittedHealth(t *testing.T) {
 				}
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		h, err := c.Nodes[nl].Client().Health(ctx, ns, group, "svc")
+		if err != nil || !h.Probing {
+			return false
+		}
+		probed := 0
+		for _, r := range h.Results {
+			if (r.Port == down.port() && r.ConsecutiveFailures >= rounds) || (r.Port == up.port() && r.ConsecutiveSuccesses >= rounds) {
+				probed++
+			}
+		}
+		return probed == 2
+	})
 	// The new leader's prober runs and still sees the same truth.
 	res, err := c.Nodes[c.Leader()].Client().Health(ctx, ns, group, "svc")
 	if err != nil || !res.Probing || len(res.Results) != 2 {
@@ -207,46 +206,165 @@ func TestHealth_FailoverKeepsCommittedHealth(t *testing.T) {
 	}
 }
 
-// Deregistering an instance whose probe is in flight does not bring it back: the
-// prober's late transition is fenced by the registration epoch.
+// A deregistration that races the prober is not undone by the prober's late health
+// transition, and a registration made again meanwhile keeps the health of its own
+// epoch. The prober runs on a manual clock and dials nothing (every probe is held until
+// the test fails it), so both races are decided by the test, not by timing:
+//
+//   - "gone" is deregistered while its probe is in flight; the prober discards the
+//     probe's result when it arrives.
+//   - "again" is deregistered and registered again (a new epoch) after its probe has
+//     decided a transition and while the prober is about to submit it; the SetHealth
+//     command carrying the transition with the old epoch is committed after the
+//     re-registration, and the epoch fence must keep it off the new registration.
+//     "witness" fails in the same round, so its transition travels in the same
+//     command and shows when that command has been applied.
 func TestHealth_DeregisterDuringProbeStaysGone(t *testing.T) {
-	c := servertest.New(t, 3, servertest.FastTimeouts())
+	clk, held := newManualClock(), newHeldDials()
+	c := servertest.New(t, 3, servertest.FastTimeouts(), func(cfg *server.Config) {
+		cfg.Health.Clock = clk
+		cfg.Health.Dial = servertest.GuardDial(t, held.dial)
+	})
 	l := c.MustLeader()
 	ctx := ctxT(t, 60*time.Second)
 	cl := c.Nodes[l].Client()
-	probedService(ctx, t, cl)
-	// A listener that never answers keeps TCP connects succeeding, so use a closed port:
-	// every probe fails after the timeout and produces a transition to unhealthy.
-	b := newBackend(t)
-	b.Close()
-	var last uint64
-	for round := 0; round < 3; round++ {
-		if _, err := cl.RegisterInstance(ctx, ns, group, "svc", "127.0.0.1", b.port(), api.InstanceRequest{}); err != nil {
+	// A timeout far longer than the test needs to hold a probe.
+	const interval = 10 * time.Second
+	if _, err := cl.UpsertCluster(ctx, ns, group, "svc", "DEFAULT", api.ClusterRequest{HealthCheck: &api.HealthCheckSpec{
+		Type: "TCP", Interval: interval.String(), Timeout: (interval - time.Second).String(), Rise: 1, Fall: 1,
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	const gone, again, witness = 20001, 20002, 20003
+	addr := func(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+	healthy := true
+	for _, port := range []int{gone, again, witness} {
+		if _, err := cl.RegisterInstance(ctx, ns, group, "svc", "127.0.0.1", port, api.InstanceRequest{Healthy: &healthy}); err != nil {
 			t.Fatal(err)
 		}
-		// Let the prober get near its transition, then deregister.
-		time.Sleep(probeInterval * time.Duration(probeFall) / 2)
-		idx, err := cl.DeregisterInstance(ctx, ns, group, "svc", "127.0.0.1", b.port())
+	}
+	results := func() map[int]api.ProbeResult {
+		h, err := cl.Health(ctx, ns, group, "svc")
 		if err != nil {
 			t.Fatal(err)
 		}
-		last = idx
+		if !h.Probing {
+			return nil
+		}
+		out := make(map[int]api.ProbeResult, len(h.Results))
+		for _, r := range h.Results {
+			out[r.Port] = r
+		}
+		return out
 	}
-	if err := c.WaitApplied(ctx, last); err != nil {
+	var oldEpoch uint64
+	wait.For(t, 10*time.Second, "the prober to know the three instances", func() bool {
+		rs := results()
+		oldEpoch = rs[again].Epoch
+		return len(rs) == 3
+	})
+
+	// One round: the three probes start and are held.
+	clk.Advance(interval)
+	wait.For(t, 10*time.Second, "the three probes in flight", func() bool { return held.holding(addr(gone), addr(again), addr(witness)) })
+
+	// gone: deregistered with its probe in flight, which then fails.
+	if _, err := cl.DeregisterInstance(ctx, ns, group, "svc", "127.0.0.1", gone); err != nil {
 		t.Fatal(err)
 	}
-	end := time.Now().Add(3 * probeInterval * probeFall)
-	for time.Now().Before(end) {
-		for _, nd := range c.Nodes {
-			res, _, err := nd.Client().Instances(ctx, ns, group, "svc", client.InstancesQuery{QueryOptions: client.QueryOptions{Consistency: api.ConsistencyStale}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(res.Instances) != 0 {
-				t.Fatalf("%s: deregistered instance came back: %+v", nd.ID, res.Instances)
+	wait.For(t, 10*time.Second, "the prober to drop the deregistered instance", func() bool {
+		_, known := results()[gone]
+		return !known
+	})
+	held.release(t, addr(gone))
+	discarded := func() float64 { return metricValue(ctx, t, c.Nodes[l], "roster_health_results_discarded_total") }
+	wait.For(t, 10*time.Second, "the late result to be discarded", func() bool { return discarded() == 1 })
+
+	// again and witness: their probes fail and decide transitions to unhealthy, queued
+	// until the batch window closes on the manual clock.
+	held.release(t, addr(again))
+	held.release(t, addr(witness))
+	wait.For(t, 10*time.Second, "both transitions decided", func() bool {
+		rs := results()
+		return rs[again].Pending && rs[again].Outcome == "refused" && rs[witness].Pending && rs[witness].Outcome == "refused"
+	})
+
+	// Close the batch window with the scheduler held at its next step: it has the
+	// transitions to submit and has not seen the changes below.
+	stall := clk.stallNext(t)
+	clk.Advance(healthcheck.DefaultFlushInterval)
+	select {
+	case <-stall.reached:
+	case <-ctx.Done():
+		t.Fatal("the prober's scheduler never asked the clock for the time")
+	}
+	if _, err := cl.DeregisterInstance(ctx, ns, group, "svc", "127.0.0.1", again); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.RegisterInstance(ctx, ns, group, "svc", "127.0.0.1", again, api.InstanceRequest{Healthy: &healthy}); err != nil {
+		t.Fatal(err)
+	}
+	res, _, err := cl.Instance(ctx, ns, group, "svc", "127.0.0.1", again, client.QueryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	registered := res.Instance
+	if registered.CreateIndex == oldEpoch {
+		t.Fatalf("registered again with the same epoch %d", oldEpoch)
+	}
+	stall.Release()
+
+	// The batch is applied everywhere once witness is unhealthy everywhere, and it was
+	// committed after the re-registration.
+	waitHealth(ctx, t, c, witness, false, 10*time.Second)
+	w, _, err := cl.Instance(ctx, ns, group, "svc", "127.0.0.1", witness, client.QueryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Instance.ModifyIndex <= registered.CreateIndex {
+		t.Fatalf("the batch was committed at %d, before the re-registration at %d: the race was not run", w.Instance.ModifyIndex, registered.CreateIndex)
+	}
+	for _, nd := range c.Nodes {
+		list, _, err := nd.Client().Instances(ctx, ns, group, "svc", client.InstancesQuery{QueryOptions: client.QueryOptions{Consistency: api.ConsistencyStale}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var found bool
+		for _, in := range list.Instances {
+			switch in.Port {
+			case gone:
+				t.Fatalf("%s: the deregistered instance came back: %+v", nd.ID, in)
+			case again:
+				found = true
+				if in.CreateIndex != registered.CreateIndex || in.ModifyIndex != registered.ModifyIndex || !in.Healthy {
+					t.Fatalf("%s: the instance registered again is %+v, want it as registered (epoch %d, modified at %d, healthy): the old epoch's transition reached it",
+						nd.ID, in, registered.CreateIndex, registered.ModifyIndex)
+				}
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
+		if !found {
+			t.Fatalf("%s: the instance registered again is missing", nd.ID)
+		}
+	}
+
+	// The prober follows the new epoch from its committed health, without the old
+	// epoch's probe, and counts only witness's transition as committed.
+	var r api.ProbeResult
+	wait.For(t, 10*time.Second, "the prober to follow the new epoch", func() bool {
+		r = results()[again]
+		return r.Epoch == registered.CreateIndex
+	})
+	if !r.Healthy || r.Pending || r.ConsecutiveFailures != 0 || r.Outcome != "" {
+		t.Fatalf("the new epoch's probe state %+v, want healthy, nothing pending, not probed yet", r)
+	}
+	if _, known := results()[gone]; known {
+		t.Fatal("the prober knows the deregistered instance again")
+	}
+	if n := metricValue(ctx, t, c.Nodes[l], `roster_health_transitions_committed_total{to="unhealthy"}`); n != 1 {
+		t.Fatalf("%v transitions to unhealthy counted as committed, want 1 (witness)", n)
+	}
+	if n := discarded(); n != 1 {
+		t.Fatalf("%v results discarded, want 1 (gone)", n)
 	}
 }
 

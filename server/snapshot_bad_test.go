@@ -18,6 +18,7 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/client"
+	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/server"
 	"github.com/rosterhq/roster/server/servertest"
 	"github.com/rosterhq/roster/snapshot"
@@ -280,30 +281,33 @@ func TestSnapshot_ConcurrentRestoreIsConflict(t *testing.T) {
 	// and at the leader itself) is refused until it ends. A 400 means the second
 	// request got there before the first (its body is not an archive): try again.
 	bad := []byte("not an archive")
-	deadline := time.Now().Add(15 * time.Second)
 	conflicts := 0
-	for conflicts < 2 {
+	var answer error
+	saw := false
+	defer func() {
+		if !saw {
+			t.Logf("last answer to the second restore: %v", answer)
+		}
+	}()
+	wait.For(t, 15*time.Second, "the second restore to see the first", func() bool {
 		nd := c.Nodes[fs[1]]
 		if conflicts == 1 {
 			nd = c.Nodes[leader]
 		}
-		err := nd.Client().RestoreSnapshot(ctx, bytes.NewReader(bad))
+		answer = nd.Client().RestoreSnapshot(ctx, bytes.NewReader(bad))
 		switch {
-		case client.IsConflict(err):
+		case client.IsConflict(answer):
 			conflicts++
 			var apiErr *client.APIError
-			if errors.As(err, &apiErr); apiErr.Status != http.StatusConflict || !strings.Contains(apiErr.Message, "in progress") {
+			if errors.As(answer, &apiErr); apiErr.Status != http.StatusConflict || !strings.Contains(apiErr.Message, "in progress") {
 				t.Fatalf("conflict answer %+v", apiErr)
 			}
-			continue
-		case err == nil:
+		case answer == nil:
 			t.Fatal("a non-archive was restored")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("second restore never saw the first: last answer %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return conflicts == 2
+	})
+	saw = true
 	if _, _, err := c.Nodes[leader].Client().Namespace(ctx, "after-save", client.QueryOptions{}); err != nil {
 		t.Fatalf("the state changed while the first upload was incomplete: %v", err)
 	}

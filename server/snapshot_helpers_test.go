@@ -18,6 +18,7 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/client"
+	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/server"
 	"github.com/rosterhq/roster/server/servertest"
@@ -279,26 +280,27 @@ func dump(t *testing.T, nd *servertest.Node) store.State {
 // waitLogical waits until every running node's state, through view, equals want.
 func waitLogical(t *testing.T, c *servertest.Cluster, want logical, view func(logical) logical) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		var diff string
+	var diff string
+	converged := false
+	defer func() {
+		if !converged {
+			t.Logf("last difference: %s", diff)
+		}
+	}()
+	wait.For(t, 20*time.Second, "every node's state to converge", func() bool {
+		diff = ""
 		for _, nd := range c.Nodes {
 			if !nd.Running() {
 				continue
 			}
 			if got := view(logicalOf(dump(t, nd))); !reflect.DeepEqual(got, want) {
 				diff = fmt.Sprintf("node %s:\n got %+v\nwant %+v", nd.ID, got, want)
-				break
+				return false
 			}
 		}
-		if diff == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("state never converged: %s", diff)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return true
+	})
+	converged = true
 }
 
 func same(l logical) logical { return l }
@@ -307,9 +309,7 @@ func same(l logical) logical { return l }
 // addresses, knows every entry committed, and has applied all of it to its state.
 func waitSettled(t *testing.T, c *servertest.Cluster) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ok := true
+	wait.For(t, 20*time.Second, "the cluster to settle", func() bool {
 		var last uint64
 		for _, nd := range c.Nodes {
 			if !nd.Running() {
@@ -321,7 +321,7 @@ func waitSettled(t *testing.T, c *servertest.Cluster) {
 			}
 			ready, _ := nd.Server.Node().Ready()
 			if !ready || r.LastIndex() != last || r.CommitIndex() != last {
-				ok = false
+				return false
 			}
 			for _, other := range c.Nodes {
 				if !other.Running() {
@@ -329,18 +329,12 @@ func waitSettled(t *testing.T, c *servertest.Cluster) {
 				}
 				m, found := nd.Server.Store().Member(other.ID)
 				if !found || m.HTTPAddr != other.HTTPAddr {
-					ok = false
+					return false
 				}
 			}
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("cluster did not settle")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return true
+	})
 }
 
 // save downloads an archive through cl and checks it whole.

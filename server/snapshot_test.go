@@ -12,6 +12,7 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/client"
+	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/snapshot"
 	"github.com/rosterhq/roster/store"
@@ -389,16 +390,16 @@ func TestSnapshot_RestoreReschedulesProber(t *testing.T) {
 func waitProbes(ctx context.Context, t *testing.T, cl *client.Client, ok func(api.HealthResponse) bool) {
 	t.Helper()
 	var last api.HealthResponse
-	for {
-		h, err := cl.Health(ctx, "", "", "probed")
-		if err == nil && ok(h) {
-			return
+	var err error
+	matched := false
+	defer func() {
+		if !matched {
+			t.Logf("last probe results %+v (error %v)", last, err)
 		}
-		last = h
-		select {
-		case <-ctx.Done():
-			t.Fatalf("probe results never matched: %+v (last error %v)", last, err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	}()
+	wait.For(t, 30*time.Second, "the leader's probe results", func() bool {
+		last, err = cl.Health(ctx, "", "", "probed")
+		return err == nil && ok(last)
+	})
+	matched = true
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
 )
 
@@ -77,13 +78,7 @@ func TestSyncInterval_UncleanFileChecked(t *testing.T) {
 			return tx.SetAppliedIndex(uint64(i))
 		}))
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for s.unsynced.Load() {
-		if time.Now().After(deadline) {
-			t.Fatal("background fsync never ran")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	wait.For(t, 5*time.Second, "the background fsync", func() bool { return !s.unsynced.Load() })
 	crashed := filepath.Join(dir, "crashed.db")
 	copyFile(t, path, crashed)
 	c := openSynced(t, crashed)

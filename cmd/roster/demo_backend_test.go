@@ -14,6 +14,7 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/demo"
+	"github.com/rosterhq/roster/internal/wait"
 )
 
 // demoBuffer is a bytes.Buffer safe for a command writing while the test reads.
@@ -45,21 +46,11 @@ func TestDemoBackendCmd_ServesHealthUntilCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
+	t.Cleanup(cancel)
 
 	const prefix = "demo backend listening on "
-	var addr string
-	deadline := time.Now().Add(10 * time.Second)
-	for addr == "" {
-		if s := out.String(); strings.Contains(s, "\n") {
-			addr = strings.TrimSpace(strings.TrimPrefix(s, prefix))
-			break
-		}
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("no listening line within 10s, output %q", out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.For(t, 10*time.Second, "the listening line", func() bool { return strings.Contains(out.String(), "\n") })
+	addr := strings.TrimSpace(strings.TrimPrefix(out.String(), prefix))
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := hc.Get("http://" + addr + demo.HealthPath)
 	if err != nil {

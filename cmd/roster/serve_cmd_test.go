@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rosterhq/roster/healthcheck"
+	"github.com/rosterhq/roster/internal/wait"
 )
 
 // fakeNode stands in for a real node: it records the options it was started with and
@@ -211,20 +212,15 @@ func runDev(t *testing.T, node *fakeNode, args ...string) (stderr *outBuffer, st
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, append([]string{"dev"}, args...), a) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(errBuf.String(), "Press Ctrl-C to stop.") {
+	t.Cleanup(cancel)
+	wait.For(t, 10*time.Second, "the dev banner", func() bool {
 		select {
 		case code := <-done:
-			cancel()
 			t.Fatalf("dev exited %d before printing its banner: %s", code, errBuf.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("no banner within 10s: %s", errBuf.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return strings.Contains(errBuf.String(), "Press Ctrl-C to stop.")
+	})
 	return errBuf, func() int {
 		cancel()
 		select {

@@ -43,14 +43,6 @@ func (a *app) withTimeout(ctx context.Context) (context.Context, context.CancelF
 	return context.WithCancel(ctx)
 }
 
-// progress returns a progress line on stderr when stderr is a terminal, else nil.
-func (a *app) progress(total int64, label string) *snapshot.Progress {
-	if f, ok := a.stderr.(*os.File); ok && snapshot.IsTerminal(f) {
-		return snapshot.NewProgress(f, total, label)
-	}
-	return nil
-}
-
 // archiveReport is what the snapshot commands print with -o json.
 type archiveReport struct {
 	File          string          `json:"file"`

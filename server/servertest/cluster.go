@@ -16,6 +16,7 @@ import (
 
 	"github.com/rosterhq/roster/client"
 	"github.com/rosterhq/roster/healthcheck"
+	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/server"
 )
@@ -147,25 +148,23 @@ func (c *Cluster) Start(i int) {
 	if nd.Server != nil {
 		c.t.Fatalf("node %s already running", nd.ID)
 	}
-	var err error
 	if nd.HTTPAddr != "" {
 		// A restart keeps its HTTP address so that clients made earlier still work.
 		nd.cfg.HTTPAddr = nd.HTTPAddr
 	}
 	nd.cfg.RaftListener, nd.raftLn = nd.raftLn, nil
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	// A just-closed listener's port can take a moment to be released.
+	var err error
+	defer func() {
+		if nd.Server == nil && err != nil {
+			c.t.Logf("start %s: %v", nd.ID, err)
+		}
+	}()
+	wait.For(c.t, 5*time.Second, "node "+nd.ID+" to start", func() bool {
 		nd.Server, err = server.New(nd.cfg)
 		nd.cfg.RaftListener = nil
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		// A just-closed listener's port can take a moment to be released.
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
-		c.t.Fatalf("start %s: %v", nd.ID, err)
-	}
+		return err == nil
+	})
 	nd.HTTPAddr = nd.Server.HTTPAddr()
 	if err := nd.Server.Start(); err != nil {
 		c.t.Fatalf("start %s: %v", nd.ID, err)

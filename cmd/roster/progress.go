@@ -1,8 +1,9 @@
-package snapshot
+package main
 
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 )
@@ -10,11 +11,11 @@ import (
 // progressInterval is the shortest time between two progress lines.
 const progressInterval = 500 * time.Millisecond
 
-// Progress counts the bytes that pass through it and reports the count and the
+// progressLine counts the bytes that pass through it and reports the count and the
 // average rate on one terminal line, rewritten in place (carriage return) at most
-// every 500 ms. It is meant for an interactive terminal; see IsTerminal. A Progress
-// is used by one goroutine at a time.
-type Progress struct {
+// every 500 ms. It is meant for an interactive terminal; see isTerminal. A
+// progressLine is used by one goroutine at a time.
+type progressLine struct {
 	out     io.Writer
 	total   int64
 	label   string
@@ -25,20 +26,28 @@ type Progress struct {
 	lineLen int
 }
 
-// NewProgress returns a Progress that writes to out (normally os.Stderr). total is the
-// expected number of bytes, used to show a percentage; 0 or less means unknown.
-func NewProgress(out io.Writer, total int64, label string) *Progress {
-	return newProgress(out, total, label, time.Now)
+// progress returns a progress line on stderr when stderr is a terminal, else nil.
+func (a *app) progress(total int64, label string) *progressLine {
+	if f, ok := a.stderr.(*os.File); ok && isTerminal(f) {
+		return newProgressLine(f, total, label)
+	}
+	return nil
 }
 
-func newProgress(out io.Writer, total int64, label string, now func() time.Time) *Progress {
+// newProgressLine returns a progressLine that writes to out (normally os.Stderr). total
+// is the expected number of bytes, used to show a percentage; 0 or less means unknown.
+func newProgressLine(out io.Writer, total int64, label string) *progressLine {
+	return newProgressLineAt(out, total, label, time.Now)
+}
+
+func newProgressLineAt(out io.Writer, total int64, label string, now func() time.Time) *progressLine {
 	start := now()
-	return &Progress{out: out, total: total, label: label, now: now, start: start, last: start}
+	return &progressLine{out: out, total: total, label: label, now: now, start: start, last: start}
 }
 
-// Write counts len(b) bytes and never fails, so a Progress can be placed in an
+// Write counts len(b) bytes and never fails, so a progressLine can be placed in an
 // io.MultiWriter or an io.TeeReader; it does not keep b. Output errors are ignored.
-func (p *Progress) Write(b []byte) (int, error) {
+func (p *progressLine) Write(b []byte) (int, error) {
 	p.n += int64(len(b))
 	if t := p.now(); t.Sub(p.last) >= progressInterval {
 		p.last = t
@@ -48,20 +57,20 @@ func (p *Progress) Write(b []byte) (int, error) {
 }
 
 // Reader returns a reader that reads from r and counts every byte read.
-func (p *Progress) Reader(r io.Reader) io.Reader { return io.TeeReader(r, p) }
+func (p *progressLine) Reader(r io.Reader) io.Reader { return io.TeeReader(r, p) }
 
 // Writer returns a writer that writes to w and counts every byte w accepted.
-func (p *Progress) Writer(w io.Writer) io.Writer { return &progressWriter{w: w, p: p} }
+func (p *progressLine) Writer(w io.Writer) io.Writer { return &progressWriter{w: w, p: p} }
 
 // Finish prints the final count and rate and ends the line.
-func (p *Progress) Finish() {
+func (p *progressLine) Finish() {
 	p.print(p.now(), "\n")
 }
 
 // Count returns the number of bytes counted so far.
-func (p *Progress) Count() int64 { return p.n }
+func (p *progressLine) Count() int64 { return p.n }
 
-func (p *Progress) print(t time.Time, end string) {
+func (p *progressLine) print(t time.Time, end string) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %s", p.label, formatBytes(p.n))
 	if p.total > 0 {
@@ -78,7 +87,7 @@ func (p *Progress) print(t time.Time, end string) {
 
 type progressWriter struct {
 	w io.Writer
-	p *Progress
+	p *progressLine
 }
 
 func (pw *progressWriter) Write(b []byte) (int, error) {

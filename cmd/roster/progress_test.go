@@ -1,4 +1,4 @@
-package snapshot
+package main
 
 import (
 	"bytes"
@@ -8,18 +8,18 @@ import (
 	"time"
 )
 
-// fakeClock is a manually advanced clock for Progress.
-type fakeClock struct{ t time.Time }
+// progressClock is a manually advanced clock for progressLine.
+type progressClock struct{ t time.Time }
 
-func (c *fakeClock) now() time.Time          { return c.t }
-func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
+func (c *progressClock) now() time.Time          { return c.t }
+func (c *progressClock) advance(d time.Duration) { c.t = c.t.Add(d) }
 
 // TestProgress_ReportsAtMostEvery500ms checks the reporting cadence and the content
 // of a line: label, count, total, percentage, rate.
 func TestProgress_ReportsAtMostEvery500ms(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1000, 0)}
+	clock := &progressClock{t: time.Unix(1000, 0)}
 	var out bytes.Buffer
-	p := newProgress(&out, 10<<20, "saving", clock.now)
+	p := newProgressLineAt(&out, 10<<20, "saving", clock.now)
 
 	steps := []struct {
 		advance time.Duration
@@ -53,9 +53,9 @@ func TestProgress_ReportsAtMostEvery500ms(t *testing.T) {
 // TestProgress_UnknownTotalAndShorterLines checks a line without a total, and that a
 // shorter line blanks out the rest of the previous one.
 func TestProgress_UnknownTotalAndShorterLines(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1000, 0)}
+	clock := &progressClock{t: time.Unix(1000, 0)}
 	var out bytes.Buffer
-	p := newProgress(&out, 0, "restoring", clock.now)
+	p := newProgressLineAt(&out, 0, "restoring", clock.now)
 	clock.advance(time.Second)
 	_, _ = p.Write(make([]byte, 1500))
 	p.label = "r"
@@ -69,8 +69,11 @@ func TestProgress_UnknownTotalAndShorterLines(t *testing.T) {
 // TestProgress_ReaderAndWriter checks that the wrappers pass data through unchanged
 // and count it.
 func TestProgress_ReaderAndWriter(t *testing.T) {
-	data := testState(100_000)
-	p := NewProgress(io.Discard, int64(len(data)), "copy")
+	data := make([]byte, 100_000)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	p := newProgressLine(io.Discard, int64(len(data)), "copy")
 	var dst bytes.Buffer
 	if _, err := io.Copy(p.Writer(&dst), p.Reader(bytes.NewReader(data))); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,6 @@
 //go:build darwin || dragonfly || freebsd || netbsd || openbsd
 
-package snapshot
+package main
 
 import (
 	"os"
@@ -8,9 +8,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// IsTerminal reports whether f is a terminal, so that the CLI shows progress only to
+// isTerminal reports whether f is a terminal, so that the CLI shows progress only to
 // a person watching.
-func IsTerminal(f *os.File) bool {
+func isTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TIOCGETA)
 	return err == nil
 }

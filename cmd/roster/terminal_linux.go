@@ -1,4 +1,4 @@
-package snapshot
+package main
 
 import (
 	"os"
@@ -6,9 +6,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// IsTerminal reports whether f is a terminal, so that the CLI shows progress only to
+// isTerminal reports whether f is a terminal, so that the CLI shows progress only to
 // a person watching.
-func IsTerminal(f *os.File) bool {
+func isTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
 }

@@ -1,4 +1,4 @@
-package snapshot
+package main
 
 import (
 	"os"
@@ -14,8 +14,8 @@ func TestIsTerminal(t *testing.T) {
 		t.Fatalf("opening a pseudo-terminal: %v", err)
 	}
 	defer pty.Close()
-	if !IsTerminal(pty) {
-		t.Error("IsTerminal(/dev/ptmx) = false, want true")
+	if !isTerminal(pty) {
+		t.Error("isTerminal(/dev/ptmx) = false, want true")
 	}
 
 	file, err := os.Create(filepath.Join(t.TempDir(), "f"))
@@ -35,8 +35,8 @@ func TestIsTerminal(t *testing.T) {
 	}
 	defer null.Close()
 	for _, f := range []*os.File{file, r, w, null} {
-		if IsTerminal(f) {
-			t.Errorf("IsTerminal(%s) = true, want false", f.Name())
+		if isTerminal(f) {
+			t.Errorf("isTerminal(%s) = true, want false", f.Name())
 		}
 	}
 }
