@@ -194,6 +194,8 @@ func (s *handler) nacosClassify(err error, res nacosResource) *nacosError {
 	status, code, _ := httpx.Classify(err)
 	out := &nacosError{status: status, code: nacosCodeServerError, msg: err.Error(), cause: err}
 	switch {
+	case errors.Is(err, httpx.ErrMethodNotAllowed):
+		out.code = nacosCodeParameterValidate
 	case errors.Is(err, httpx.ErrUnsupportedMedia):
 		out.status, out.code = http.StatusBadRequest, nacosCodeMediaType
 	case errors.Is(err, model.ErrInvalid):

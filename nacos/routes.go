@@ -29,7 +29,7 @@ func (s *handler) routes() *chi.Mux {
 	fail := func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, nacosOther) }
 	r.Use(httpx.Recoverer(s.log, fail), httpx.ServedBy(s.id), s.metrics.Middleware, httpx.BufferBody(s.cfg.MaxBodyBytes, nil, fail))
 	r.NotFound(s.nacosNotFound)
-	r.MethodNotAllowed(s.nacosMethodNotAllowed(r))
+	r.MethodNotAllowed(httpx.MethodNotAllowed(r, fail))
 
 	for _, base := range []string{"/nacos/v1/ns", "/nacos/v2/ns"} {
 		r.Group(func(r chi.Router) {
@@ -119,21 +119,6 @@ func (s *handler) nacosReadRoute(next http.Handler) http.Handler {
 func (s *handler) nacosNotFound(w http.ResponseWriter, r *http.Request) {
 	s.writeNacosError(w, r, nacosErr(http.StatusNotFound, nacosCodeResourceNotFound,
 		"Roster does not serve %s %s (see docs/nacos-compatibility.md)", r.Method, r.URL.Path), nacosOther)
-}
-
-// nacosMethodNotAllowed answers a Nacos route with a method it does not serve, listing
-// the allowed methods in the Allow header.
-func (s *handler) nacosMethodNotAllowed(mux *chi.Mux) http.HandlerFunc {
-	methods := []string{http.MethodGet, http.MethodPut, http.MethodPost, http.MethodPatch, http.MethodDelete}
-	return func(w http.ResponseWriter, r *http.Request) {
-		for _, m := range methods {
-			if mux.Match(chi.NewRouteContext(), m, r.URL.Path) {
-				w.Header().Add("Allow", m)
-			}
-		}
-		s.writeNacosError(w, r, nacosErr(http.StatusMethodNotAllowed, nacosCodeParameterValidate,
-			"method %s is not allowed on %s", r.Method, r.URL.Path), nacosOther)
-	}
 }
 
 // nacosWrote sets X-Roster-Index for a write the registry applied at idx, or returns
