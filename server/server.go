@@ -235,43 +235,10 @@ func New(cfg Config) (_ *Server, err error) {
 	s.node.OnLeadership(s.seedSettings)
 	s.log.Info("health probe policy", "policy", cfg.Health.Policy.String())
 
-	// One forwarder and one set of HTTP metrics for both APIs.
-	httpMetrics, err := httpx.NewMetrics(s.metrics)
+	handler, err := s.newAPI(cfg)
 	if err != nil {
 		return nil, err
 	}
-	s.fwd, err = httpx.NewForwarder(httpx.ForwarderConfig{
-		Node: s.node, NodeID: cfg.NodeID, Logger: s.log, Metrics: httpMetrics,
-		RequestTimeout: httpapi.DefaultRequestTimeout, LeaderHold: httpapi.DefaultLeaderHold,
-	})
-	if err != nil {
-		return nil, err
-	}
-	native, err := httpapi.New(httpapi.Config{
-		NodeID:    cfg.NodeID,
-		Store:     s.store,
-		Node:      s.node,
-		Logger:    s.log,
-		Registry:  s.registry,
-		Forwarder: s.fwd,
-		Metrics:   s.metrics,
-		Version:   cfg.Version,
-		Snapshot:  cfg.Snapshot,
-		Health:    s.health,
-
-		ProbePolicy: cfg.Health.Policy,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("http api: %w", err)
-	}
-	nacosAPI, err := nacos.New(nacos.Config{
-		NodeID: cfg.NodeID, Store: s.store, Node: s.node, Registry: s.registry,
-		Forwarder: s.fwd, Metrics: httpMetrics, Logger: s.log,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("nacos api: %w", err)
-	}
-	var handler http.Handler = apiMux(native, nacosAPI)
 	if cfg.Pprof {
 		handler = withPprof(handler)
 	}
@@ -410,6 +377,47 @@ func (s *Server) seedSettings(ctx context.Context) {
 		return
 	}
 	s.log.Info("cluster settings seeded from this node's flags", "metadata_max_bytes", want)
+}
+
+// newAPI builds the HTTP handler of the node: the native API and the Nacos API over the
+// one registry, sharing one forwarder to the leader and one set of HTTP metrics.
+func (s *Server) newAPI(cfg Config) (http.Handler, error) {
+	httpMetrics, err := httpx.NewMetrics(s.metrics)
+	if err != nil {
+		return nil, err
+	}
+	s.fwd, err = httpx.NewForwarder(httpx.ForwarderConfig{
+		Node: s.node, NodeID: cfg.NodeID, Logger: s.log, Metrics: httpMetrics,
+		RequestTimeout: httpapi.DefaultRequestTimeout, LeaderHold: httpapi.DefaultLeaderHold,
+	})
+	if err != nil {
+		return nil, err
+	}
+	native, err := httpapi.New(httpapi.Config{
+		NodeID:    cfg.NodeID,
+		Store:     s.store,
+		Node:      s.node,
+		Logger:    s.log,
+		Registry:  s.registry,
+		Forwarder: s.fwd,
+		Metrics:   s.metrics,
+		Version:   cfg.Version,
+		Snapshot:  cfg.Snapshot,
+		Health:    s.health,
+
+		ProbePolicy: cfg.Health.Policy,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("http api: %w", err)
+	}
+	nacosAPI, err := nacos.New(nacos.Config{
+		NodeID: cfg.NodeID, Store: s.store, Node: s.node, Registry: s.registry,
+		Forwarder: s.fwd, Metrics: httpMetrics, Logger: s.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("nacos api: %w", err)
+	}
+	return apiMux(native, nacosAPI), nil
 }
 
 // apiMux sends /nacos/... to the Nacos API and everything else to the native API.
