@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rosterhq/roster/internal/clock"
 )
 
 // Defaults and bounds of Config.
@@ -82,34 +83,12 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// Clock is the time source of scheduling and batching.
-type Clock interface {
-	Now() time.Time
-	// NewTimer returns a started timer that fires once, d from now.
-	NewTimer(d time.Duration) Timer
-}
+// Clock is the time source of scheduling and batching (clock.System in production,
+// a clock.Manual in tests).
+type Clock = clock.Clock
 
-// Timer is a one-shot timer. After Reset or Stop returns, C delivers no value of an
-// earlier arming.
-type Timer interface {
-	C() <-chan time.Time
-	Reset(d time.Duration)
-	Stop()
-}
+// Timer is a one-shot timer of a Clock.
+type Timer = clock.Timer
 
 // SystemClock returns the Clock of the time package.
-func SystemClock() Clock { return systemClock{} }
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
-func (systemClock) NewTimer(d time.Duration) Timer { return systemTimer{time.NewTimer(d)} }
-
-// systemTimer relies on the Go 1.23+ timer semantics: Reset and Stop discard a value
-// not yet received.
-type systemTimer struct{ t *time.Timer }
-
-func (t systemTimer) C() <-chan time.Time   { return t.t.C }
-func (t systemTimer) Reset(d time.Duration) { t.t.Reset(d) }
-func (t systemTimer) Stop()                 { t.t.Stop() }
+func SystemClock() Clock { return clock.System() }

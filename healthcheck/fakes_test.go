@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/internal/clock"
 	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
@@ -261,80 +262,9 @@ func (a *fakeApplier) updates() []model.HealthUpdate {
 	return out
 }
 
-// fakeClock is a manual Clock: timers fire only when Advance passes their deadline.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) NewTimer(d time.Duration) Timer {
-	t := &fakeTimer{c: c, ch: make(chan time.Time, 1)}
-	c.mu.Lock()
-	c.timers = append(c.timers, t)
-	c.mu.Unlock()
-	t.Reset(d)
-	return t
-}
-
-// Advance moves time forward and fires the timers due.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	for _, t := range c.timers {
-		if t.armed && !t.at.After(c.now) {
-			t.armed = false
-			select {
-			case t.ch <- c.now:
-			default:
-			}
-		}
-	}
-}
-
-type fakeTimer struct {
-	c     *fakeClock
-	ch    chan time.Time
-	at    time.Time
-	armed bool
-}
-
-func (t *fakeTimer) C() <-chan time.Time { return t.ch }
-
-func (t *fakeTimer) Reset(d time.Duration) {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	t.drainLocked()
-	t.at, t.armed = t.c.now.Add(d), true
-	if d <= 0 {
-		t.armed = false
-		t.ch <- t.c.now
-	}
-}
-
-func (t *fakeTimer) Stop() {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	t.drainLocked()
-	t.armed = false
-}
-
-func (t *fakeTimer) drainLocked() {
-	select {
-	case <-t.ch:
-	default:
-	}
+// newFakeClock is a manual clock: timers fire only when Advance passes their deadline.
+func newFakeClock() *clock.Manual {
+	return clock.NewManual(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
 }
 
 // fakeNet is a Config.Dial hook: addresses marked down are refused, and while block is

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rosterhq/roster/internal/clock"
 	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
@@ -16,7 +17,7 @@ type fakeEnv struct {
 	src *fakeSource
 	app *fakeApplier
 	net *fakeNet
-	clk *fakeClock
+	clk *clock.Manual
 	cfg Config
 }
 

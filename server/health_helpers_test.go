@@ -13,117 +13,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rosterhq/roster/healthcheck"
+	"github.com/rosterhq/roster/internal/clock"
 	"github.com/rosterhq/roster/server/servertest"
 )
 
-// manualClock is a healthcheck.Clock that moves only when the test advances it: the
-// prober dispatches probes and flushes its batches when the test says so (probe
-// timeouts still run on real time). stallNext holds the prober's scheduler between
-// two steps.
-type manualClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*manualTimer
-	stall  *clockStall
-}
-
-// clockStall is one held Now call: reached is closed once it blocks, release lets it
-// return.
-type clockStall struct {
-	reached chan struct{}
-	release chan struct{}
-	once    sync.Once
-}
-
-// Release lets the held Now call return (at once if it has not blocked yet).
-func (s *clockStall) Release() { s.once.Do(func() { close(s.release) }) }
-
-func newManualClock() *manualClock {
-	return &manualClock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
-}
-
-// stallNext makes the next Now call block until the returned stall is released; the
-// test's cleanup releases it too.
-func (c *manualClock) stallNext(t *testing.T) *clockStall {
-	s := &clockStall{reached: make(chan struct{}), release: make(chan struct{})}
-	t.Cleanup(s.Release)
-	c.mu.Lock()
-	c.stall = s
-	c.mu.Unlock()
-	return s
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	if s := c.stall; s != nil {
-		c.stall = nil
-		c.mu.Unlock()
-		close(s.reached)
-		<-s.release
-		c.mu.Lock()
-	}
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) NewTimer(d time.Duration) healthcheck.Timer {
-	t := &manualTimer{c: c, ch: make(chan time.Time, 1)}
-	c.mu.Lock()
-	c.timers = append(c.timers, t)
-	c.mu.Unlock()
-	t.Reset(d)
-	return t
-}
-
-// Advance moves the clock forward and fires the timers that are due.
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	for _, t := range c.timers {
-		if t.armed && !t.at.After(c.now) {
-			t.armed = false
-			select {
-			case t.ch <- c.now:
-			default:
-			}
-		}
-	}
-}
-
-type manualTimer struct {
-	c     *manualClock
-	ch    chan time.Time
-	at    time.Time
-	armed bool
-}
-
-func (t *manualTimer) C() <-chan time.Time { return t.ch }
-
-func (t *manualTimer) Reset(d time.Duration) {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	t.drainLocked()
-	t.at, t.armed = t.c.now.Add(d), true
-	if d <= 0 {
-		t.armed = false
-		t.ch <- t.c.now
-	}
-}
-
-func (t *manualTimer) Stop() {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	t.drainLocked()
-	t.armed = false
-}
-
-func (t *manualTimer) drainLocked() {
-	select {
-	case <-t.ch:
-	default:
-	}
+// newManualClock is a clock that moves only when the test advances it: the prober
+// dispatches probes and flushes its batches when the test says so (probe timeouts still
+// run on real time); StallNext holds the prober's scheduler between two steps.
+func newManualClock() *clock.Manual {
+	return clock.NewManual(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
 }
 
 // heldDials is a probe dialer that connects nowhere: it holds every dial until the test

@@ -291,10 +291,11 @@ func TestHealth_DeregisterDuringProbeStaysGone(t *testing.T) {
 
 	// Close the batch window with the scheduler held at its next step: it has the
 	// transitions to submit and has not seen the changes below.
-	stall := clk.stallNext(t)
+	stall := clk.StallNext()
+	t.Cleanup(stall.Release)
 	clk.Advance(healthcheck.DefaultFlushInterval)
 	select {
-	case <-stall.reached:
+	case <-stall.Reached():
 	case <-ctx.Done():
 		t.Fatal("the prober's scheduler never asked the clock for the time")
 	}
