@@ -1,0 +1,54 @@
+package model
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestValidateSettings(t *testing.T) {
+	for _, tc := range []struct {
+		max int
+		ok  bool
+	}{
+		{1, true}, {DefaultMetadataSize, true}, {HardMaxMetadataBytes, true},
+		{0, false}, {-1, false}, {HardMaxMetadataBytes + 1, false},
+	} {
+		err := ValidateSettings(Settings{MetadataMaxBytes: tc.max})
+		var ve *ValidationError
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("%d: %v", tc.max, err)
+		case !tc.ok && (!errors.As(err, &ve) || ve.Field != "metadataMaxBytes"):
+			t.Errorf("%d: %v, want a validation error naming metadataMaxBytes", tc.max, err)
+		}
+	}
+	if got := DefaultSettings().Limits(); got != DefaultLimits() {
+		t.Fatalf("default settings' limits %+v, want %+v", got, DefaultLimits())
+	}
+}
+
+func TestCASError(t *testing.T) {
+	for _, tc := range []struct {
+		e    CASError
+		want string
+	}{
+		{CASError{What: "service s", Expected: 0, Current: 7}, "service s already exists (modify index 7)"},
+		{CASError{What: "service s", Expected: 7, Current: 0}, "service s does not exist (expected modify index 7)"},
+		{CASError{What: "service s", Expected: 7, Current: 9}, "service s has modify index 9, not 7"},
+	} {
+		err := error(&tc.e)
+		if err.Error() != tc.want || !errors.Is(err, ErrCASMismatch) || errors.Is(err, ErrConflict) {
+			t.Errorf("%+v: %q (is cas mismatch %v)", tc.e, err, errors.Is(err, ErrCASMismatch))
+		}
+	}
+}
+
+func TestHardLimitsBoundWhatSettingsAllow(t *testing.T) {
+	md := map[string]string{"k": string(make([]byte, 2000))}
+	if err := HardLimits().ValidateMetadata("metadata", md); err != nil {
+		t.Fatalf("2 KB under the hard ceiling: %v", err)
+	}
+	if err := DefaultLimits().ValidateMetadata("metadata", md); err == nil {
+		t.Fatal("2 KB admitted under the default 1 KiB setting")
+	}
+}
