@@ -19,7 +19,7 @@ import (
 
 // fixture is a handler over a real store, without sockets.
 type fixture struct {
-	t   *testing.T
+	t   testing.TB
 	st  *store.Store
 	idx uint64
 	h   *handler
@@ -27,7 +27,7 @@ type fixture struct {
 	stale time.Duration
 }
 
-func newFixture(t *testing.T, cfg Config) *fixture {
+func newFixture(t testing.TB, cfg Config) *fixture {
 	t.Helper()
 	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"), store.Options{NoSync: true})
 	if err != nil {
