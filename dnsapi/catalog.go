@@ -32,14 +32,17 @@ type Store interface {
 const maxCachedLookups = 8192
 
 // catalog answers "which service is this, and what are its instances" from the store,
-// caching what it read until the next commit. A goroutine (run) waits on the store's
-// WatchAll channel and bumps the epoch after every commit; a generation of cached
-// lookups belongs to one epoch and is dropped when the epoch moves.
+// caching what it read until the state changes. A generation of cached lookups
+// belongs to one applied index and one epoch, and is dropped when either moves:
 //
-// The watch is re-armed before the epoch is bumped, so a lookup made at epoch E read
-// the state after E's watch was armed: any later commit fires that watch and moves the
-// epoch past E. Nothing cached can outlive the commit that made it stale by more than
-// the time the watcher takes to wake.
+//   - the applied index, which every entry the FSM applies raises right after its
+//     commit, so a lookup never answers from a generation older than the entries
+//     this node has applied;
+//   - the epoch, which a goroutine (run) bumps after every commit the store's WatchAll
+//     channel reports, restores included (a restored file may carry any applied
+//     index) and writes that do not go through the FSM. The watch is re-armed before
+//     the epoch is bumped, so a lookup made at epoch E read the state after E's watch
+//     was armed: any later commit fires that watch and moves the epoch past E.
 type catalog struct {
 	st    Store
 	epoch atomic.Uint64
@@ -48,9 +51,10 @@ type catalog struct {
 
 // generation holds the lookups made at one epoch.
 type generation struct {
-	epoch uint64
-	mu    sync.RWMutex
-	seen  map[model.ServiceKey]*service // nil value: no such service
+	epoch   uint64
+	applied uint64
+	mu      sync.RWMutex
+	seen    map[model.ServiceKey]*service // nil value: no such service
 
 	foldOnce sync.Once
 	fold     *foldIndex
@@ -105,21 +109,22 @@ func (c *catalog) run(ctx context.Context) {
 	}
 }
 
-// current returns the generation of the current epoch, starting a new one if needed.
+// current returns the generation of the current applied index and epoch, starting a
+// new one if needed. Both are read before anything the generation will cache.
 func (c *catalog) current() *generation {
-	e := c.epoch.Load()
+	e, a := c.epoch.Load(), c.st.AppliedIndex()
 	g := c.gen.Load()
-	if g.epoch >= e {
+	if g.epoch >= e && g.applied == a {
 		return g
 	}
-	ng := &generation{epoch: e, seen: make(map[model.ServiceKey]*service, len(g.seen))}
+	ng := &generation{epoch: e, applied: a, seen: make(map[model.ServiceKey]*service, len(g.seen))}
 	if c.gen.CompareAndSwap(g, ng) {
 		return ng
 	}
-	if g = c.gen.Load(); g.epoch >= e {
+	if g = c.gen.Load(); g.epoch >= e && g.applied == a {
 		return g
 	}
-	return ng // raced with an older generation; answer from a private one
+	return ng // raced with another generation; answer from a private one
 }
 
 // lookup finds the service key names: the service with exactly that key if there is

@@ -64,10 +64,7 @@ func (f *fixture) register(k model.ServiceKey, addr string, mod ...func(*model.I
 	for _, m := range mod {
 		m(&in)
 	}
-	f.idx++
-	if err := f.st.RegisterInstance(f.idx, in); err != nil {
-		f.t.Fatal(err)
-	}
+	f.write(func(tx *store.Txn) error { return tx.RegisterInstance(f.idx, in) })
 	_, in, err = f.st.Instance(nil, in.Ref())
 	if err != nil {
 		f.t.Fatal(err)
@@ -75,20 +72,34 @@ func (f *fixture) register(k model.ServiceKey, addr string, mod ...func(*model.I
 	return in
 }
 
-func (f *fixture) setHealth(in model.Instance, healthy bool) {
+// write applies fn as the FSM applies an entry: in one transaction that also records
+// the entry's index as the applied index.
+func (f *fixture) write(fn func(tx *store.Txn) error) {
 	f.t.Helper()
 	f.idx++
-	if _, err := f.st.SetHealth(f.idx, []model.HealthUpdate{{Ref: in.Ref(), Epoch: in.CreateIndex, Healthy: healthy}}); err != nil {
+	if err := f.st.Update(func(tx *store.Txn) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		return tx.SetAppliedIndex(f.idx)
+	}); err != nil {
 		f.t.Fatal(err)
 	}
 }
 
+func (f *fixture) setHealth(in model.Instance, healthy bool) {
+	f.t.Helper()
+	f.write(func(tx *store.Txn) error {
+		_, err := tx.SetHealth(f.idx, []model.HealthUpdate{{Ref: in.Ref(), Epoch: in.CreateIndex, Healthy: healthy}})
+		return err
+	})
+}
+
 func (f *fixture) threshold(k model.ServiceKey, th float64) {
 	f.t.Helper()
-	f.idx++
-	if err := f.st.UpsertService(f.idx, model.Service{Namespace: k.Namespace, Group: k.Group, Name: k.Service, ProtectThreshold: th}); err != nil {
-		f.t.Fatal(err)
-	}
+	f.write(func(tx *store.Txn) error {
+		return tx.UpsertService(f.idx, model.Service{Namespace: k.Namespace, Group: k.Group, Name: k.Service, ProtectThreshold: th})
+	})
 }
 
 var localClient = netip.MustParseAddr("127.0.0.1")
