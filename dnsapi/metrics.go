@@ -33,6 +33,9 @@ func typeLabel(m *dns.Msg) string {
 }
 
 func rcodeLabel(rcode int) string {
+	if rcode == dns.RcodeBadVers {
+		return "BADVERS" // the library names 16 BADSIG; Roster answers no TSIG
+	}
 	if s, ok := dns.RcodeToString[rcode]; ok {
 		return s
 	}
