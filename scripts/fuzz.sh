@@ -16,6 +16,7 @@ TARGETS=${FUZZ_TARGETS:-"
 ./httpapi:FuzzDecodeClusterRequest
 ./httpapi:FuzzHealthCheckSpec
 ./nacos:FuzzNacosParams
+./dnsapi:FuzzQuery
 "}
 
 failed=()

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/rosterhq/roster/dnsapi"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/httpapi"
@@ -73,6 +74,12 @@ type Config struct {
 	Version string
 	// Snapshot configures the backup routes; an empty Dir means DataDir/snapshot-tmp.
 	Snapshot httpapi.SnapshotConfig
+	// DNS configures the DNS interface; an empty DNS.Addr serves no DNS.
+	DNS dnsapi.Config
+	// DNSOptional makes a DNS address that cannot be bound a warning instead of an
+	// error: the node runs without DNS (for a default address, as several nodes on one
+	// host would all ask for it).
+	DNSOptional bool
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -135,6 +142,7 @@ type Server struct {
 	registry *registry.Registry
 	health   *healthcheck.Manager
 	fwd      *httpx.Forwarder
+	dns      *dnsapi.Server // nil: no DNS
 	ln       net.Listener
 	http     *http.Server
 	httpAddr string
@@ -231,6 +239,20 @@ func New(cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.DNS.Addr != "" {
+		s.dns, err = dnsapi.New(cfg.DNS, dnsapi.Options{
+			Store: s.store, Staleness: s.node.LastContact, Registerer: s.metrics, Logger: s.log,
+		})
+		switch {
+		case err == nil:
+			closers = append(closers, s.dns.Close)
+		case cfg.DNSOptional && errors.Is(err, dnsapi.ErrListen):
+			s.log.Warn("serving no DNS: its address cannot be bound", "addr", cfg.DNS.Addr, "err", err)
+			s.dns = nil
+		default:
+			return nil, err
+		}
+	}
 	s.node.OnLeadership(s.health.Run)
 	s.node.OnLeadership(s.seedSettings)
 	s.log.Info("health probe policy", "policy", cfg.Health.Policy.String())
@@ -288,12 +310,24 @@ func (s *Server) Start() error {
 			s.log.Error("http server stopped", "err", err)
 		}
 	}()
-	s.log.Info("serving", "http", s.httpAddr, "raft", s.cfg.RaftAddr)
+	if s.dns != nil {
+		s.dns.Start()
+	}
+	s.log.Info("serving", "http", s.httpAddr, "raft", s.cfg.RaftAddr, "dns", s.DNSAddr())
 	return nil
 }
 
 // HTTPAddr is the address the API listens on (with the real port when 0 was asked for).
 func (s *Server) HTTPAddr() string { return s.httpAddr }
+
+// DNSAddr is the address DNS is served on over UDP and TCP (with the real port when 0
+// was asked for), or "" when the node serves no DNS.
+func (s *Server) DNSAddr() string {
+	if s.dns == nil {
+		return ""
+	}
+	return s.dns.Addr()
+}
 
 // Node is the node's Raft wiring.
 func (s *Server) Node() *raftnode.Node { return s.node }
@@ -307,6 +341,11 @@ func (s *Server) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		errs := []error{}
+		if s.dns != nil {
+			if err := s.dns.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("dns: %w", err))
+			}
+		}
 		if err := s.http.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("http: %w", err))
 			_ = s.http.Close()

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rosterhq/roster/client"
+	"github.com/rosterhq/roster/dnsapi"
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/httpapi"
 	"github.com/rosterhq/roster/raftnode"
@@ -41,6 +42,18 @@ type nodeOptions struct {
 	ProbeAllow         string // CIDR list; empty: every address
 	ProbeDeny          string // CIDR list; empty: healthcheck.DefaultProbeDeny, "none": nothing
 	Pprof              bool
+	// DNS interface (--dns-*); an empty DNSAddr serves no DNS.
+	DNSAddr        string
+	DNSDomain      string
+	DNSTTL         time.Duration
+	DNSNegativeTTL time.Duration
+	DNSMaxAnswers  int
+	DNSRateLimit   float64
+	DNSRateBurst   int
+	DNSMaxStale    time.Duration
+	// DNSAddrOptional: --dns-addr was left at its default, so an address in use only
+	// disables DNS (several nodes on one host would all ask for it).
+	DNSAddrOptional bool
 }
 
 // validate checks the options that are parsed later, so that a bad value is reported
@@ -49,7 +62,47 @@ func (o nodeOptions) validate() error {
 	if _, err := o.probePolicy(); err != nil {
 		return err
 	}
+	if o.DNSAddr != "" {
+		if err := o.dnsConfig().Validate(); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// dnsConfig is the node's DNS configuration.
+func (o nodeOptions) dnsConfig() dnsapi.Config {
+	return dnsapi.Config{
+		Addr:        o.DNSAddr,
+		Domain:      o.DNSDomain,
+		TTL:         o.DNSTTL,
+		NegativeTTL: o.DNSNegativeTTL,
+		MaxAnswers:  o.DNSMaxAnswers,
+		RateLimit:   o.DNSRateLimit,
+		RateBurst:   o.DNSRateBurst,
+		MaxStale:    o.DNSMaxStale,
+	}
+}
+
+// defaultDNSRateLimit is --dns-rate-limit's default, in queries per second per client.
+const defaultDNSRateLimit = 1000
+
+// dnsFlags adds the --dns-* flags. Call dnsAddrOptional once the flags are parsed.
+func dnsFlags(fs *pflag.FlagSet, o *nodeOptions) {
+	fs.StringVar(&o.DNSAddr, "dns-addr", dnsapi.DefaultAddr, "UDP and TCP address DNS is served on (empty: no DNS); when left at the default, an address already in use only disables DNS")
+	fs.StringVar(&o.DNSDomain, "dns-domain", dnsapi.DefaultDomain, "DNS zone the node answers for; names outside it are refused")
+	fs.DurationVar(&o.DNSTTL, "dns-ttl", dnsapi.DefaultTTL, "TTL of DNS records (whole seconds)")
+	fs.DurationVar(&o.DNSNegativeTTL, "dns-negative-ttl", 0, "how long resolvers may cache NXDOMAIN and NODATA answers, the SOA minimum (0: --dns-ttl)")
+	fs.IntVar(&o.DNSMaxAnswers, "dns-max-answers", dnsapi.DefaultMaxAnswers, "most records in one DNS answer; more qualifying instances are answered with a random subset")
+	fs.Float64Var(&o.DNSRateLimit, "dns-rate-limit", defaultDNSRateLimit, "DNS queries per second each client address may send, answered REFUSED past it (0: no limit)")
+	fs.IntVar(&o.DNSRateBurst, "dns-rate-burst", 0, "DNS queries a client may send at once before --dns-rate-limit applies (0: one second's worth)")
+	fs.DurationVar(&o.DNSMaxStale, "dns-max-stale", 0, "answer DNS queries SERVFAIL while this node has not heard from the leader for longer (0: always answer)")
+}
+
+// dnsAddrOptional records whether --dns-addr was left at its default (neither the flag
+// nor ROSTER_DNS_ADDR set).
+func dnsAddrOptional(cmd *cobra.Command, o *nodeOptions) {
+	o.DNSAddrOptional = !cmd.Flags().Changed("dns-addr")
 }
 
 // probePolicy parses --probe-allow and --probe-deny.
@@ -101,6 +154,7 @@ func (a *app) serverCmd() *cobra.Command {
 			if o.DataDir == "" {
 				return fmt.Errorf("--data-dir is required (or %s)", envName("data-dir"))
 			}
+			dnsAddrOptional(cmd, &o)
 			if err := o.validate(); err != nil {
 				return err
 			}
@@ -130,6 +184,7 @@ func (a *app) serverCmd() *cobra.Command {
 	fs.BoolVar(&o.Pprof, "pprof", false, "serve Go's profiling endpoints under /debug/pprof/ on the HTTP address")
 	fs.IntVar(&o.ProbeConcurrency, "probe-concurrency", 0, fmt.Sprintf("health probes in flight at once on the leader (0: %d)", healthcheck.DefaultMaxConcurrent))
 	probePolicyFlags(fs, &o)
+	dnsFlags(fs, &o)
 	return cmd
 }
 
@@ -160,6 +215,7 @@ func (a *app) devCmd() *cobra.Command {
 			"(removed on exit) unless --data-dir is given. Stops on SIGINT or SIGTERM.",
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			dnsAddrOptional(cmd, &o)
 			if err := o.validate(); err != nil {
 				return err
 			}
@@ -177,6 +233,7 @@ func (a *app) devCmd() *cobra.Command {
 	fs.StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn or error")
 	fs.IntVar(&o.MetadataMaxBytes, "metadata-max-bytes", 0, metadataFlagUsage)
 	probePolicyFlags(fs, &o)
+	dnsFlags(fs, &o)
 	return cmd
 }
 
@@ -213,7 +270,11 @@ func (a *app) dev(ctx context.Context, o nodeOptions, log *slog.Logger) (err err
 		}
 		fmt.Fprintf(a.stderr, "roster: warning: the dev node is not ready yet: %v\n", err)
 	}
-	fmt.Fprint(a.stderr, devBanner(httpAddr, o.DataDir, temp))
+	banner := devBanner(httpAddr, o.DataDir, temp)
+	if o.DNSAddr != "" {
+		banner += dnsBanner(dialableAddr(o.DNSAddr), o.DNSDomain)
+	}
+	fmt.Fprint(a.stderr, banner+devStopHint)
 	<-ctx.Done()
 	fmt.Fprintln(a.stderr, "roster dev: stopping")
 	return nil
@@ -254,6 +315,22 @@ func dialableAddr(addr string) string {
 	return net.JoinHostPort(host, port)
 }
 
+// dnsBanner tells how to query the dev node's DNS interface.
+func dnsBanner(addr, domain string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	if domain == "" {
+		domain = dnsapi.DefaultDomain
+	}
+	domain = strings.TrimSuffix(domain, ".") + "."
+	return fmt.Sprintf("DNS on %s (udp and tcp); the healthy instances of service demo:\n  dig @%s -p %s demo.svc.%s SRV\n\n", addr, host, port, domain)
+}
+
+// devStopHint ends what `roster dev` prints once the node is up.
+const devStopHint = "Press Ctrl-C to stop.\n"
+
 // devBanner is what `roster dev` prints once the node is up: where it is and how to try it.
 func devBanner(httpAddr, dataDir string, temp bool) string {
 	base := "http://" + httpAddr
@@ -277,6 +354,5 @@ func devBanner(httpAddr, dataDir string, temp bool) string {
 	b.WriteString("  # deregister it\n")
 	fmt.Fprintf(&b, "  curl -X DELETE %s\n\n", inst)
 	fmt.Fprintf(&b, "Or with the CLI:\n  roster register demo 127.0.0.1:9000%[1]s\n  roster instances demo%[1]s\n  roster deregister demo 127.0.0.1:9000%[1]s\n\n", addrFlag)
-	b.WriteString("Press Ctrl-C to stop.\n")
 	return b.String()
 }

@@ -97,11 +97,15 @@ func TestServer_FlagsAndEnvBuildNodeOptions(t *testing.T) {
 		"ROSTER_RAFT_HEARTBEAT_TIMEOUT": "2s",
 		"ROSTER_STATE_SYNC_INTERVAL":    "-1s",
 		"ROSTER_PROBE_ALLOW":            "127.0.0.0/8,::1/128",
+		"ROSTER_DNS_ADDR":               "127.0.0.1:8653",
+		"ROSTER_DNS_RATE_LIMIT":         "0",
 	}
 	a, stdout, stderr := newTestApp(t, env)
 	a.startNode = node.start
 	code := run(ctx, []string{"server", "--raft-addr", "127.100.0.1:7000", "--node-id", "n9",
-		"--raft-election-timeout", "3s", "--raft-leader-lease-timeout", "1s", "--probe-concurrency", "64", "--probe-deny", "127.0.0.9/32"}, a)
+		"--raft-election-timeout", "3s", "--raft-leader-lease-timeout", "1s", "--probe-concurrency", "64", "--probe-deny", "127.0.0.9/32",
+		"--dns-domain", "Example.internal", "--dns-ttl", "30s", "--dns-negative-ttl", "2s", "--dns-max-answers", "8",
+		"--dns-rate-burst", "5", "--dns-max-stale", "1m"}, a)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %s", code, stderr.String())
 	}
@@ -122,6 +126,13 @@ func TestServer_FlagsAndEnvBuildNodeOptions(t *testing.T) {
 		ProbeConcurrency:   64,
 		ProbeAllow:         "127.0.0.0/8,::1/128",
 		ProbeDeny:          "127.0.0.9/32",
+		DNSAddr:            "127.0.0.1:8653",
+		DNSDomain:          "Example.internal",
+		DNSTTL:             30 * time.Second,
+		DNSNegativeTTL:     2 * time.Second,
+		DNSMaxAnswers:      8,
+		DNSRateBurst:       5,
+		DNSMaxStale:        time.Minute,
 	}
 	if got := node.options(t); got != want {
 		t.Fatalf("options\n got %+v\nwant %+v", got, want)
@@ -150,7 +161,9 @@ func TestServer_Defaults(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	want := nodeOptions{NodeID: "n1", DataDir: "/d", HTTPAddr: ":8848", RaftAddr: ":7848",
-		ProbeDeny: healthcheck.DefaultProbeDeny}
+		ProbeDeny: healthcheck.DefaultProbeDeny,
+		DNSAddr:   "127.0.0.1:8600", DNSDomain: "roster.", DNSTTL: 5 * time.Second, DNSMaxAnswers: 64,
+		DNSRateLimit: 1000, DNSAddrOptional: true}
 	if got := node.options(t); got != want {
 		t.Fatalf("options\n got %+v\nwant %+v", got, want)
 	}
@@ -174,6 +187,9 @@ func TestServer_InvalidSettingsExit1WithoutStarting(t *testing.T) {
 			`roster: --probe-allow/--probe-deny: healthcheck: invalid config: probe allow list: "10.0.0.0/33" is not a CIDR range`},
 		{[]string{"server"}, map[string]string{"ROSTER_NODE_ID": "n1", "ROSTER_DATA_DIR": "/d", "ROSTER_PROBE_DENY": "metadata"}, "probe deny list: \"metadata\" is not a CIDR range or an IP address"},
 		{[]string{"dev", "--probe-deny", "127.0.0.1/x"}, nil, "probe deny list"},
+		{[]string{"server", "--node-id", "n1", "--data-dir", "/d", "--dns-domain", "."}, nil, "dns-domain"},
+		{[]string{"dev", "--dns-addr", "8600"}, nil, "dns-addr"},
+		{[]string{"dev"}, map[string]string{"ROSTER_DNS_MAX_ANSWERS": "-1"}, "dns-max-answers"},
 	}
 	for _, tc := range cases {
 		a, _, stderr := newTestApp(t, tc.env)
@@ -261,6 +277,7 @@ func TestDev_TempDirReadyBannerAndCleanup(t *testing.T) {
 		"curl http://" + addr + "/v1/namespaces/public/groups/DEFAULT_GROUP/services/demo/instances\n",
 		"curl -X DELETE http://" + addr,
 		"roster instances demo --addr " + addr,
+		"dig @127.0.0.1 -p 8600 demo.svc.roster. SRV",
 	} {
 		if !strings.Contains(banner, s) {
 			t.Errorf("banner lacks %q:\n%s", s, banner)

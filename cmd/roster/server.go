@@ -46,6 +46,8 @@ func startNode(o nodeOptions, log *slog.Logger) (string, func() error, error) {
 		StateSyncInterval: o.StateSyncInterval,
 		Pprof:             o.Pprof,
 		Health:            healthcheck.Config{MaxConcurrent: o.ProbeConcurrency, Policy: policy},
+		DNS:               o.dnsConfig(),
+		DNSOptional:       o.DNSAddrOptional,
 	})
 	if err != nil {
 		return "", nil, err
