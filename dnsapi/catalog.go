@@ -301,7 +301,7 @@ func (s *service) selectInstances(cluster string) ([]instance, bool) {
 			healthy++
 		}
 	}
-	reached := s.threshold > 0 && enabled > 0 && float64(healthy)/float64(enabled) <= s.threshold
+	reached := model.ProtectThresholdReached(healthy, enabled, s.threshold)
 	out := make([]instance, 0, enabled)
 	for _, in := range s.instances {
 		if in.enabled && (cluster == "" || in.cluster == cluster) && (in.healthy || reached) {

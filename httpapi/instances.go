@@ -81,7 +81,7 @@ func selectInstances(all []model.Instance, threshold float64, f instanceFilter) 
 			healthy = append(healthy, in)
 		}
 	}
-	if threshold > 0 && len(enabled) > 0 && float64(len(healthy))/float64(len(enabled)) <= threshold {
+	if model.ProtectThresholdReached(len(healthy), len(enabled), threshold) {
 		return enabled, true
 	}
 	return healthy, false

@@ -151,6 +151,15 @@ func (h HealthCheck) Healthy(status int) bool {
 	return false
 }
 
+// ProtectThresholdReached reports whether a service's protect threshold is reached:
+// threshold > 0 and healthy/enabled ≤ threshold (enabled > 0). A read of the healthy
+// instances then answers every enabled instance instead, so that the few healthy ones
+// are not overwhelmed (the rule of Nacos's protectThreshold, which every Roster API
+// applies).
+func ProtectThresholdReached(healthy, enabled int, threshold float64) bool {
+	return threshold > 0 && enabled > 0 && float64(healthy)/float64(enabled) <= threshold
+}
+
 // Cluster groups a service's instances and carries their health-check spec.
 type Cluster struct {
 	Namespace   string            `json:"namespace"`
