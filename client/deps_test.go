@@ -49,6 +49,8 @@ func goTool(t *testing.T) string {
 		name = p
 	} else if root := os.Getenv("GOROOT"); root != "" {
 		name = filepath.Join(root, "bin", "go")
+	} else if os.Getenv("CI") != "" {
+		t.Fatal("no go command on PATH and GOROOT is not set, and CI is set")
 	} else {
 		t.Skip("no go command on PATH and GOROOT is not set")
 	}
