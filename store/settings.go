@@ -1,6 +1,11 @@
 package store
 
-import "github.com/rosterhq/roster/model"
+import (
+	"fmt"
+
+	"github.com/rosterhq/roster/model"
+	bolt "go.etcd.io/bbolt"
+)
 
 // hardLimits are the bounds every write is applied under: compiled-in ceilings, never a
 // node's configuration, so that every replica applies every entry the same way. The
@@ -25,6 +30,7 @@ func (tx *Txn) UpdateSettings(idx uint64, s model.Settings) error {
 	if err := tx.putValue(tx.meta, metaSettings, s); err != nil {
 		return err
 	}
+	tx.settings = &s
 	tx.touch(watchSettings)
 	return nil
 }
@@ -39,8 +45,19 @@ func (tx *Txn) Settings() (model.Settings, error) {
 }
 
 // Settings returns the cluster-wide settings (DefaultSettings when never set) with the
-// index of their last change (at least the index floor, and at least 1).
+// index of their last change (at least the index floor, and at least 1). A read without
+// a watch set is served from memory, without a transaction: the registry admits every
+// write under it.
 func (s *Store) Settings(ws *WatchSet) (uint64, model.Settings, error) {
+	if ws == nil {
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		if s.closed {
+			return 0, model.DefaultSettings(), ErrClosed
+		}
+		set := *s.settings.Load()
+		return max(set.ModifyIndex, s.floor, 1), set, nil
+	}
 	set := model.DefaultSettings()
 	var idx uint64
 	err := s.view(ws, func(r *reader) error {
@@ -100,4 +117,21 @@ func (tx *Txn) ClusterIndex(key model.ServiceKey, name string) (uint64, error) {
 		return 0, err
 	}
 	return c.ModifyIndex, nil
+}
+
+// loadSettings reads the committed settings of db into memory.
+func (s *Store) loadSettings(db *bolt.DB) error {
+	set := model.DefaultSettings()
+	err := db.View(func(btx *bolt.Tx) error {
+		raw := btx.Bucket(bucketMeta).Get(metaSettings)
+		if raw == nil {
+			return nil
+		}
+		return s.codec.decode(raw, &set)
+	})
+	if err != nil {
+		return fmt.Errorf("read settings: %w", err)
+	}
+	s.settings.Store(&set)
+	return nil
 }

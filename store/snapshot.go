@@ -141,6 +141,11 @@ func (s *Store) Restore(r io.Reader) error {
 	}
 	s.db, s.floor = db, floor
 	s.applied.Store(applied)
+	if err := s.loadSettings(db); err != nil {
+		s.logger.Error("restore: reading the restored settings failed; keeping the defaults", "err", err)
+		def := model.DefaultSettings()
+		s.settings.Store(&def)
+	}
 	s.mu.Unlock()
 
 	s.closeRetired(old)

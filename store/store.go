@@ -62,8 +62,11 @@ type Store struct {
 	closed bool
 
 	applied atomic.Uint64
-	watches *watchRegistry
-	feed    *feed
+	// settings is the committed cluster-wide settings, read without a transaction by
+	// the registry's admission of every write.
+	settings atomic.Pointer[model.Settings]
+	watches  *watchRegistry
+	feed     *feed
 	// retired tracks databases replaced by Restore that close once their
 	// outstanding snapshots are released.
 	retired sync.WaitGroup
@@ -101,6 +104,10 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	s.db, s.floor = db, floor
 	s.applied.Store(applied)
+	if err := s.loadSettings(db); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
 	if opts.SyncInterval > 0 {
 		s.stopSync, s.syncDone = make(chan struct{}), make(chan struct{})
 		go s.syncLoop(opts.SyncInterval)
@@ -286,6 +293,9 @@ func (s *Store) Update(fn func(tx *Txn) error) error {
 		return fmt.Errorf("commit: %w", err)
 	}
 	s.applied.Store(tx.applied)
+	if tx.settings != nil {
+		s.settings.Store(tx.settings)
+	}
 	if s.stopSync != nil {
 		s.unsynced.Store(true)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 
+	"github.com/rosterhq/roster/model"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -25,6 +26,8 @@ type Txn struct {
 	dirty bool
 	// broken holds a storage failure after which the transaction must not commit.
 	broken error
+	// settings are the settings this transaction stored, published on commit.
+	settings *model.Settings
 }
 
 func newTxn(s *Store, btx *bolt.Tx) *Txn {
