@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/fanout"
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
@@ -114,6 +115,9 @@ type Config struct {
 	Snapshot SnapshotConfig
 	// Health serves the leader's last probe results (health.go); nil answers 503.
 	Health HealthResults
+	// Watch is the node's change fan-out, which serves streaming watches
+	// (Accept: text/event-stream); nil answers them 406.
+	Watch *fanout.Hub
 	// ProbePolicy is this node's probe target policy, shown by
 	// GET /v1/operator/probe-policy (the zero Policy is the default one).
 	ProbePolicy healthcheck.Policy

@@ -17,6 +17,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/fanout"
 	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/raftnode"
@@ -65,6 +66,9 @@ type Config struct {
 	MaxWait time.Duration
 	// RequestTimeout bounds the operator routes' calls to the Raft node (default 10s).
 	RequestTimeout time.Duration
+	// Watch is the node's change fan-out, which drives pushes to subscribed clients;
+	// nil pushes nothing.
+	Watch *fanout.Hub
 }
 
 // handler is the http.Handler New returns.

@@ -18,7 +18,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/rosterhq/roster/dnsapi"
+	"github.com/rosterhq/roster/fanout"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/httpapi"
@@ -143,6 +146,9 @@ type Server struct {
 	health   *healthcheck.Manager
 	fwd      *httpx.Forwarder
 	dns      *dnsapi.Server // nil: no DNS
+	hub      *fanout.Hub    // watch fan-out of this node's state
+	observer *raft.Observer
+	stopObs  func() // ends observeLeader's goroutine
 	ln       net.Listener
 	http     *http.Server
 	httpAddr string
@@ -253,6 +259,13 @@ func New(cfg Config) (_ *Server, err error) {
 			return nil, err
 		}
 	}
+	s.hub, err = fanout.New(s.store, fanout.Options{Metrics: s.metrics, Logger: s.log})
+	if err != nil {
+		return nil, fmt.Errorf("watch fan-out: %w", err)
+	}
+	closers = append(closers, func() error { s.hub.Close(); return nil })
+	s.observeLeader()
+	closers = append(closers, func() error { s.stopObs(); return nil })
 	s.node.OnLeadership(s.health.Run)
 	s.node.OnLeadership(s.seedSettings)
 	s.log.Info("health probe policy", "policy", cfg.Health.Policy.String())
@@ -332,6 +345,9 @@ func (s *Server) DNSAddr() string {
 // Node is the node's Raft wiring.
 func (s *Server) Node() *raftnode.Node { return s.node }
 
+// Hub is the node's watch fan-out.
+func (s *Server) Hub() *fanout.Hub { return s.hub }
+
 // Store is the node's state.
 func (s *Server) Store() *store.Store { return s.store }
 
@@ -341,6 +357,9 @@ func (s *Server) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		errs := []error{}
+		// Ending the watch streams first lets the HTTP server's shutdown find them done.
+		s.stopObs()
+		s.hub.Close()
 		if s.dns != nil {
 			if err := s.dns.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("dns: %w", err))
@@ -367,6 +386,37 @@ func (s *Server) Close() error {
 // they are checked. It is emptied at start: anything in it is left from an interrupted
 // upload.
 const snapshotTempDir = "snapshot-tmp"
+
+// observeLeader resends every watcher its views whenever this node sees the leader
+// change (on followers too): a watcher then holds what the new term's node serves.
+func (s *Server) observeLeader() {
+	ch := make(chan raft.Observation, 8)
+	s.observer = raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	s.node.Raft().RegisterObserver(s.observer)
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ch:
+				s.hub.Resync("leadership")
+			case <-stop:
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	s.stopObs = func() {
+		once.Do(func() {
+			s.node.Raft().DeregisterObserver(s.observer)
+			close(stop)
+			<-done
+		})
+	}
+}
 
 // resetDir creates dir, or empties it if it exists.
 func resetDir(dir string) error {
@@ -443,6 +493,7 @@ func (s *Server) newAPI(cfg Config) (http.Handler, error) {
 		Version:   cfg.Version,
 		Snapshot:  cfg.Snapshot,
 		Health:    s.health,
+		Watch:     s.hub,
 
 		ProbePolicy: cfg.Health.Policy,
 	})
@@ -451,7 +502,7 @@ func (s *Server) newAPI(cfg Config) (http.Handler, error) {
 	}
 	nacosAPI, err := nacos.New(nacos.Config{
 		NodeID: cfg.NodeID, Store: s.store, Node: s.node, Registry: s.registry,
-		Forwarder: s.fwd, Metrics: httpMetrics, Logger: s.log,
+		Forwarder: s.fwd, Metrics: httpMetrics, Logger: s.log, Watch: s.hub,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("nacos api: %w", err)

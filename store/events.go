@@ -22,6 +22,13 @@ const (
 	// EventReset: events were dropped (the subscriber fell behind) or the state was
 	// restored; the subscriber must rescan the state (ForEachInstance).
 	EventReset
+	// EventServiceUpsert: the service Service, one of its clusters or one of its instances
+	// changed (its ModifyIndex moved). It accompanies every instance and cluster event.
+	EventServiceUpsert
+	// EventNamespaceUpsert: the namespace Service.Namespace was created or changed.
+	EventNamespaceUpsert
+	// EventNamespaceDelete: the namespace Service.Namespace was deleted.
+	EventNamespaceDelete
 )
 
 // String names the kind.
@@ -37,14 +44,22 @@ func (k EventKind) String() string {
 		return "service-delete"
 	case EventReset:
 		return "reset"
+	case EventServiceUpsert:
+		return "service-upsert"
+	case EventNamespaceUpsert:
+		return "namespace-upsert"
+	case EventNamespaceDelete:
+		return "namespace-delete"
 	}
 	return "unknown"
 }
 
 // Event is one change of a commit. Which fields are set depends on Kind; Service is set
-// for every kind but EventReset.
+// for every kind but EventReset (namespace events set only Service.Namespace).
 type Event struct {
-	Kind     EventKind
+	Kind EventKind
+	// Index is the applied index of the commit that made the change (0 for a reset).
+	Index    uint64
 	Instance model.Instance
 	Ref      model.InstanceRef
 	Cluster  model.Cluster

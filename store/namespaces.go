@@ -36,6 +36,7 @@ func (tx *Txn) UpsertNamespace(idx uint64, ns model.Namespace) error {
 		tx.touch(watchServiceList(ns.ID))
 	}
 	tx.touch(watchNamespaces)
+	tx.emit(Event{Kind: EventNamespaceUpsert, Service: model.ServiceKey{Namespace: ns.ID}})
 	return tx.bumpIndex(indexNamespaces, idx)
 }
 
@@ -50,6 +51,7 @@ func (tx *Txn) ensureNamespace(idx uint64, id string) error {
 		return err
 	}
 	tx.touch(watchNamespaces, watchServiceList(id))
+	tx.emit(Event{Kind: EventNamespaceUpsert, Service: model.ServiceKey{Namespace: id}})
 	if err := tx.bumpIndex(servicesIndexKey(id), idx); err != nil {
 		return err
 	}
@@ -79,6 +81,7 @@ func (tx *Txn) DeleteNamespace(idx uint64, id string) error {
 		return err
 	}
 	tx.touch(watchNamespaces, watchServiceList(id))
+	tx.emit(Event{Kind: EventNamespaceDelete, Service: model.ServiceKey{Namespace: id}})
 	return tx.bumpIndex(indexNamespaces, idx)
 }
 

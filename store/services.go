@@ -58,6 +58,7 @@ func (tx *Txn) writeService(idx uint64, svc model.Service, exists bool) error {
 		return err
 	}
 	tx.touch(watchService(key), watchServiceList(key.Namespace))
+	tx.emit(Event{Kind: EventServiceUpsert, Service: key})
 	return tx.bumpIndex(servicesIndexKey(key.Namespace), idx)
 }
 

@@ -304,6 +304,9 @@ func (s *Store) Update(fn func(tx *Txn) error) error {
 		s.watches.fire(tx.touched)
 	}
 	if len(tx.events) > 0 {
+		for i := range tx.events {
+			tx.events[i].Index = tx.applied
+		}
 		s.feed.publish(tx.events)
 	}
 	return nil
