@@ -37,6 +37,7 @@ type benchOptions struct {
 	readTarget    string
 	timeout       time.Duration
 	healthChecks  bool
+	watch         string
 	cpuPids       []int
 	label         string
 	jsonPath      string
@@ -54,8 +55,11 @@ func newBenchCmd() *cobra.Command {
 			"Workloads: register (distinct instances across --services services), deregister (drains\n" +
 			"the instances of those services, topping them up to --pool first), read (one service of\n" +
 			"--instances instances, in each --consistency mode), mixed (--read-ratio reads of 10-instance\n" +
-			"services, the rest updates), watch (--concurrency blocking-query clients; latency is the time\n" +
-			"from a write to every watcher seeing it).\n\n" +
+			"services, the rest updates), watch (--concurrency watchers, each on its own connection; latency\n" +
+			"is the time from a write to every watcher seeing it). Roster's watchers use --watch-transport:\n" +
+			"sse holds one text/event-stream response open per watcher (served from the node's local\n" +
+			"state, so --consistency stale), blocking runs blocking queries (?index=N&wait=30s); etcd's\n" +
+			"use its watch stream.\n\n" +
 			"Systems: roster (native API) and etcd (v3 JSON gateway; linearizable → default range,\n" +
 			"stale/leader → serializable range). Every point runs --warmup, then is measured for\n" +
 			"--duration; the table (and --json) report requests/s, p50/p90/p99/max latency, errors and\n" +
@@ -82,6 +86,8 @@ func newBenchCmd() *cobra.Command {
 	f.BoolVar(&o.healthChecks, "health-checks", false,
 		"roster: keep the default TCP health check on the bench's services (by default their DEFAULT cluster gets type NONE:\n"+
 			"the bench's instances have unreachable addresses, and etcd has no health checking)")
+	f.StringVar(&o.watch, "watch-transport", bench.DefaultWatchTransport,
+		"roster: how the watch workload's watchers follow the service: sse (event streams) or blocking (blocking queries)")
 	f.IntSliceVar(&o.cpuPids, "cpu-pids", nil, "PIDs of the cluster's processes, whose CPU use is reported per point")
 	f.StringVar(&o.label, "label", "", "tag stored in every result (for example the round)")
 	f.StringVar(&o.jsonPath, "json", "", "write the JSON report to this file (- for stdout)")
@@ -102,7 +108,7 @@ func runBench(cmd *cobra.Command, o *benchOptions) error {
 	cfg := bench.SuiteConfig{
 		Client: bench.ClientConfig{
 			System: o.system, Endpoints: o.endpoints, WriteTarget: o.writeTarget, ReadTarget: o.readTarget, Timeout: o.timeout,
-			HealthChecks: o.healthChecks,
+			HealthChecks: o.healthChecks, WatchTransport: o.watch,
 		},
 		Workloads:     o.workloads,
 		Consistencies: o.consistencies,
