@@ -91,16 +91,19 @@ type fakeSSE struct {
 	// retry, when set, sends a retry field first.
 	crlf, pretty bool
 	retry        int
+	// maxEvents, when set, ends every stream after that many events.
+	maxEvents int
 	// streams, when set, counts open streams by remote address.
 	streams *streamCount
 }
 
 // streamCount records the streams a fake server holds open, by remote address.
 type streamCount struct {
-	mu    sync.Mutex
-	open  map[string]int
-	total int
-	ch    chan struct{} // closed and replaced on every change
+	mu      sync.Mutex
+	open    map[string]int
+	total   int
+	resumed int           // streams opened with Last-Event-ID
+	ch      chan struct{} // closed and replaced on every change
 }
 
 func newStreamCount() *streamCount {
@@ -137,9 +140,15 @@ func (c *streamCount) snapshot() (map[string]int, <-chan struct{}) {
 // change, a keep-alive comment before each event.
 func serveSSE(w http.ResponseWriter, r *http.Request, st *fakeStore, svc string, o fakeSSE) {
 	if o.streams != nil {
+		if r.Header.Get("Last-Event-ID") != "" {
+			o.streams.mu.Lock()
+			o.streams.resumed++
+			o.streams.mu.Unlock()
+		}
 		o.streams.add(r.RemoteAddr, 1)
 		defer o.streams.add(r.RemoteAddr, -1)
 	}
+	sent := 0
 	eol := "\n"
 	if o.crlf {
 		eol = "\r\n"
@@ -180,6 +189,7 @@ func serveSSE(w http.ResponseWriter, r *http.Request, st *fakeStore, svc string,
 			}
 			b.WriteString(eol)
 			last = idx
+			sent++
 		}
 		if b.Len() > 0 {
 			if _, err := io.WriteString(w, b.String()); err != nil {
@@ -187,6 +197,9 @@ func serveSSE(w http.ResponseWriter, r *http.Request, st *fakeStore, svc string,
 			}
 			fl.Flush()
 			b.Reset()
+		}
+		if o.maxEvents > 0 && sent >= o.maxEvents {
+			return
 		}
 		select {
 		case <-ch:

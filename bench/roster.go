@@ -257,7 +257,8 @@ func (c *rosterClient) watchSSE(ctx context.Context, w int, service, mode string
 		return shortenNetErr(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	if err := checkSSEResponse(resp, "roster sse watch of "+service); err != nil {
+	if err := checkSSEResponse(resp, "roster sse watch of "+service,
+		"run against a server that has it, or use --watch-transport blocking"); err != nil {
 		return err
 	}
 	p := newSSEReader(resp.Body, sseReadBuffer)

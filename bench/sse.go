@@ -225,9 +225,9 @@ var errNoSSE = errors.New("not an event stream")
 // checkSSEResponse accepts a 200 text/event-stream answer. A server without the SSE
 // watch answers the plain JSON list (200 application/json) or refuses the Accept header
 // (406): that is an errNoSSE naming the status, the content type and the start of the
-// body, and saying what to do. Any other status is a statusError. The body is drained
+// body, and hint, what to do. Any other status is a statusError. The body is drained
 // (bounded) but not closed.
-func checkSSEResponse(resp *http.Response, what string) error {
+func checkSSEResponse(resp *http.Response, what, hint string) error {
 	ct := resp.Header.Get("Content-Type")
 	mt, _, _ := mime.ParseMediaType(ct)
 	if resp.StatusCode == http.StatusOK && mt == sseContentType {
@@ -241,8 +241,7 @@ func checkSSEResponse(resp *http.Response, what string) error {
 		ct = "no Content-Type"
 	}
 	return fmt.Errorf("%s: %w: answered %d with %s (%q): this server does not serve the SSE watch "+
-		"(Accept: text/event-stream); run against a server that has it, or use --watch-transport blocking",
-		what, errNoSSE, resp.StatusCode, ct, excerpt)
+		"(Accept: text/event-stream); %s", what, errNoSSE, resp.StatusCode, ct, excerpt, hint)
 }
 
 // parseSSEIndex returns the index an event carries in its id field.
