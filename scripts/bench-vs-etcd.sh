@@ -32,7 +32,7 @@
 # Every flag also reads an environment variable: DURATION, WARMUP, ROUNDS, CONCURRENCY,
 # WATCH_CONCURRENCY, WATCH_TRANSPORTS, OUT, PORT_BASE, SYSTEMS; ROSTER_BIN uses a prebuilt
 # binary instead of building ./cmd/roster.
-# The defaults finish in about 14 minutes on 2 cores.
+# The defaults finish in about 13 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
