@@ -159,21 +159,21 @@ type FanoutResult struct {
 // FanoutProcess is a process's RSS (KiB), open files and goroutines before opening,
 // when idle with every subscriber established, and after the writes; -1 where unknown.
 type FanoutProcess struct {
-	PID           int   `json:"pid"`
-	RSSBeforeKiB  int64 `json:"rss_before_kib"`
-	RSSIdleKiB    int64 `json:"rss_idle_kib"`
-	RSSAfterKiB   int64 `json:"rss_after_kib"`
-	PeakRSSKiB    int64 `json:"peak_rss_kib"`
-	FDsBefore     int   `json:"fds_before"`
-	FDsIdle       int   `json:"fds_idle"`
-	GoroutinesBef int   `json:"goroutines_before"`
-	GoroutinesIdl int   `json:"goroutines_idle"`
+	PID              int   `json:"pid"`
+	RSSBeforeKiB     int64 `json:"rss_before_kib"`
+	RSSIdleKiB       int64 `json:"rss_idle_kib"`
+	RSSAfterKiB      int64 `json:"rss_after_kib"`
+	PeakRSSKiB       int64 `json:"peak_rss_kib"`
+	FDsBefore        int   `json:"fds_before"`
+	FDsIdle          int   `json:"fds_idle"`
+	GoroutinesBefore int   `json:"goroutines_before"`
+	GoroutinesIdle   int   `json:"goroutines_idle"`
 }
 
 // unknownProcess is a FanoutProcess with every figure unknown.
 func unknownProcess(pid int) FanoutProcess {
 	return FanoutProcess{PID: pid, RSSBeforeKiB: -1, RSSIdleKiB: -1, RSSAfterKiB: -1, PeakRSSKiB: -1,
-		FDsBefore: -1, FDsIdle: -1, GoroutinesBef: -1, GoroutinesIdl: -1}
+		FDsBefore: -1, FDsIdle: -1, GoroutinesBefore: -1, GoroutinesIdle: -1}
 }
 
 // FanoutWrite is one write: its index, ack latency and the delivery latencies after
@@ -330,9 +330,9 @@ func Fanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	}
 	res.Server, res.Client = unknownProcess(cfg.PID), unknownProcess(os.Getpid())
 	res.Server.RSSBeforeKiB, res.Server.FDsBefore = procRSS(cfg.PID, "VmRSS"), procFDs(cfg.PID)
-	res.Server.GoroutinesBef = goroutinesOf(ctx, ep)
+	res.Server.GoroutinesBefore = goroutinesOf(ctx, ep)
 	res.Client.RSSBeforeKiB, res.Client.FDsBefore = procRSS(0, "VmRSS"), procFDs(0)
-	res.Client.GoroutinesBef = runtime.NumGoroutine()
+	res.Client.GoroutinesBefore = runtime.NumGoroutine()
 
 	// Open.
 	sampler.phase("open")
@@ -393,9 +393,9 @@ func Fanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 		return res, err
 	}
 	res.Server.RSSIdleKiB, res.Server.FDsIdle = procRSS(cfg.PID, "VmRSS"), procFDs(cfg.PID)
-	res.Server.GoroutinesIdl = goroutinesOf(ctx, ep)
+	res.Server.GoroutinesIdle = goroutinesOf(ctx, ep)
 	res.Client.RSSIdleKiB, res.Client.FDsIdle = procRSS(0, "VmRSS"), procFDs(0)
-	res.Client.GoroutinesIdl = runtime.NumGoroutine()
+	res.Client.GoroutinesIdle = runtime.NumGoroutine()
 	if cfg.Watchers > 0 {
 		if res.Server.RSSBeforeKiB >= 0 && res.Server.RSSIdleKiB >= 0 {
 			res.RSSPerWatcherKiB = float64(res.Server.RSSIdleKiB-res.Server.RSSBeforeKiB) / float64(cfg.Watchers)

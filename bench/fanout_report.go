@@ -47,7 +47,7 @@ func WriteFanoutTable(w io.Writer, r *FanoutResult) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s → %s\t%s → %s\t\n", name, fmtCount(p.PID),
 			fmtKiB(p.RSSBeforeKiB), fmtKiB(p.RSSIdleKiB), fmtKiB(p.RSSAfterKiB), fmtKiB(p.PeakRSSKiB), perS,
-			fmtCount(p.FDsBefore), fmtCount(p.FDsIdle), fmtCount(p.GoroutinesBef), fmtCount(p.GoroutinesIdl))
+			fmtCount(p.FDsBefore), fmtCount(p.FDsIdle), fmtCount(p.GoroutinesBefore), fmtCount(p.GoroutinesIdle))
 	}
 	row("server", r.Server, r.RSSPerWatcherKiB)
 	row("client", r.Client, r.ClientRSSPerWatcherKiB)
