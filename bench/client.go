@@ -28,6 +28,18 @@ const (
 	TargetAll    = "all"
 )
 
+// Watch transports of the Roster client (ClientConfig.WatchTransport): SSE holds one
+// text/event-stream response open per watcher (GET .../instances with Accept:
+// text/event-stream, served from the node's local state), blocking runs blocking queries
+// (?index=N&wait=30s) in a loop. etcd always uses its watch stream.
+const (
+	WatchSSE      = "sse"
+	WatchBlocking = "blocking"
+)
+
+// DefaultWatchTransport is the Roster client's watch transport when none is configured.
+const DefaultWatchTransport = WatchSSE
+
 // Systems the bench can drive.
 const (
 	SystemRoster = "roster"
@@ -73,7 +85,11 @@ type Client interface {
 	List(ctx context.Context, service string) ([]InstanceKey, error)
 	// Watch calls seen(index, time) with the index current once the watch is established,
 	// then again each time it learns that the service changed at a higher index. It
-	// blocks until ctx is done (returning nil) or an error occurs.
+	// blocks until ctx is done (returning nil) or an error occurs. Roster watches with the
+	// configured ClientConfig.WatchTransport: over SSE, one call is one event stream on
+	// its own connection, it needs mode Stale (the stream is served from the node's local
+	// state), a not_found event counts as a state at its index, and the end of the stream
+	// is an error (the caller reconnects).
 	Watch(ctx context.Context, worker int, service, mode string, seen func(uint64, time.Time)) error
 	// Close releases idle connections.
 	Close()
@@ -94,6 +110,26 @@ type ClientConfig struct {
 	// HealthChecks keeps Roster's default TCP health check on the bench's services (see
 	// Client.PrepareService).
 	HealthChecks bool
+	// WatchTransport is how the Roster client watches: WatchSSE or WatchBlocking (""
+	// means DefaultWatchTransport). The etcd client ignores it.
+	WatchTransport string
+}
+
+// WatchTransportOrDefault is c.WatchTransport, or DefaultWatchTransport when empty.
+func (c ClientConfig) WatchTransportOrDefault() string {
+	if c.WatchTransport == "" {
+		return DefaultWatchTransport
+	}
+	return c.WatchTransport
+}
+
+// validWatchTransport rejects an unknown watch transport.
+func validWatchTransport(t string) error {
+	switch t {
+	case "", WatchSSE, WatchBlocking:
+		return nil
+	}
+	return fmt.Errorf("bench: watch transport %q: want %s or %s", t, WatchSSE, WatchBlocking)
 }
 
 // NewClient builds a client for cfg.System and resolves the leader when a target needs it.
@@ -110,6 +146,10 @@ func NewClient(ctx context.Context, cfg ClientConfig) (Client, error) {
 			return nil, fmt.Errorf("bench: target %q: want %s or %s", *t, TargetLeader, TargetAll)
 		}
 	}
+	if err := validWatchTransport(cfg.WatchTransport); err != nil {
+		return nil, err
+	}
+	cfg.WatchTransport = cfg.WatchTransportOrDefault()
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
 	}
@@ -141,7 +181,9 @@ func baseURL(e string) string {
 }
 
 // httpClients holds the two HTTP clients of a target: one bounded per request, one
-// without a timeout for long polls and streams. Both share one keep-alive pool.
+// without a timeout for long polls and streams. Both share one keep-alive pool, which
+// limits idle connections only: a stream holds its connection for itself while it is
+// open, so N concurrent watches are N connections (HTTP/1.1, no connection cap per host).
 type httpClients struct {
 	tr      *http.Transport
 	req     *http.Client
@@ -155,6 +197,7 @@ func newHTTP(timeout time.Duration, maxConns int) *httpClients {
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        0,
 		MaxIdleConnsPerHost: maxConns,
+		MaxConnsPerHost:     0, // unlimited: every open stream is a connection of its own
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,

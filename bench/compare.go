@@ -26,7 +26,10 @@ type Summary struct {
 // ComparedPoint pairs the two systems at one point. Ratios are Roster/etcd: above 1
 // means Roster serves more (RPS, RPSPerCore) or is slower (P50, P99).
 type ComparedPoint struct {
-	Point       string   `json:"point"`
+	Point string `json:"point"`
+	// BasePoint is the configuration's name without Roster's watch transport, when it
+	// differs from Point (etcd's result is the one of that name).
+	BasePoint   string   `json:"base_point,omitempty"`
 	Concurrency int      `json:"concurrency"`
 	Roster      *Summary `json:"roster,omitempty"`
 	Etcd        *Summary `json:"etcd,omitempty"`
@@ -98,30 +101,61 @@ func ratio(a, b float64) float64 {
 
 // Compare groups the results of every report by point and concurrency, takes each
 // system's median over rounds and computes Roster/etcd ratios. Points keep the order in
-// which they first appear.
+// which they first appear. etcd's result of a configuration is compared with every Roster
+// result of the same BasePointName: each Roster watch transport ("watch stale all sse",
+// "watch stale all blocking") gets a row against etcd's "watch stale all", at the place
+// where that configuration first appeared.
 func Compare(reps []Report) Comparison {
 	type key struct {
 		point string
 		conc  int
 	}
-	var order []key
-	bySys := map[key]map[string][]Result{}
-	var cmp Comparison
+	var (
+		order    []key                // rows (Roster point names, or etcd's base names) in order of appearance
+		baseOf   = map[key]key{}      // row → its base
+		roster   = map[key][]Result{} // row → Roster results
+		etcd     = map[key][]Result{} // base → etcd results
+		variants = map[key][]key{}    // base → Roster rows of that base, in order
+		cmp      Comparison
+	)
+	addRow := func(row, base key) {
+		if _, ok := baseOf[row]; ok {
+			return
+		}
+		baseOf[row] = base
+		order = append(order, row)
+	}
 	for _, rep := range reps {
 		cmp.Metas = append(cmp.Metas, rep.Meta)
 		for _, r := range rep.Results {
 			cmp.Raw = append(cmp.Raw, r)
-			k := key{r.PointName(), r.Concurrency}
-			if bySys[k] == nil {
-				bySys[k] = map[string][]Result{}
-				order = append(order, k)
+			base := key{r.BasePointName(), r.Concurrency}
+			switch r.System {
+			case SystemEtcd:
+				addRow(base, base)
+				etcd[base] = append(etcd[base], r)
+			default:
+				row := key{r.PointName(), r.Concurrency}
+				if _, ok := baseOf[row]; !ok {
+					variants[base] = append(variants[base], row)
+				}
+				addRow(row, base)
+				roster[row] = append(roster[row], r)
 			}
-			bySys[k][r.System] = append(bySys[k][r.System], r)
 		}
 	}
-	for _, k := range order {
-		p := ComparedPoint{Point: k.point, Concurrency: k.conc,
-			Roster: summarize(bySys[k][SystemRoster]), Etcd: summarize(bySys[k][SystemEtcd])}
+	done := map[key]bool{}
+	emit := func(row key) {
+		if done[row] {
+			return
+		}
+		done[row] = true
+		base := baseOf[row]
+		p := ComparedPoint{Point: row.point, Concurrency: row.conc,
+			Roster: summarize(roster[row]), Etcd: summarize(etcd[base])}
+		if base.point != row.point {
+			p.BasePoint = base.point
+		}
 		if p.Roster != nil && p.Etcd != nil {
 			p.RPSRatio = ratio(p.Roster.RPS, p.Etcd.RPS)
 			p.P50Ratio = ratio(p.Roster.P50, p.Etcd.P50)
@@ -129,6 +163,16 @@ func Compare(reps []Report) Comparison {
 			p.EfficiencyRatio = ratio(p.Roster.RPSPerCore, p.Etcd.RPSPerCore)
 		}
 		cmp.Points = append(cmp.Points, p)
+	}
+	for _, row := range order {
+		if base := baseOf[row]; base == row && len(roster[row]) == 0 && len(variants[base]) > 0 {
+			// etcd's configuration, first seen before Roster's: Roster's variants go here.
+			for _, v := range variants[base] {
+				emit(v)
+			}
+			continue
+		}
+		emit(row)
 	}
 	return cmp
 }

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -9,10 +11,16 @@ import (
 	"time"
 )
 
+// afterKillKey marks, in a request's context, a connection opened after the kill.
+type afterKillKey struct{}
+
 func TestFailover_MeasuresTimeToFirstWriteThroughSurvivor(t *testing.T) {
 	st := newFakeStore()
-	// Survivors refuse writes for the first 20 requests after the leader dies, as a
-	// cluster does while it elects a new leader; the dead leader drops connections.
+	// Survivors refuse the first 20 writes of the probes after the leader dies, as a
+	// cluster does while it elects a new leader; the dead leader drops connections. The
+	// probes' client connects only after the kill, so a connection opened after it is a
+	// probe's: the load writers, still running for a moment after the kill, must not use
+	// up the refusals (then no probe would fail).
 	var dead atomic.Bool
 	var refusals atomic.Int64
 	leaderInner := newFakeRoster(t, st)
@@ -25,13 +33,17 @@ func TestFailover_MeasuresTimeToFirstWriteThroughSurvivor(t *testing.T) {
 	t.Cleanup(leader.Close)
 	mkSurvivor := func() *httptest.Server {
 		inner := newFakeRoster(t, st)
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if dead.Load() && refusals.Add(1) <= 20 {
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if afterKill, _ := r.Context().Value(afterKillKey{}).(bool); afterKill && refusals.Add(1) <= 20 {
 				http.Error(w, `{"error":{"code":"no_leader"}}`, http.StatusServiceUnavailable)
 				return
 			}
 			inner.Config.Handler.ServeHTTP(w, r)
 		}))
+		srv.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
+			return context.WithValue(ctx, afterKillKey{}, dead.Load())
+		}
+		srv.Start()
 		t.Cleanup(srv.Close)
 		return srv
 	}
@@ -62,7 +74,6 @@ func TestFailover_MeasuresTimeToFirstWriteThroughSurvivor(t *testing.T) {
 	if res.Survivor != s1.URL && res.Survivor != s2.URL {
 		t.Fatalf("first write through %q, not a survivor", res.Survivor)
 	}
-	// Some of the 20 refusals may hit writes issued just before the kill.
 	if res.FailedAfterKill == 0 || res.FailedAfterKill > 20 || !strings.Contains(res.LastError, "503") {
 		t.Fatalf("failed after kill %d (last %q), want the refusals", res.FailedAfterKill, res.LastError)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -81,13 +82,176 @@ func (s *fakeStore) count(svc string) int {
 	return len(s.svcs[svc])
 }
 
-// newFakeRoster serves the subset of Roster's native API the bench uses. selfAddr is
-// reported as the leader's HTTP address when leader is "" (the server itself).
+// fakeSSE shapes the event streams of a fake Roster.
+type fakeSSE struct {
+	// off makes the server ignore Accept: text/event-stream and answer the JSON list, as
+	// a server without the SSE watch does.
+	off bool
+	// crlf ends lines in CRLF; pretty sends indented JSON, one data line per JSON line;
+	// retry, when set, sends a retry field first.
+	crlf, pretty bool
+	retry        int
+	// maxEvents, when set, ends every stream after that many events.
+	maxEvents int
+	// streams, when set, counts open streams by remote address.
+	streams *streamCount
+}
+
+// streamCount records the streams a fake server holds open, by remote address.
+type streamCount struct {
+	mu      sync.Mutex
+	open    map[string]int
+	total   int
+	resumed int           // streams opened with Last-Event-ID
+	ch      chan struct{} // closed and replaced on every change
+}
+
+func newStreamCount() *streamCount {
+	return &streamCount{open: map[string]int{}, ch: make(chan struct{})}
+}
+
+func (c *streamCount) add(addr string, d int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.open[addr] += d
+	if c.open[addr] == 0 {
+		delete(c.open, addr)
+	}
+	if d > 0 {
+		c.total++
+	}
+	close(c.ch)
+	c.ch = make(chan struct{})
+}
+
+// snapshot returns the open streams' addresses with their counts and the change channel.
+func (c *streamCount) snapshot() (map[string]int, <-chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := make(map[string]int, len(c.open))
+	for k, v := range c.open {
+		m[k] = v
+	}
+	return m, c.ch
+}
+
+// serveSSE streams a service's instances in the wire format of the SSE watch: the current
+// state at once (unless Last-Event-ID names the current index), then one event per
+// change, a keep-alive comment before each event.
+func serveSSE(w http.ResponseWriter, r *http.Request, st *fakeStore, svc string, o fakeSSE) {
+	if o.streams != nil {
+		if r.Header.Get("Last-Event-ID") != "" {
+			o.streams.mu.Lock()
+			o.streams.resumed++
+			o.streams.mu.Unlock()
+		}
+		o.streams.add(r.RemoteAddr, 1)
+		defer o.streams.add(r.RemoteAddr, -1)
+	}
+	sent := 0
+	eol := "\n"
+	if o.crlf {
+		eol = "\r\n"
+	}
+	_, _, idx, _, _ := st.list(svc)
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.Header().Set("X-Roster-Consistency", "stale")
+	w.Header().Set("X-Roster-Known-Leader", "true")
+	w.Header().Set("X-Roster-Index", strconv.FormatUint(idx, 10))
+	w.WriteHeader(http.StatusOK)
+	fl := w.(http.Flusher)
+	var b strings.Builder
+	if o.retry > 0 {
+		fmt.Fprintf(&b, "retry: %d%s", o.retry, eol)
+	}
+	last, _ := strconv.ParseUint(r.Header.Get("Last-Event-ID"), 10, 64)
+	first := r.Header.Get("Last-Event-ID") == ""
+	for {
+		keys, _, idx, exists, ch := st.list(svc)
+		if first || idx > last {
+			first = false
+			b.WriteString(": keep-alive" + eol)
+			var typ string
+			var data []byte
+			if !exists {
+				st.mu.Lock()
+				idx = st.index
+				st.mu.Unlock()
+				typ = "not_found"
+				data = []byte(`{"error":{"code":"not_found","message":"service ` + svc + ` not found"}}`)
+			} else {
+				typ = "instances"
+				data = fakeInstancesJSON(keys, idx, o.pretty)
+			}
+			fmt.Fprintf(&b, "id: %d%sevent: %s%s", idx, eol, typ, eol)
+			for _, line := range strings.Split(string(data), "\n") {
+				b.WriteString("data: " + line + eol)
+			}
+			b.WriteString(eol)
+			last = idx
+			sent++
+		}
+		if b.Len() > 0 {
+			if _, err := io.WriteString(w, b.String()); err != nil {
+				return
+			}
+			fl.Flush()
+			b.Reset()
+		}
+		if o.maxEvents > 0 && sent >= o.maxEvents {
+			return
+		}
+		select {
+		case <-ch:
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// fakeInstancesJSON is the instances list of the native API (the fields the bench reads).
+func fakeInstancesJSON(keys []string, idx uint64, pretty bool) []byte {
+	type inst struct {
+		IP   string `json:"ip"`
+		Port int    `json:"port"`
+	}
+	out := struct {
+		Service   map[string]string `json:"service"`
+		Index     uint64            `json:"index"`
+		Reached   bool              `json:"protectThresholdReached"`
+		Instances []inst            `json:"instances"`
+	}{Service: map[string]string{"name": "x"}, Index: idx, Instances: []inst{}}
+	for _, k := range keys {
+		i := strings.LastIndexByte(k, ':')
+		p, _ := strconv.Atoi(k[i+1:])
+		out.Instances = append(out.Instances, inst{k[:i], p})
+	}
+	var b []byte
+	if pretty {
+		b, _ = json.MarshalIndent(out, "", "  ")
+	} else {
+		b, _ = json.Marshal(out)
+	}
+	return b
+}
+
+// newFakeRoster serves the subset of Roster's native API the bench uses, with the SSE
+// watch in its plain form.
 func newFakeRoster(t *testing.T, st *fakeStore) *httptest.Server {
+	return newFakeRosterSSE(t, st, fakeSSE{})
+}
+
+// newFakeRosterSSE is newFakeRoster with the event streams shaped by o.
+func newFakeRosterSSE(t *testing.T, st *fakeStore, o fakeSSE) *httptest.Server {
 	t.Helper()
 	var srv *httptest.Server
 	const prefix = "/v1/namespaces/public/groups/DEFAULT_GROUP/services/"
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/status/ready" {
+			w.Header().Set("X-Roster-Last-Contact", "3")
+			_ = json.NewEncoder(w).Encode(map[string]any{"ready": true})
+			return
+		}
 		if r.URL.Path == "/v1/status/leader" {
 			_ = json.NewEncoder(w).Encode(map[string]string{"id": "n1", "raftAddr": "x", "httpAddr": strings.TrimPrefix(srv.URL, "http://")})
 			return
@@ -117,9 +281,15 @@ func newFakeRoster(t *testing.T, st *fakeStore) *httptest.Server {
 		}
 		svc, tail, _ := strings.Cut(rest, "/instances")
 		switch {
+		case tail == "" && r.Method == http.MethodGet && !o.off && strings.Contains(r.Header.Get("Accept"), "text/event-stream"):
+			if len(r.URL.Query()) != 0 {
+				http.Error(w, `{"error":{"code":"invalid_argument"}}`, http.StatusBadRequest)
+				return
+			}
+			serveSSE(w, r, st, svc, o)
 		case tail == "" && r.Method == http.MethodGet:
 			q := r.URL.Query()
-			if m := q.Get("consistency"); m != Linearizable && m != Leader && m != Stale {
+			if m := q.Get("consistency"); m != "" && m != Linearizable && m != Leader && m != Stale {
 				http.Error(w, `{"error":{"code":"invalid_argument"}}`, http.StatusBadRequest)
 				return
 			}
@@ -148,6 +318,7 @@ func newFakeRoster(t *testing.T, st *fakeStore) *httptest.Server {
 						out.Instances = append(out.Instances, inst{k[:i], p})
 					}
 					w.Header().Set("X-Roster-Index", strconv.FormatUint(idx, 10))
+					w.Header().Set("X-Roster-Last-Contact", "2")
 					_ = json.NewEncoder(w).Encode(out)
 					return
 				}

@@ -1,6 +1,7 @@
 // Package bench is Roster's load generator: closed-loop HTTP workloads (register,
 // deregister, read, mixed, watch) against a Roster cluster's native API or an etcd
-// cluster's JSON gateway, with latency histograms, CPU accounting and reports.
+// cluster's JSON gateway, with latency histograms, CPU accounting and reports, and the
+// SSE fan-out benchmark (Fanout) of many subscribers on one Roster node.
 package bench
 
 import (

@@ -41,10 +41,13 @@ type Result struct {
 	Instances   int    `json:"instances,omitempty"`
 	// ReadTarget is TargetAll when the reads or watches of the point were spread over
 	// every member (empty when they went to the leader).
-	ReadTarget  string    `json:"read_target,omitempty"`
-	Concurrency int       `json:"concurrency"`
-	Label       string    `json:"label,omitempty"`
-	Started     time.Time `json:"started"`
+	ReadTarget string `json:"read_target,omitempty"`
+	// WatchTransport is how Roster's watchers followed the service (WatchSSE or
+	// WatchBlocking); empty for other workloads and for etcd, whose watch is a stream.
+	WatchTransport string    `json:"watch_transport,omitempty"`
+	Concurrency    int       `json:"concurrency"`
+	Label          string    `json:"label,omitempty"`
+	Started        time.Time `json:"started"`
 	// WindowSeconds is the measured window (shorter than asked when Exhausted).
 	WindowSeconds float64 `json:"window_s"`
 	Requests      uint64  `json:"requests"`
@@ -66,9 +69,25 @@ type Result struct {
 }
 
 // PointName names the workload configuration of r, such as "read-10 linearizable",
-// "register" or "watch stale all" (reads spread over every member); results of two systems with the same PointName and
-// concurrency are comparable.
+// "register", "watch stale all" (reads spread over every member) or, for Roster's
+// watchers, "watch stale all sse" and "watch stale all blocking" (a Roster watch result
+// without a transport, from before there were two, was a blocking one); results of two
+// systems with the same BasePointName and concurrency are comparable.
 func (r Result) PointName() string {
+	name := r.BasePointName()
+	if r.System == SystemRoster && r.Workload == WorkloadWatch {
+		t := r.WatchTransport
+		if t == "" {
+			t = WatchBlocking
+		}
+		name += " " + t
+	}
+	return name
+}
+
+// BasePointName is PointName without Roster's watch transport: the name under which
+// etcd's result of the same configuration is found.
+func (r Result) BasePointName() string {
 	name := r.Workload
 	if r.Workload == WorkloadRead {
 		name = fmt.Sprintf("read-%d", r.Instances)

@@ -115,3 +115,46 @@ func TestCompare_MediansAndRatios(t *testing.T) {
 		t.Errorf("comparison table:\n%s", out)
 	}
 }
+
+// TestCompare_EachRosterWatchTransportAgainstEtcdsWatch checks that etcd's watch point is
+// compared with both Roster transports, in rows where etcd's point first appeared, and
+// that a Roster watch result from before there were transports counts as blocking.
+func TestCompare_EachRosterWatchTransportAgainstEtcdsWatch(t *testing.T) {
+	watch := func(system, transport string, rps float64) Result {
+		r := sampleResult(system, rps, 10, 1.0)
+		r.Workload, r.Instances, r.Consistency, r.ReadTarget, r.WatchTransport = WorkloadWatch, 0, Stale, TargetAll, transport
+		return r
+	}
+	reg := sampleResult(SystemEtcd, 100, 1, 1)
+	reg.Workload, reg.Consistency, reg.Instances = WorkloadRegister, "", 0
+	etcd := Report{Results: []Result{watch(SystemEtcd, "", 400), reg}}
+	roster := Report{Results: []Result{reg, watch(SystemRoster, WatchSSE, 200), watch(SystemRoster, WatchBlocking, 100)}}
+	roster.Results[0].System = SystemRoster
+	old := Report{Results: []Result{watch(SystemRoster, "", 300)}}
+	cmp := Compare([]Report{etcd, roster, old})
+	var names []string
+	for _, p := range cmp.Points {
+		names = append(names, p.Point)
+	}
+	want := []string{"watch stale all sse", "watch stale all blocking", "register"}
+	if strings.Join(names, "|") != strings.Join(want, "|") {
+		t.Fatalf("rows %q, want %q", names, want)
+	}
+	sse, blocking := cmp.Points[0], cmp.Points[1]
+	if sse.Etcd == nil || sse.Etcd.RPS != 400 || sse.Roster.RPS != 200 || sse.RPSRatio != 0.5 || sse.BasePoint != "watch stale all" {
+		t.Errorf("sse row %+v", sse)
+	}
+	if blocking.Roster.Rounds != 2 || blocking.Roster.RPS != 200 || blocking.Etcd.RPS != 400 {
+		t.Errorf("blocking row (with the old result) roster %+v etcd %+v", blocking.Roster, blocking.Etcd)
+	}
+	if r := cmp.Points[2]; r.Roster == nil || r.Etcd == nil || r.BasePoint != "" {
+		t.Errorf("register row %+v", r)
+	}
+	var buf bytes.Buffer
+	if err := WriteComparison(&buf, cmp); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "watch stale all sse") || !strings.Contains(buf.String(), "watch stale all blocking") {
+		t.Errorf("comparison table:\n%s", buf.String())
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -20,13 +21,15 @@ const rosterPrefix = "/v1/namespaces/public/groups/DEFAULT_GROUP/services/"
 type rosterClient struct {
 	h            *httpClients
 	healthChecks bool
+	transport    string // WatchSSE or WatchBlocking
 	all          []string
 	writeTo      []string
 	readTo       []string
 }
 
 func newRosterClient(ctx context.Context, h *httpClients, eps []string, cfg ClientConfig) (*rosterClient, error) {
-	c := &rosterClient{h: h, all: eps, writeTo: eps, readTo: eps, healthChecks: cfg.HealthChecks}
+	c := &rosterClient{h: h, all: eps, writeTo: eps, readTo: eps, healthChecks: cfg.HealthChecks,
+		transport: cfg.WatchTransportOrDefault()}
 	if cfg.WriteTarget == TargetLeader || cfg.ReadTarget == TargetLeader {
 		leader, err := RosterLeader(ctx, h.req, eps)
 		if err != nil {
@@ -194,8 +197,16 @@ func (c *rosterClient) List(ctx context.Context, service string) ([]InstanceKey,
 	return keys, nil
 }
 
-// Watch runs blocking queries (?index=N&wait=30s) in a loop.
+// Watch follows the service with the configured transport (see Client.Watch).
 func (c *rosterClient) Watch(ctx context.Context, w int, service, mode string, seen func(uint64, time.Time)) error {
+	if c.transport == WatchBlocking {
+		return c.watchBlocking(ctx, w, service, mode, seen)
+	}
+	return c.watchSSE(ctx, w, service, mode, seen)
+}
+
+// watchBlocking runs blocking queries (?index=N&wait=30s) in a loop.
+func (c *rosterClient) watchBlocking(ctx context.Context, w int, service, mode string, seen func(uint64, time.Time)) error {
 	base := c.listURL(pick(c.readTo, w), service, mode)
 	idx, _, err := c.readFrom(ctx, c.h.req, base)
 	if err != nil {
@@ -217,4 +228,96 @@ func (c *rosterClient) Watch(ctx context.Context, w int, service, mode string, s
 		idx = got
 	}
 	return nil
+}
+
+// sseReadBuffer is the read buffer of one SSE watch (on top of the HTTP transport's own).
+const sseReadBuffer = 1024
+
+// errSSEStale rejects an SSE watch in a mode the stream cannot serve.
+var errSSEStale = errors.New("the SSE watch is served from each node's local state: run the watch with --consistency stale, or use --watch-transport blocking")
+
+// watchSSE opens one event stream on the service's instances and reports every event's
+// index; the end of the stream is an error.
+func (c *rosterClient) watchSSE(ctx context.Context, w int, service, mode string, seen func(uint64, time.Time)) error {
+	if mode != Stale {
+		return fmt.Errorf("watch %s in mode %s: %w", service, mode, errSSEStale)
+	}
+	url := pick(c.readTo, w) + rosterPrefix + service + "/instances"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", sseContentType)
+	req.Header.Set("Cache-Control", "no-cache")
+	resp, err := c.h.stream.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return shortenNetErr(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if err := checkSSEResponse(resp, "roster sse watch of "+service,
+		"run against a server that has it, or use --watch-transport blocking"); err != nil {
+		return err
+	}
+	p := newSSEReader(resp.Body, sseReadBuffer)
+	for n := 0; ; n++ {
+		ev, err := p.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, io.EOF) {
+				return fmt.Errorf("sse stream ended by the server after %d events", n)
+			}
+			return fmt.Errorf("sse stream: %w", shortenNetErr(err))
+		}
+		idx, err := decodeRosterEvent(ev, "instances")
+		if err != nil {
+			return err
+		}
+		seen(idx, time.Now())
+	}
+}
+
+// decodeRosterEvent checks one event of a Roster stream whose state events have type
+// kind ("instances" or "services") and returns its index: the id field, which must agree
+// with the JSON index of a state event. A not_found event carries an error object and its
+// index in the id field.
+func decodeRosterEvent(ev sseEvent, kind string) (uint64, error) {
+	idx, err := parseSSEIndex(ev)
+	if err != nil {
+		return 0, err
+	}
+	switch ev.Type {
+	case kind:
+		var body struct {
+			Index *uint64 `json:"index"`
+		}
+		if err := json.Unmarshal(ev.Data, &body); err != nil {
+			return 0, fmt.Errorf("sse %s event %d: decode data: %w", ev.Type, idx, err)
+		}
+		if body.Index == nil {
+			return 0, fmt.Errorf("sse %s event %d: data has no index", ev.Type, idx)
+		}
+		if *body.Index != idx {
+			return 0, fmt.Errorf("sse %s event: id %d but data index %d", ev.Type, idx, *body.Index)
+		}
+	case "not_found":
+		var body struct {
+			Error struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(ev.Data, &body); err != nil {
+			return 0, fmt.Errorf("sse not_found event %d: decode data: %w", idx, err)
+		}
+		if body.Error.Code != "not_found" {
+			return 0, fmt.Errorf("sse not_found event %d: error code %q", idx, body.Error.Code)
+		}
+	default:
+		return 0, fmt.Errorf("sse: unexpected event type %q (id %s)", ev.Type, ev.ID)
+	}
+	return idx, nil
 }

@@ -76,6 +76,21 @@ func (c *SuiteConfig) Validate() error {
 	if c.Warmup < 0 {
 		return fmt.Errorf("bench: warm-up must not be negative")
 	}
+	if err := validWatchTransport(c.Client.WatchTransport); err != nil {
+		return err
+	}
+	if c.Client.System == SystemRoster && c.Client.WatchTransportOrDefault() == WatchSSE {
+		for _, w := range c.Workloads {
+			if w != WorkloadWatch {
+				continue
+			}
+			for _, m := range c.Consistencies {
+				if m != Stale {
+					return fmt.Errorf("bench: watch in mode %s: %w", m, errSSEStale)
+				}
+			}
+		}
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -191,6 +206,9 @@ func RunPoint(ctx context.Context, client Client, cfg SuiteConfig, spec Spec, co
 		r.Consistency, r.Instances = spec.Consistency, spec.Instances
 	case WorkloadMixed, WorkloadWatch:
 		r.Consistency = spec.Consistency
+	}
+	if spec.Workload == WorkloadWatch && client.System() == SystemRoster {
+		r.WatchTransport = cfg.Client.WatchTransportOrDefault()
 	}
 	if spec.Workload == WorkloadRead || spec.Workload == WorkloadMixed || spec.Workload == WorkloadWatch {
 		if cfg.Client.ReadTarget == TargetAll {

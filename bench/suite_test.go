@@ -2,14 +2,18 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 	"time"
 )
 
 func TestRunSuite_EveryWorkloadAgainstBothSystems(t *testing.T) {
-	for _, system := range []string{SystemRoster, SystemEtcd} {
-		t.Run(system, func(t *testing.T) {
+	for _, variant := range []struct{ system, transport string }{
+		{SystemRoster, WatchBlocking}, {SystemRoster, WatchSSE}, {SystemEtcd, ""},
+	} {
+		system := variant.system
+		t.Run(system+" "+variant.transport, func(t *testing.T) {
 			st := newFakeStore()
 			var eps []string
 			if system == SystemRoster {
@@ -17,10 +21,20 @@ func TestRunSuite_EveryWorkloadAgainstBothSystems(t *testing.T) {
 			} else {
 				eps = []string{newFakeEtcd(t, st, "9", "9").URL}
 			}
+			modes := []string{Linearizable, Stale}
+			want := 20 // register, deregister, 4 reads, 2 mixed, 2 watch — each at 2 concurrencies
+			watchPoint := "watch stale all"
+			if system == SystemRoster {
+				watchPoint += " " + variant.transport
+			}
+			if variant.transport == WatchSSE {
+				modes = []string{Stale} // the SSE watch serves stale state only
+				want = 12
+			}
 			cfg := SuiteConfig{
-				Client:        ClientConfig{System: system, Endpoints: eps, ReadTarget: TargetAll},
+				Client:        ClientConfig{System: system, Endpoints: eps, ReadTarget: TargetAll, WatchTransport: variant.transport},
 				Workloads:     []string{WorkloadRegister, WorkloadDeregister, WorkloadRead, WorkloadMixed, WorkloadWatch},
-				Consistencies: []string{Linearizable, Stale},
+				Consistencies: modes,
 				Instances:     []int{10, 100},
 				Concurrency:   []int{1, 4},
 				Duration:      100 * time.Millisecond,
@@ -34,9 +48,8 @@ func TestRunSuite_EveryWorkloadAgainstBothSystems(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// register, deregister, 4 reads, 2 mixed, 2 watch — each at 2 concurrencies.
-			if len(rs) != 20 {
-				t.Fatalf("%d results, want 20", len(rs))
+			if len(rs) != want {
+				t.Fatalf("%d results, want %d", len(rs), want)
 			}
 			names := map[string]bool{}
 			for _, r := range rs {
@@ -53,8 +66,11 @@ func TestRunSuite_EveryWorkloadAgainstBothSystems(t *testing.T) {
 				if r.ServerCPU < 0 {
 					t.Errorf("%s: server cpu not measured", r.PointName())
 				}
+				if r.Workload == WorkloadWatch && r.WatchTransport != variant.transport {
+					t.Errorf("%s: watch transport %q, want %q", r.PointName(), r.WatchTransport, variant.transport)
+				}
 			}
-			for _, want := range []string{"register", "deregister", "read-10 linearizable all", "read-100 stale all", "mixed linearizable all", "watch stale all"} {
+			for _, want := range []string{"register", "deregister", "read-10 stale all", "read-100 stale all", "mixed stale all", watchPoint} {
 				if !names[want] {
 					t.Errorf("no point %q in %v", want, names)
 				}
@@ -188,5 +204,19 @@ func TestSuiteConfig_RejectsUnknownNames(t *testing.T) {
 	c := base
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPrepare_WatchFailsAtOnceWithoutSSE checks that a server without the SSE watch ends
+// the watch setup with the reason, instead of retrying until the setup's deadline.
+func TestPrepare_WatchFailsAtOnceWithoutSSE(t *testing.T) {
+	st := newFakeStore()
+	srv := newFakeRosterSSE(t, st, fakeSSE{off: true})
+	c := mustNewClient(t, ClientConfig{System: SystemRoster, Endpoints: []string{srv.URL}})
+	ctx, cancel := context.WithTimeout(testCtx(t), 20*time.Second)
+	defer cancel()
+	_, err := Prepare(ctx, c, Spec{Workload: WorkloadWatch, Consistency: Stale}, 4)
+	if err == nil || !strings.Contains(err.Error(), "does not serve the SSE watch") || !strings.Contains(err.Error(), "--watch-transport blocking") {
+		t.Fatalf("err %v, want the server's lack of the SSE watch", err)
 	}
 }

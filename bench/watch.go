@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -89,6 +90,8 @@ func prepareWatch(ctx context.Context, c Client, spec Spec, n int) (*Plan, error
 		wg          sync.WaitGroup
 		watchErrors atomic.Uint64
 		lastErr     atomic.Value
+		fatalOnce   sync.Once
+		fatal       = make(chan struct{}) // closed on an error that retrying cannot cure
 	)
 	ws := make([]*watcher, n)
 	for i := range ws {
@@ -103,6 +106,10 @@ func prepareWatch(ctx context.Context, c Client, spec Spec, n int) (*Plan, error
 				}
 				watchErrors.Add(1)
 				lastErr.Store(err.Error())
+				if permanentWatchError(err) {
+					fatalOnce.Do(func() { close(fatal) })
+					return
+				}
 				select {
 				case <-time.After(50 * time.Millisecond):
 				case <-wctx.Done():
@@ -116,6 +123,10 @@ func prepareWatch(ctx context.Context, c Client, spec Spec, n int) (*Plan, error
 	for i, wt := range ws {
 		select {
 		case <-wt.ready:
+		case <-fatal:
+			closeAll()
+			msg, _ := lastErr.Load().(string)
+			return nil, fmt.Errorf("setup watch: watcher %d: %s", i, msg)
 		case <-setupCtx.Done():
 			closeAll()
 			msg, _ := lastErr.Load().(string)
@@ -185,6 +196,12 @@ func prepareWatch(ctx context.Context, c Client, spec Spec, n int) (*Plan, error
 			}
 		},
 	}, nil
+}
+
+// permanentWatchError reports an error that a new watch would meet again: the server
+// does not stream, or the mode cannot be streamed.
+func permanentWatchError(err error) bool {
+	return errors.Is(err, errNoSSE) || errors.Is(err, errSSEStale)
 }
 
 // ms converts a duration to float milliseconds.

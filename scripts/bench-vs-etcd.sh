@@ -10,20 +10,28 @@
 # Roster's bench services get health-check type NONE (`roster bench --health-checks` keeps
 # the default TCP probes): the bench's instances have unreachable addresses and etcd, a KV
 # store, checks nothing.
+# The watch points (--watch-concurrency watchers, stale, spread over every node) run in the
+# same run Roster's watchers over SSE event streams, Roster's watchers over blocking
+# queries (--watch-transports) and etcd's watch; each Roster transport is a row of its own
+# ("watch stale all sse", "watch stale all blocking") compared with etcd's watch.
 #
 # Usage: scripts/bench-vs-etcd.sh [--duration 3s] [--warmup 1s] [--rounds 2]
-#          [--concurrency 1,16,64,256] [--out bench-results.json] [--port-base 21000]
+#          [--concurrency 1,16,64,256] [--watch-concurrency 1,16,256]
+#          [--watch-transports "sse blocking"] [--out bench-results.json] [--port-base 21000]
 #          [--systems "roster etcd"] [--quick] [--keep]
 #        scripts/bench-vs-etcd.sh --failover [--trials 10] [--out failover-results.json] ...
 # --failover (what scripts/bench-failover.sh runs) measures failover instead: per system, one
 # cluster; each trial puts write load on it, SIGKILLs the leader, reports the time until a
 # write through a survivor succeeds, restarts the killed node and waits until all are ready;
 # it prints the median and max per system.
-# --quick measures only register, read-10 linearizable and watch (for a smoke run).
+# --quick measures only register, read-10 linearizable and the watch points spread over
+# every node (for a smoke run).
 # --keep leaves the temporary directory (logs, data, per-run JSON) in place.
 # --systems restricts the run to one system (for debugging the script).
-# Every flag also reads an environment variable: DURATION, WARMUP, ROUNDS, CONCURRENCY, OUT,
-# PORT_BASE, SYSTEMS; ROSTER_BIN uses a prebuilt binary instead of building ./cmd/roster.
+# --watch-transports "blocking" leaves out the SSE watch (for a server without it).
+# Every flag also reads an environment variable: DURATION, WARMUP, ROUNDS, CONCURRENCY,
+# WATCH_CONCURRENCY, WATCH_TRANSPORTS, OUT, PORT_BASE, SYSTEMS; ROSTER_BIN uses a prebuilt
+# binary instead of building ./cmd/roster.
 # The defaults finish in about 13 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +40,8 @@ DURATION=${DURATION:-3s}
 WARMUP=${WARMUP:-1s}
 ROUNDS=${ROUNDS:-2}
 CONCURRENCY=${CONCURRENCY:-1,16,64,256}
+WATCH_CONCURRENCY=${WATCH_CONCURRENCY:-1,16,256}
+WATCH_TRANSPORTS=${WATCH_TRANSPORTS:-sse blocking}
 OUT=${OUT:-bench-results.json}
 PORT_BASE=${PORT_BASE:-21000}
 SYSTEMS=${SYSTEMS:-roster etcd}
@@ -46,6 +56,8 @@ while [ $# -gt 0 ]; do
 	--warmup) WARMUP=$2; shift 2 ;;
 	--rounds) ROUNDS=$2; shift 2 ;;
 	--concurrency) CONCURRENCY=$2; shift 2 ;;
+	--watch-concurrency) WATCH_CONCURRENCY=$2; shift 2 ;;
+	--watch-transports) WATCH_TRANSPORTS=$2; shift 2 ;;
 	--out) OUT=$2; shift 2 ;;
 	--port-base) PORT_BASE=$2; shift 2 ;;
 	--systems) SYSTEMS=$2; shift 2 ;;
@@ -53,9 +65,12 @@ while [ $# -gt 0 ]; do
 	--failover) FAILOVER=1; shift ;;
 	--trials) TRIALS=$2; shift 2 ;;
 	--keep) KEEP=1; shift ;;
-	-h | --help) sed -n '2,27p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,35p' "$0"; exit 0 ;;
 	*) echo "unknown argument: $1" >&2; exit 2 ;;
 	esac
+done
+for t in $WATCH_TRANSPORTS; do
+	case "$t" in sse | blocking) ;; *) echo "--watch-transports: unknown transport '$t' (want sse, blocking)" >&2; exit 2 ;; esac
 done
 
 log() { printf '== %s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -213,7 +228,7 @@ run_system() {
 	if [ "$sys" = roster ]; then eps=$R_ENDPOINTS; else eps=$E_ENDPOINTS; fi
 	pids=$(IFS=,; echo "${PIDS[*]}")
 	local common=(--system "$sys" --endpoints "$eps" --cpu-pids "$pids" --label "round$round"
-		--duration "$DURATION" --warmup "$WARMUP" --concurrency "$CONCURRENCY" --quiet)
+		--duration "$DURATION" --warmup "$WARMUP" --quiet)
 	local n=0
 	suite() {
 		n=$((n + 1))
@@ -222,16 +237,27 @@ run_system() {
 		run_child "$ROSTER" bench "${common[@]}" --json "$WORK/results/$sys-r$round-$n.json" "$@" >>"$WORK/$sys-r$round.txt" ||
 			{ log "round $round: $sys $* failed; see $sys-r$round.txt"; FAILED=$((FAILED + 1)); }
 	}
+	# watch ARGS...: the watch points, for Roster once per watch transport.
+	watch() {
+		local t
+		if [ "$sys" = roster ]; then
+			for t in $WATCH_TRANSPORTS; do
+				suite --workload watch --consistency stale --concurrency "$WATCH_CONCURRENCY" --watch-transport "$t" "$@"
+			done
+		else
+			suite --workload watch --consistency stale --concurrency "$WATCH_CONCURRENCY" "$@"
+		fi
+	}
 	if [ "$QUICK" = 1 ]; then
-		suite --workload register
-		suite --workload read --instances 10 --consistency linearizable
-		suite --workload watch --consistency stale --read-target all
+		suite --workload register --concurrency "$CONCURRENCY"
+		suite --workload read --instances 10 --consistency linearizable --concurrency "$CONCURRENCY"
+		watch --read-target all
 	else
-		suite --workload register,deregister
-		suite --workload read --instances 10,100 --consistency linearizable,leader,stale
-		suite --workload mixed --consistency linearizable
-		suite --workload watch --consistency stale
-		suite --workload watch --consistency stale --read-target all
+		suite --workload register,deregister --concurrency "$CONCURRENCY"
+		suite --workload read --instances 10,100 --consistency linearizable,leader,stale --concurrency "$CONCURRENCY"
+		suite --workload mixed --consistency linearizable --concurrency "$CONCURRENCY"
+		watch
+		watch --read-target all
 	fi
 	log "round $round: stopping $sys"
 	stop_cluster
@@ -309,7 +335,8 @@ done
 # --- report ----------------------------------------------------------------------------
 {
 	echo
-	echo "Roster vs etcd — $ROUNDS rounds, $WARMUP warm-up + $DURATION per point, concurrency $CONCURRENCY"
+	echo "Roster vs etcd — $ROUNDS rounds, $WARMUP warm-up + $DURATION per point, concurrency $CONCURRENCY," \
+		"watchers $WATCH_CONCURRENCY (Roster over: $WATCH_TRANSPORTS)"
 	echo "machine: $(nproc) cores, $(free -g | awk '/^Mem:/ {print $2}') GiB RAM; $(go version | awk '{print $3}');" \
 		"etcd $(etcd --version | awk '/etcd Version/ {print $3}'); roster $("$ROSTER" version 2>/dev/null | head -n1 || echo dev)"
 	echo "medians over rounds; latencies in ms; cpu = cores used by the 3 cluster processes over the window;"

@@ -37,6 +37,7 @@ type benchOptions struct {
 	readTarget    string
 	timeout       time.Duration
 	healthChecks  bool
+	watch         string
 	cpuPids       []int
 	label         string
 	jsonPath      string
@@ -54,8 +55,11 @@ func newBenchCmd() *cobra.Command {
 			"Workloads: register (distinct instances across --services services), deregister (drains\n" +
 			"the instances of those services, topping them up to --pool first), read (one service of\n" +
 			"--instances instances, in each --consistency mode), mixed (--read-ratio reads of 10-instance\n" +
-			"services, the rest updates), watch (--concurrency blocking-query clients; latency is the time\n" +
-			"from a write to every watcher seeing it).\n\n" +
+			"services, the rest updates), watch (--concurrency watchers, each on its own connection; latency\n" +
+			"is the time from a write to every watcher seeing it). Roster's watchers use --watch-transport:\n" +
+			"sse holds one text/event-stream response open per watcher (served from the node's local\n" +
+			"state, so --consistency stale), blocking runs blocking queries (?index=N&wait=30s); etcd's\n" +
+			"use its watch stream.\n\n" +
 			"Systems: roster (native API) and etcd (v3 JSON gateway; linearizable → default range,\n" +
 			"stale/leader → serializable range). Every point runs --warmup, then is measured for\n" +
 			"--duration; the table (and --json) report requests/s, p50/p90/p99/max latency, errors and\n" +
@@ -82,11 +86,13 @@ func newBenchCmd() *cobra.Command {
 	f.BoolVar(&o.healthChecks, "health-checks", false,
 		"roster: keep the default TCP health check on the bench's services (by default their DEFAULT cluster gets type NONE:\n"+
 			"the bench's instances have unreachable addresses, and etcd has no health checking)")
+	f.StringVar(&o.watch, "watch-transport", bench.DefaultWatchTransport,
+		"roster: how the watch workload's watchers follow the service: sse (event streams) or blocking (blocking queries)")
 	f.IntSliceVar(&o.cpuPids, "cpu-pids", nil, "PIDs of the cluster's processes, whose CPU use is reported per point")
 	f.StringVar(&o.label, "label", "", "tag stored in every result (for example the round)")
 	f.StringVar(&o.jsonPath, "json", "", "write the JSON report to this file (- for stdout)")
 	f.BoolVar(&o.quiet, "quiet", false, "do not print rows to stderr as points complete")
-	cmd.AddCommand(newBenchCompareCmd(), newBenchFailoverCmd(), newBenchFailoverReportCmd())
+	cmd.AddCommand(newBenchCompareCmd(), newBenchFailoverCmd(), newBenchFailoverReportCmd(), newBenchFanoutCmd())
 	return cmd
 }
 
@@ -102,7 +108,7 @@ func runBench(cmd *cobra.Command, o *benchOptions) error {
 	cfg := bench.SuiteConfig{
 		Client: bench.ClientConfig{
 			System: o.system, Endpoints: o.endpoints, WriteTarget: o.writeTarget, ReadTarget: o.readTarget, Timeout: o.timeout,
-			HealthChecks: o.healthChecks,
+			HealthChecks: o.healthChecks, WatchTransport: o.watch,
 		},
 		Workloads:     o.workloads,
 		Consistencies: o.consistencies,
@@ -353,5 +359,78 @@ func newBenchFailoverReportCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&jsonPath, "json", "", "write the summary and every trial to this file")
+	return cmd
+}
+
+func newBenchFanoutCmd() *cobra.Command {
+	var (
+		cfg      bench.FanoutConfig
+		jsonPath string
+		quiet    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "fanout --endpoint URL [--others URL,URL] [--watchers 10000] [--writes 20] [--pid PID]",
+		Short: "SSE fan-out: N subscribers on one node; their memory, delivery latency and the node's responsiveness",
+		Long: "Opens --watchers SSE subscribers (one connection and one goroutine each) on --endpoint to the\n" +
+			"instances of --service (--instances loopback instances, health check NONE), waits until each\n" +
+			"has its first event, then makes --writes writes one at a time, each waiting until every\n" +
+			"subscriber received it. It reports the RSS, open files and goroutines of the server (--pid)\n" +
+			"and of itself before opening and when idle with every subscriber (growth per subscriber), the\n" +
+			"latency from each write's ack (and from its issue) to each subscriber receiving it (p50, p90,\n" +
+			"p99, max over every delivery), and, sampled every --probe-every by a side client through\n" +
+			"every phase (baseline, open, idle, writes): the latency of GET /v1/status/ready and of a stale\n" +
+			"read on --endpoint, the largest Raft last contact of every member (X-Roster-Last-Contact),\n" +
+			"how often it exceeded --heartbeat-interval, and the CPU of the server and of the bench.\n" +
+			"Writes go to the leader, found among --endpoint and --others. scripts/bench-watch-fanout.sh\n" +
+			"starts a cluster and runs this.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			if cfg.Endpoint == "" {
+				return errors.New("--endpoint is required")
+			}
+			if !quiet {
+				cfg.Progress = cmd.ErrOrStderr()
+			}
+			res, err := bench.Fanout(ctx, cfg)
+			if res != nil {
+				res.Meta = bench.NewMeta(os.Args)
+				fmt.Fprintln(cmd.OutOrStdout())
+				if werr := bench.WriteFanoutTable(cmd.OutOrStdout(), res); werr != nil && err == nil {
+					err = werr
+				}
+				if jsonPath != "" {
+					if werr := benchWriteJSONFile(cmd, jsonPath, res); werr != nil && err == nil {
+						err = werr
+					}
+				}
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Endpoint, "endpoint", "", "HTTP address of the node the subscribers connect to")
+	f.StringSliceVar(&cfg.Others, "others", nil, "HTTP addresses of the other members (the leader among them takes the writes)")
+	f.IntVar(&cfg.Watchers, "watchers", 10000, "SSE subscribers")
+	f.IntVar(&cfg.Writes, "writes", 20, "writes, one at a time, each waited for by every subscriber")
+	f.IntVar(&cfg.Instances, "instances", 10, "instances in the service followed")
+	f.StringVar(&cfg.Service, "service", "bench-fanout", "service followed")
+	f.IntVar(&cfg.PID, "pid", 0, "PID of the --endpoint server process (RSS, open files, CPU)")
+	f.DurationVar(&cfg.Baseline, "baseline", 2*time.Second, "side-client sampling before the subscribers open")
+	f.DurationVar(&cfg.Idle, "idle", 2*time.Second, "wait with every subscriber established before the idle RSS is taken")
+	f.DurationVar(&cfg.WriteGap, "write-gap", 100*time.Millisecond, "pause between writes")
+	f.DurationVar(&cfg.ProbeEvery, "probe-every", 10*time.Millisecond, "side-client period")
+	f.IntVar(&cfg.OpenConcurrency, "open-concurrency", 64, "subscribers connecting at once")
+	f.DurationVar(&cfg.OpenTimeout, "open-timeout", 5*time.Minute, "bound on the time until every subscriber has its first event")
+	f.DurationVar(&cfg.WriteTimeout, "write-timeout", time.Minute, "bound on the wait for every subscriber to see a write")
+	f.IntVar(&cfg.BufferSize, "buffer", 2048, "read buffer of each subscriber's connection, bytes")
+	f.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", 50*time.Millisecond, "the leader's heartbeat interval, which last contacts are compared with")
+	f.BoolVar(&cfg.Verify, "verify", false, "decode every event's JSON and check its index (costs the bench CPU)")
+	f.DurationVar(&cfg.Timeout, "timeout", 10*time.Second, "bound on each setup request, write and side-client request")
+	f.StringVar(&jsonPath, "json", "", "write the result as JSON to this file (- for stdout)")
+	f.BoolVar(&quiet, "quiet", false, "do not print the phases to stderr")
 	return cmd
 }

@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestBenchParsePids checks that an endpoint given as a URL and as host:port name the
 // same process, as the leader's address is matched against --pids.
@@ -20,5 +23,23 @@ func TestBenchParsePids(t *testing.T) {
 		if _, err := benchParsePids([]string{bad}); err == nil {
 			t.Errorf("--pids %q accepted", bad)
 		}
+	}
+}
+
+// TestBench_RejectsBadWatchTransportAndFanoutWithoutEndpoint checks the flags' errors,
+// which come before any request.
+func TestBench_RejectsBadWatchTransportAndFanoutWithoutEndpoint(t *testing.T) {
+	r := runCLI(t, nil, "bench", "--endpoints", "127.0.0.1:1", "--workload", "watch", "--consistency", "stale",
+		"--watch-transport", "websocket", "--quiet")
+	if r.code == 0 || !strings.Contains(r.stderr, `watch transport "websocket"`) {
+		t.Errorf("bad --watch-transport: code %d, stderr %q", r.code, r.stderr)
+	}
+	r = runCLI(t, nil, "bench", "--endpoints", "127.0.0.1:1", "--workload", "watch", "--consistency", "linearizable", "--quiet")
+	if r.code == 0 || !strings.Contains(r.stderr, "--consistency stale") {
+		t.Errorf("linearizable SSE watch: code %d, stderr %q", r.code, r.stderr)
+	}
+	r = runCLI(t, nil, "bench", "fanout", "--watchers", "1")
+	if r.code == 0 || !strings.Contains(r.stderr, "--endpoint is required") {
+		t.Errorf("fanout without --endpoint: code %d, stderr %q", r.code, r.stderr)
 	}
 }
