@@ -132,6 +132,7 @@ const (
 	CodeInternal         = "internal"
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeUnsupportedMedia = "unsupported_media_type"
+	CodeNotAcceptable    = "not_acceptable"
 )
 
 // ErrorBody is the body of every error response: {"error":{"code","message","field"}}.
@@ -419,3 +420,17 @@ type ProbePolicyResponse struct {
 	Allow []string `json:"allow"`
 	Deny  []string `json:"deny"`
 }
+
+// Streaming watches: GET .../services/{service}/instances and GET /v1/namespaces/{ns}/services
+// with Accept: text/event-stream answer server-sent events.
+const (
+	// MediaEventStream is the Accept value that asks for a stream.
+	MediaEventStream = "text/event-stream"
+	// HeaderLastEventID resumes a stream: no first event when nothing changed since it.
+	HeaderLastEventID = "Last-Event-ID"
+	// EventInstances carries an InstancesResponse, EventServices a ServicesResponse,
+	// EventNotFound an ErrorBody (the service or namespace does not exist, for now).
+	EventInstances = "instances"
+	EventServices  = "services"
+	EventNotFound  = "not_found"
+)

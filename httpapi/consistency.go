@@ -2,6 +2,9 @@ package httpapi
 
 import (
 	"net/http"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/httpx"
@@ -23,6 +26,12 @@ func (s *server) defaultReadOptions() httpx.ReadOptions {
 // leader (linearizable, leader) to it when this node is a follower.
 func (s *server) readRoute(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if wantsStream(r) && streamable(r) {
+			// Streams are served from this node's state, never forwarded; the
+			// handler checks their parameters.
+			next.ServeHTTP(w, r)
+			return
+		}
 		o, err := s.parseReadOptions(r)
 		if err != nil {
 			s.writeError(w, r, err)
@@ -54,4 +63,11 @@ func readValue[T any](s *server, w http.ResponseWriter, r *http.Request, fetch f
 // run's data is what the handler answers with.
 func (s *server) read(w http.ResponseWriter, r *http.Request, fn func(ws *store.WatchSet) (uint64, error)) (uint64, error) {
 	return httpx.Read(w, r, s.reg, s.node, s.defaultReadOptions(), fn)
+}
+
+// streamable reports whether the route serves streams (the instance list and the
+// service list).
+func streamable(r *http.Request) bool {
+	p := chi.RouteContext(r.Context()).RoutePattern()
+	return strings.HasSuffix(p, "/services/{service}/instances") || strings.HasSuffix(p, "/{ns}/services")
 }

@@ -97,6 +97,9 @@ func (s *server) listInstances(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if wantsStream(r) {
+		return s.serveStream(w, r, instancesStream(key, f))
+	}
 	idx, view, err := readValue(s, w, r, func(ws *store.WatchSet) (uint64, store.ServiceView, error) {
 		return s.store.ServiceView(ws, key)
 	})

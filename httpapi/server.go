@@ -118,6 +118,8 @@ type Config struct {
 	// Watch is the node's change fan-out, which serves streaming watches
 	// (Accept: text/event-stream); nil answers them 406.
 	Watch *fanout.Hub
+	// KeepAlive is how often an idle stream gets a comment line (default DefaultKeepAlive).
+	KeepAlive time.Duration
 	// ProbePolicy is this node's probe target policy, shown by
 	// GET /v1/operator/probe-policy (the zero Policy is the default one).
 	ProbePolicy healthcheck.Policy
@@ -162,6 +164,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Snapshot, err = c.Snapshot.withDefaults(c.Node); err != nil {
 		return c, err
 	}
+	if c.KeepAlive <= 0 {
+		c.KeepAlive = DefaultKeepAlive
+	}
 	if c.Metrics == nil {
 		c.Metrics = prometheus.NewRegistry()
 	}
@@ -180,6 +185,7 @@ type server struct {
 	fwd     *httpx.Forwarder
 	ownsFwd bool
 	metrics *httpx.Metrics
+	streams *streamMetrics
 }
 
 // New validates cfg and returns the API handler. The handler also implements
@@ -200,6 +206,9 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	s.metrics, err = httpx.NewMetrics(cfg.Metrics)
 	if err != nil {
+		return nil, err
+	}
+	if s.streams, err = newStreamMetrics(cfg.Metrics); err != nil {
 		return nil, err
 	}
 	s.fwd = cfg.Forwarder

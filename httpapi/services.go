@@ -24,6 +24,9 @@ func (s *server) listServices(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if wantsStream(r) {
+		return s.serveStream(w, r, servicesStream(ns, group, page, size))
+	}
 	var (
 		list  []model.Service
 		total int

@@ -19,6 +19,8 @@ import (
 var (
 	// ErrUnsupportedMedia: a request body of a content type the route does not read (415).
 	ErrUnsupportedMedia = errors.New("unsupported content type")
+	// ErrNotAcceptable: a response type (Accept) the route cannot produce (406).
+	ErrNotAcceptable = errors.New("not acceptable")
 	// ErrBodyTooLarge: a request body over the route's limit (413).
 	ErrBodyTooLarge = errors.New("request body too large")
 	// ErrMethodNotAllowed: the route exists but not with this method (405).
@@ -60,6 +62,8 @@ func Classify(err error) (status int, code, field string) {
 		return http.StatusRequestEntityTooLarge, api.CodeTooLarge, ""
 	case errors.Is(err, ErrUnsupportedMedia):
 		return http.StatusUnsupportedMediaType, api.CodeUnsupportedMedia, ""
+	case errors.Is(err, ErrNotAcceptable):
+		return http.StatusNotAcceptable, api.CodeNotAcceptable, ""
 	case errors.Is(err, ErrMethodNotAllowed):
 		return http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, ""
 	case errors.Is(err, ErrRouteNotFound), errors.Is(err, model.ErrNotFound):

@@ -1,0 +1,308 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/fanout"
+	"github.com/rosterhq/roster/httpx"
+	"github.com/rosterhq/roster/internal/prom"
+	"github.com/rosterhq/roster/model"
+)
+
+// DefaultKeepAlive is how often an idle stream gets a comment line, so that proxies and
+// clients see it alive.
+const DefaultKeepAlive = 15 * time.Second
+
+// wantsStream reports whether the request accepts server-sent events (and Accept does
+// not refuse them with q=0).
+func wantsStream(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		for _, part := range strings.Split(v, ",") {
+			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err != nil || mt != api.MediaEventStream {
+				continue
+			}
+			if q, ok := params["q"]; ok {
+				if f, err := strconv.ParseFloat(q, 64); err == nil && f == 0 {
+					continue
+				}
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// streamMetrics count the open streams and the events they sent.
+type streamMetrics struct {
+	open   prometheus.Gauge
+	events *prometheus.CounterVec
+}
+
+func newStreamMetrics(reg prometheus.Registerer) (*streamMetrics, error) {
+	m := &streamMetrics{
+		open: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "roster_http_streams_open", Help: "Open server-sent-event watch streams on this node.",
+		}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roster_http_stream_events_total", Help: "Events sent on watch streams, by event type.",
+		}, []string{"event"}),
+	}
+	var err error
+	if m.open, err = prom.Register(reg, m.open); err != nil {
+		return nil, err
+	}
+	if m.events, err = prom.Register(reg, m.events); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// streamSpec is what one stream watches and how it shows an update.
+type streamSpec struct {
+	topic fanout.Topic
+	// event names the event of a view that exists.
+	event string
+	// key identifies the filter, so that streams with equal filters share encodings.
+	key string
+	// body is the response for u, and sig the same with every index that changes on
+	// unrelated changes zeroed: two updates with equal sigs look the same to this filter.
+	body func(u *fanout.Update, withIndexes bool) any
+}
+
+// checkStreamQuery refuses the parameters a stream cannot honour.
+func checkStreamQuery(r *http.Request) (last uint64, hasLast bool, err error) {
+	q := r.URL.Query()
+	for _, p := range []string{"index", "wait"} {
+		if q.Has(p) {
+			return 0, false, model.Invalid(p, "a stream sends every change; %s is for blocking queries", p)
+		}
+	}
+	if c := q.Get("consistency"); c != "" && c != api.ConsistencyStale {
+		return 0, false, model.Invalid("consistency", "a stream is served from this node's state: only %q is allowed, got %q", api.ConsistencyStale, c)
+	}
+	v := r.Header.Get(api.HeaderLastEventID)
+	field := api.HeaderLastEventID
+	if v == "" {
+		v, field = q.Get("last-event-id"), "last-event-id"
+	}
+	if v == "" {
+		return 0, false, nil
+	}
+	last, err = strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, false, model.Invalid(field, "must be an index (a non-negative integer), got %q", v)
+	}
+	return last, true, nil
+}
+
+// serveStream answers a watch as server-sent events from the local state until the
+// client leaves or the node's fan-out closes. Errors before the stream starts are
+// returned (and answered as JSON); afterwards the stream just ends.
+func (s *server) serveStream(w http.ResponseWriter, r *http.Request, spec streamSpec) error {
+	last, hasLast, err := checkStreamQuery(r)
+	if err != nil {
+		return err
+	}
+	if s.cfg.Watch == nil {
+		return fmt.Errorf("%w: this node serves no streams", httpx.ErrNotAcceptable)
+	}
+	sub, err := s.cfg.Watch.Subscribe(spec.topic)
+	if err != nil {
+		return fmt.Errorf("%w: %v", httpx.ErrUnavailable, err)
+	}
+	defer sub.Close()
+	first := sub.Next()
+
+	h := w.Header()
+	h.Set("Content-Type", api.MediaEventStream)
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	httpx.SetLeaderHeaders(w, s.node, api.ConsistencyStale)
+	if len(first) > 0 {
+		httpx.SetIndex(w, first[0].Index)
+	}
+	w.WriteHeader(http.StatusOK)
+	s.streams.open.Inc()
+	defer s.streams.open.Dec()
+
+	st := &eventStream{w: w, rc: http.NewResponseController(w), spec: spec, m: s.streams}
+	for _, u := range first {
+		if hasLast && u.Index == last {
+			// Resumed with nothing new: remember what the client holds, send nothing.
+			st.lastSig, _ = st.sig(u)
+			continue
+		}
+		if !st.send(u) {
+			return nil
+		}
+	}
+	if err := st.rc.Flush(); err != nil {
+		return nil
+	}
+	keepAlive := time.NewTicker(s.cfg.KeepAlive)
+	defer keepAlive.Stop()
+	ctx := r.Context()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case _, open := <-sub.C():
+			if !open {
+				return nil
+			}
+			for _, u := range sub.Next() {
+				if !st.send(u) {
+					return nil
+				}
+			}
+		case <-keepAlive.C:
+			if _, err := w.Write([]byte(": keep-alive\n\n")); err != nil {
+				return nil
+			}
+			if err := st.rc.Flush(); err != nil {
+				return nil
+			}
+		}
+	}
+}
+
+// eventStream writes one stream's events.
+type eventStream struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	spec    streamSpec
+	m       *streamMetrics
+	lastSig []byte
+}
+
+// sig is the update's look under the stream's filter, shared by equal filters.
+func (st *eventStream) sig(u *fanout.Update) ([]byte, error) {
+	if u.Err != nil {
+		return []byte("\x00" + u.Err.Error()), nil
+	}
+	return u.Render(st.spec.key+"\x00sig", func() ([]byte, error) {
+		return json.Marshal(st.spec.body(u, false))
+	})
+}
+
+// send writes u as one event unless it looks like the last one sent (a resync is
+// always sent). It returns false when the client is gone.
+func (st *eventStream) send(u *fanout.Update) bool {
+	sig, err := st.sig(u)
+	if err != nil {
+		return true
+	}
+	if !u.Resync && st.lastSig != nil && bytes.Equal(sig, st.lastSig) {
+		return true
+	}
+	event := st.spec.event
+	data, err := u.Render(st.spec.key, func() ([]byte, error) {
+		if u.Err != nil {
+			status, code, _ := httpx.Classify(u.Err)
+			if status != http.StatusNotFound {
+				code = api.CodeUnavailable
+			}
+			return json.Marshal(api.ErrorBody{Error: api.Error{Code: code, Message: u.Err.Error()}})
+		}
+		return json.Marshal(st.spec.body(u, true))
+	})
+	if err != nil {
+		return true
+	}
+	if u.Err != nil {
+		if !errors.Is(u.Err, model.ErrNotFound) {
+			return true // a failed read: the next change reads again
+		}
+		event = api.EventNotFound
+	}
+	var b []byte
+	b = append(b, "id: "...)
+	b = strconv.AppendUint(b, u.Index, 10)
+	b = append(b, "\nevent: "...)
+	b = append(b, event...)
+	b = append(b, "\ndata: "...)
+	b = append(b, data...) // json.Marshal output holds no newline
+	b = append(b, "\n\n"...)
+	if _, err := st.w.Write(b); err != nil {
+		return false
+	}
+	if err := st.rc.Flush(); err != nil {
+		return false
+	}
+	st.lastSig = sig
+	st.m.events.WithLabelValues(event).Inc()
+	return true
+}
+
+// instancesStream watches a service's instances under the list's filter.
+func instancesStream(key model.ServiceKey, f instanceFilter) streamSpec {
+	return streamSpec{
+		topic: fanout.ServiceTopic(key),
+		event: api.EventInstances,
+		key:   f.key(),
+		body: func(u *fanout.Update, withIndexes bool) any {
+			list, reached := selectInstances(u.Service.Instances, u.Service.Service.ProtectThreshold, f)
+			resp := api.InstancesResponse{
+				Service:                 wireService(u.Service.Service),
+				Index:                   u.Index,
+				ProtectThresholdReached: reached,
+				Instances:               wireList(list, wireInstance),
+			}
+			if !withIndexes {
+				// The service's indexes move with every change to any of its instances.
+				resp.Index, resp.Service.ModifyIndex = 0, 0
+			}
+			return resp
+		},
+	}
+}
+
+// servicesStream watches a page of a namespace's service list.
+func servicesStream(ns, group string, page, size int) streamSpec {
+	return streamSpec{
+		topic: fanout.ServicesTopic(ns, group, page, size),
+		event: api.EventServices,
+		key:   "services",
+		body: func(u *fanout.Update, withIndexes bool) any {
+			resp := api.ServicesResponse{
+				Index: u.Index, Namespace: ns, Page: page, Size: size, Total: u.Total,
+				Services: wireList(u.Services, wireService),
+			}
+			if !withIndexes {
+				resp.Index = 0
+			}
+			return resp
+		},
+	}
+}
+
+// key is a canonical string of the filter.
+func (f instanceFilter) key() string {
+	var b strings.Builder
+	b.WriteString("instances")
+	if f.healthy != nil {
+		b.WriteString(" healthy=" + strconv.FormatBool(*f.healthy))
+	}
+	if f.clusters != nil {
+		names := make([]string, 0, len(f.clusters))
+		for c := range f.clusters {
+			names = append(names, c)
+		}
+		slices.Sort(names)
+		b.WriteString(" clusters=" + strings.Join(names, ","))
+	}
+	return b.String()
+}
