@@ -1,0 +1,386 @@
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rosterhq/roster/api"
+)
+
+// WatchOptions configure a watch stream.
+type WatchOptions struct {
+	// HealthyOnly and Clusters filter the instances (WatchInstances only), as
+	// InstancesQuery does.
+	HealthyOnly bool
+	Clusters    []string
+	// Group, Page and Size select the page of the list (WatchServices only).
+	Group      string
+	Page, Size int
+	// LastIndex resumes after an event the caller already holds: the stream starts with
+	// the next change (or at once when the view changed since).
+	LastIndex uint64
+	// Fallback lists other nodes' addresses to reconnect to when the stream's node fails
+	// (tried in turn after this client's own address).
+	Fallback []string
+	// MinBackoff and MaxBackoff bound the wait between reconnections (defaults 100ms, 5s).
+	MinBackoff, MaxBackoff time.Duration
+	// OnError, when set, is told of every failed connection or dropped stream before
+	// the watch reconnects.
+	OnError func(error)
+}
+
+// InstancesEvent is one event of WatchInstances: the service's instances under the
+// watch's filter, or NotFound while the service does not exist. The channel's last
+// event has Err set when the watch stopped for a reason other than its context.
+type InstancesEvent struct {
+	Index     uint64
+	NotFound  bool
+	Instances api.InstancesResponse
+	// Node is the address of the node that served the event.
+	Node string
+	Err  error
+}
+
+// ServicesEvent is one event of WatchServices, like InstancesEvent for a namespace's
+// service list.
+type ServicesEvent struct {
+	Index    uint64
+	NotFound bool
+	Services api.ServicesResponse
+	Node     string
+	Err      error
+}
+
+// WatchInstances streams a service's instances (server-sent events of GET
+// .../instances): the current state first, then every change. Events are served from
+// the connected node's state (stale reads). A dropped stream is resumed — at the next
+// address when the node is gone — from the last index received, so no change is missed
+// (intermediate states may be: a watcher sees the latest). The channel closes when ctx
+// ends. The first connection is made before WatchInstances returns; its failure is
+// the error.
+func (c *Client) WatchInstances(ctx context.Context, ns, group, service string, o WatchOptions) (<-chan InstancesEvent, error) {
+	v := url.Values{}
+	if o.HealthyOnly {
+		v.Set("healthy", "true")
+	}
+	if len(o.Clusters) > 0 {
+		v.Set("cluster", strings.Join(o.Clusters, ","))
+	}
+	ch := make(chan InstancesEvent, 1)
+	decode := func(ev sseEvent, node string) (uint64, error) {
+		out := InstancesEvent{Node: node}
+		switch ev.event {
+		case api.EventInstances:
+			if err := json.Unmarshal(ev.data, &out.Instances); err != nil {
+				return 0, fmt.Errorf("roster client: decode instances event: %w", err)
+			}
+			out.Index = out.Instances.Index
+		case api.EventNotFound:
+			out.NotFound = true
+			out.Index = ev.id
+		default:
+			return 0, nil // an event this client does not know
+		}
+		select {
+		case ch <- out:
+		case <-ctx.Done():
+		}
+		return out.Index, nil
+	}
+	fail := func(err error) {
+		select {
+		case ch <- InstancesEvent{Err: err}:
+		case <-ctx.Done():
+		}
+	}
+	if err := c.watch(ctx, newPath("v1").service(ns, group, service).lit("instances"), v, o, decode, fail, func() { close(ch) }); err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+// WatchServices streams a page of a namespace's service list, as WatchInstances does.
+func (c *Client) WatchServices(ctx context.Context, ns string, o WatchOptions) (<-chan ServicesEvent, error) {
+	v := url.Values{}
+	if o.Group != "" {
+		v.Set("group", o.Group)
+	}
+	if o.Page > 0 {
+		v.Set("page", strconv.Itoa(o.Page))
+	}
+	if o.Size > 0 {
+		v.Set("size", strconv.Itoa(o.Size))
+	}
+	ch := make(chan ServicesEvent, 1)
+	decode := func(ev sseEvent, node string) (uint64, error) {
+		out := ServicesEvent{Node: node}
+		switch ev.event {
+		case api.EventServices:
+			if err := json.Unmarshal(ev.data, &out.Services); err != nil {
+				return 0, fmt.Errorf("roster client: decode services event: %w", err)
+			}
+			out.Index = out.Services.Index
+		case api.EventNotFound:
+			out.NotFound = true
+			out.Index = ev.id
+		default:
+			return 0, nil
+		}
+		select {
+		case ch <- out:
+		case <-ctx.Done():
+		}
+		return out.Index, nil
+	}
+	fail := func(err error) {
+		select {
+		case ch <- ServicesEvent{Err: err}:
+		case <-ctx.Done():
+		}
+	}
+	if err := c.watch(ctx, newPath("v1").ns(ns).lit("services"), v, o, decode, fail, func() { close(ch) }); err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+// watch connects (synchronously the first time), then reads and reconnects in the
+// background until ctx ends or the server refuses the request (fail gets that error).
+func (c *Client) watch(ctx context.Context, path *pathBuilder, query url.Values, o WatchOptions,
+	decode func(sseEvent, string) (uint64, error), fail func(error), done func()) error {
+	if o.MinBackoff <= 0 {
+		o.MinBackoff = 100 * time.Millisecond
+	}
+	if o.MaxBackoff < o.MinBackoff {
+		o.MaxBackoff = max(5*time.Second, o.MinBackoff)
+	}
+	nodes := []*Client{c}
+	for _, a := range o.Fallback {
+		nodes = append(nodes, New(a, WithHTTPClient(c.hc)))
+	}
+	last := o.LastIndex
+	var (
+		resp *http.Response
+		at   int
+		err  error
+	)
+	for at = range nodes {
+		if resp, err = nodes[at].openStream(ctx, path, query, last); err == nil || permanent(err) {
+			break
+		}
+	}
+	if err != nil {
+		return err
+	}
+	go func() {
+		defer done()
+		backoff := o.MinBackoff
+		for {
+			if resp != nil {
+				var got bool
+				last, got, err = readStream(resp.Body, last, func(ev sseEvent) (uint64, error) {
+					return decode(ev, nodes[at].Addr())
+				})
+				_ = resp.Body.Close()
+				resp = nil
+				if got {
+					backoff = o.MinBackoff
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				if err == nil {
+					err = errors.New("roster client: watch stream ended")
+				}
+				if o.OnError != nil {
+					o.OnError(err)
+				}
+				at = (at + 1) % len(nodes) // a node that dropped the stream may be going away
+			}
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			backoff = min(2*backoff, o.MaxBackoff)
+			for range nodes {
+				resp, err = nodes[at].openStream(ctx, path, query, last)
+				if err == nil {
+					break
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				if permanent(err) {
+					fail(err)
+					return
+				}
+				if o.OnError != nil {
+					o.OnError(err)
+				}
+				at = (at + 1) % len(nodes)
+			}
+		}
+	}()
+	return nil
+}
+
+// permanent reports whether a failed connection will fail again: the server refused
+// the request itself.
+func permanent(err error) bool {
+	var e *APIError
+	return errors.As(err, &e) && e.Status >= 400 && e.Status < 500
+}
+
+// openStream starts one stream; the response is 200 text/event-stream.
+func (c *Client) openStream(ctx context.Context, path *pathBuilder, query url.Values, last uint64) (*http.Response, error) {
+	if c.baseErr != nil {
+		return nil, c.baseErr
+	}
+	p, err := path.build()
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(c.base.String() + p)
+	if err != nil {
+		return nil, fmt.Errorf("roster client: %w", err)
+	}
+	u.RawQuery = query.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("roster client: %w", err)
+	}
+	req.Header.Set("Accept", api.MediaEventStream)
+	req.Header.Set("User-Agent", "roster-client")
+	if last > 0 {
+		req.Header.Set(api.HeaderLastEventID, strconv.FormatUint(last, 10))
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		return nil, decodeError(resp)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, api.MediaEventStream) {
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("roster client: %s answered %q, not an event stream", c.Addr(), ct)
+	}
+	return resp, nil
+}
+
+// sseEvent is one server-sent event.
+type sseEvent struct {
+	id    uint64
+	event string
+	data  []byte
+}
+
+// maxEventBytes bounds one event's data.
+const maxEventBytes = 64 << 20
+
+// readStream parses server-sent events (https://html.spec.whatwg.org/multipage/server-sent-events.html)
+// from r and hands each to handle, which returns the event's index. It returns the last
+// index seen, whether any event arrived, and why the stream ended.
+func readStream(r io.Reader, last uint64, handle func(sseEvent) (uint64, error)) (uint64, bool, error) {
+	lr := &lineReader{br: bufio.NewReaderSize(r, 4<<10)}
+	var (
+		ev   sseEvent
+		data bytes.Buffer
+		got  bool
+	)
+	for {
+		line, err := lr.next()
+		if err != nil {
+			return last, got, err
+		}
+		if len(line) == 0 { // dispatch
+			if data.Len() > 0 || ev.event != "" {
+				ev.data = bytes.TrimSuffix(data.Bytes(), []byte("\n"))
+				if ev.event == "" {
+					ev.event = "message"
+				}
+				idx, err := handle(ev)
+				if err != nil {
+					return last, got, err
+				}
+				if idx > 0 {
+					last, got = idx, true
+				}
+			}
+			data.Reset()
+			ev = sseEvent{id: ev.id}
+			continue
+		}
+		if line[0] == ':' {
+			continue // comment (keep-alive)
+		}
+		field, value, _ := bytes.Cut(line, []byte(":"))
+		value = bytes.TrimPrefix(value, []byte(" "))
+		switch string(field) {
+		case "event":
+			ev.event = string(value)
+		case "data":
+			if data.Len()+len(value) > maxEventBytes {
+				return last, got, errors.New("roster client: event too large")
+			}
+			data.Write(value)
+			data.WriteByte('\n')
+		case "id":
+			if n, err := strconv.ParseUint(string(value), 10, 64); err == nil {
+				ev.id = n
+			}
+		}
+	}
+}
+
+// lineReader splits a stream into lines ending in LF, CRLF or CR.
+type lineReader struct {
+	br *bufio.Reader
+	// skipLF: the last line ended in CR, so a LF right after it belongs to it. Remembered
+	// rather than peeked at, so a CR-terminated line is dispatched without waiting for
+	// the next byte.
+	skipLF bool
+	line   []byte
+}
+
+// next returns the next line without its ending; the slice is valid until the next call.
+func (lr *lineReader) next() ([]byte, error) {
+	lr.line = lr.line[:0]
+	for {
+		b, err := lr.br.ReadByte()
+		if err != nil {
+			return nil, err
+		}
+		if lr.skipLF {
+			lr.skipLF = false
+			if b == '\n' {
+				continue
+			}
+		}
+		switch b {
+		case '\n':
+			return lr.line, nil
+		case '\r':
+			lr.skipLF = true
+			return lr.line, nil
+		}
+		if len(lr.line) > maxEventBytes {
+			return nil, errors.New("roster client: event line too long")
+		}
+		lr.line = append(lr.line, b)
+	}
+}
