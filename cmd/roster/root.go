@@ -64,6 +64,7 @@ func (a *app) rootCmd() *cobra.Command {
 		a.instancesCmd(),
 		a.healthCmd(),
 		a.servicesCmd(),
+		a.watchCmd(),
 		a.leaderCmd(),
 		a.membersCmd(),
 		a.readyCmd(),
