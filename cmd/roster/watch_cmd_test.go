@@ -25,7 +25,9 @@ func TestWatch_PrintsEachChange(t *testing.T) {
 			defer cancel()
 			a, stdout, stderr := newTestApp(t, nil)
 			done := make(chan int)
-			go func() { done <- run(wctx, []string{"watch", "orders", "--addr", c.Nodes[0].HTTPAddr, "--output", output}, a) }()
+			go func() {
+				done <- run(wctx, []string{"watch", "orders", "--addr", c.Nodes[0].HTTPAddr, "--output", output}, a)
+			}()
 			wait.For(t, 10*time.Second, "the first state", func() bool { return strings.Contains(stdout.String(), "127.100.0.1") })
 			port := 2000
 			if output == "table" {
