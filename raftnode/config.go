@@ -163,6 +163,10 @@ type Config struct {
 	ApplyTimeout time.Duration
 	// Logger receives the node's and Raft's logs (default slog.Default()).
 	Logger *slog.Logger
+
+	// noCommitNotify turns the commit notifier off (commitnotify.go), leaving followers
+	// to learn the commit index from the library alone: tests and benchmarks compare.
+	noCommitNotify bool
 }
 
 // Validate fills defaults and rejects an unusable or contradictory configuration.
