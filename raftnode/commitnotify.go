@@ -33,14 +33,20 @@ import (
 //     entry the request checked): entries after PrevLogEntry may be a stale suffix from
 //     an older term that no request has truncated yet. LeaderCommitIndex is therefore
 //     never above match, so the follower commits only entries it shares with the leader.
-//   - LeaderCommitIndex is also at most an index this node's state machine was handed,
-//     so committed, and the node's Raft term was read after that hand-over and equals the
-//     tracked term T. Entries committed before term T are in T's leader's log (Leader
-//     Completeness), and entries committed during T were committed by T's leader, which
-//     is this node. So the entries up to LeaderCommitIndex in T's leader's log are the
-//     committed ones. Without the term check a node that led T and then, as a follower
-//     of a later term, applied entries that overwrote T's uncommitted tail could tell a
-//     follower still in T to commit that tail.
+//   - LeaderCommitIndex is also at most the highest index this node's state machine was
+//     handed, and Raft hands it committed entries only. The tracked term T is a term
+//     this node led (only a leader sends AppendEntries). Raft raises a node's term
+//     before it moves the commit index on news from a newer leader, and the term only
+//     grows, so reading the term after the hand-over and finding T means this node
+//     learned of that commit in term T or earlier. A commit it learned before T was
+//     made before T began, and Leader Completeness puts those entries in T's leader's
+//     log. In T the only leader, and so the only node that commits, is this one. Either
+//     way the entries up to LeaderCommitIndex in T's leader's log are the committed ones.
+//     Without the term check, a node that led T and then, as a follower of a later term,
+//     applied entries that overwrote T's uncommitted tail could tell a follower still in
+//     T to commit that tail.
+//   - Whether this node still leads is checked as well, but only to save RPCs: all of
+//     the above holds for a notification that arrives after this node lost leadership.
 //   - It carries no entries, so the follower never truncates its log because of it, and
 //     its commit index only moves forward: arriving before, after or between the
 //     library's own RPCs (different connections) changes nothing they do. The answer is
@@ -110,7 +116,9 @@ type notifyPeer struct {
 	// match and matchTerm are the last entry of an accepted AppendEntries (0: none).
 	match, matchTerm uint64
 	// told is a commit index the follower is known to have (it accepted a request
-	// whose commit index, capped at that request's last entry, was told).
+	// whose commit index, capped at that request's last entry, was told). A follower
+	// that restarts forgets its commit index; until the next commit it is left to the
+	// library's next AppendEntries, which carries the index.
 	told uint64
 	// lastOK is the time of the last successful exchange; zero after a notification
 	// failed, until the library succeeds again.
