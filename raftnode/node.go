@@ -42,10 +42,11 @@ type Node struct {
 	// sm is the state machine Raft applies entries to; its store holds the member table.
 	sm StateMachine
 
-	raft  *raft.Raft
-	trans *raft.NetworkTransport
-	bolt  *raftboltdb.BoltStore
-	logs  raft.LogStore // the cache in front of bolt
+	raft   *raft.Raft
+	trans  *raft.NetworkTransport
+	notify *commitNotifier // sends followers the commit index as soon as it advances
+	bolt   *raftboltdb.BoltStore
+	logs   raft.LogStore // the cache in front of bolt
 
 	notifyCh chan bool
 	ctx      context.Context // cancelled by Shutdown
@@ -176,10 +177,13 @@ func (n *Node) open() (bool, error) {
 		}
 		n.log.Info("bootstrapped raft cluster", "peers", len(cfg.Peers))
 	}
-	r, err := raft.NewRaft(rc, n.sm, cache, bolt, snaps, noHeartbeatFastPath{n.trans})
+	n.notify = newCommitNotifier(noHeartbeatFastPath{n.trans}, cfg.HeartbeatTimeout, !cfg.noCommitNotify)
+	trans := notifyingTransport{noHeartbeatFastPath{n.trans}, n.notify}
+	r, err := raft.NewRaft(rc, commitHookFSM{n.sm, n.notify.notifyCommit}, cache, bolt, snaps, trans)
 	if err != nil {
 		return false, fmt.Errorf("raftnode: start raft: %w", err)
 	}
+	n.notify.setRaft(r)
 	n.raft = r
 	n.log.Info("raft started", "raft_addr", cfg.RaftAdvertise, "http_addr", cfg.HTTPAdvertise, "existing_state", existing)
 	return existing, nil
@@ -189,6 +193,9 @@ func (n *Node) open() (bool, error) {
 // itself on Shutdown).
 func (n *Node) closeStorage() {
 	if n.raft == nil && n.trans != nil {
+		if n.notify != nil {
+			n.notify.close()
+		}
 		_ = n.trans.Close()
 	}
 	if n.bolt != nil {

@@ -60,3 +60,23 @@ func TestNoHeartbeatFastPath_HeartbeatsGoThroughConsumer(t *testing.T) {
 		t.Fatalf("heartbeat not answered by the consumer: %+v", resp)
 	}
 }
+
+// The transport Raft gets, with the commit notifier, keeps the optional interfaces.
+func TestNotifyingTransport_KeepsOptionalInterfaces(t *testing.T) {
+	inner, err := raft.NewTCPTransport("127.0.0.1:0", nil, 2, time.Second, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := noHeartbeatFastPath{inner}
+	var wrapped raft.Transport = notifyingTransport{base, newCommitNotifier(base, time.Second, true)}
+	if _, ok := wrapped.(raft.WithPreVote); !ok {
+		t.Fatal("wrapper lost pre-vote support")
+	}
+	closer, ok := wrapped.(raft.WithClose)
+	if !ok {
+		t.Fatal("wrapper lost Close")
+	}
+	if err := closer.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
