@@ -9,6 +9,8 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/internal/prom"
 )
 
@@ -77,7 +79,10 @@ func (m *Metrics) Middleware(next http.Handler) http.Handler {
 			}
 			method := methodLabel(r.Method)
 			m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
-			m.latency.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
+			// A watch stream lasts as long as its client stays: its duration is not a latency.
+			if ww.Header().Get("Content-Type") != api.MediaEventStream {
+				m.latency.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
+			}
 		}()
 		next.ServeHTTP(ww, r)
 	})
