@@ -17,6 +17,7 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/vo"
 
 	rmodel "github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/nacos"
 )
 
 // sdkConfig is the configuration a nacos-sdk-go v1 application would use against addr.
@@ -87,7 +88,7 @@ func TestNacosSDK_PersistentInstances(t *testing.T) {
 		}
 	}
 	svc, err := client.GetService(vo.GetServiceParam{ServiceName: "orders", GroupName: "g1"})
-	if err != nil || svc.Name != "g1@@orders" || len(svc.Hosts) != 2 || svc.CacheMillis != 1000 {
+	if err != nil || svc.Name != "g1@@orders" || len(svc.Hosts) != 2 || svc.CacheMillis != nacos.NacosPushCacheMillis {
 		t.Fatalf("GetService: %v %+v", err, svc)
 	}
 	list, err := client.GetAllServicesInfo(vo.GetAllServiceInfoParam{GroupName: "g1", PageNo: 1, PageSize: 10})
@@ -107,7 +108,7 @@ func TestNacosSDK_PersistentInstances(t *testing.T) {
 		t.Fatalf("ephemeral registration moved the Raft log from %d to %d", before, after)
 	}
 
-	// Subscribe, then see a change: the SDK polls every cacheMillis.
+	// Subscribe, then see a change (pushed; TestNacosSDK_PushBeforeAnyPoll checks how).
 	changes := make(chan []model.SubscribeService, 16)
 	err = client.Subscribe(&vo.SubscribeParam{ServiceName: "orders", GroupName: "g1",
 		SubscribeCallback: func(services []model.SubscribeService, err error) {
