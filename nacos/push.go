@@ -38,10 +38,13 @@ const (
 	// receives pushes: Nacos's defaultPushCacheMillis. Its poll then only repairs lost
 	// pushes.
 	NacosPushCacheMillis = 10000
-	// DefaultPushSubscriberTTL is how long a subscriber is kept after its last query.
-	// Nacos drops a client 10 s (defaultPushCacheMillis) after its last query, which is
-	// as long as the client waits between two queries: a client whose poll comes a
-	// moment late misses pushes. Roster keeps it for three poll periods.
+	// DefaultPushSubscriberTTL is how long a subscriber is kept after its last query or
+	// acknowledged push. Nacos drops a client 10 s (defaultPushCacheMillis) after its
+	// last query, which is as long as the client waits between two queries, so a client
+	// whose poll comes a moment late misses pushes; and nacos-sdk-go v1 postpones its
+	// poll after every push, so while its service changes more often than every 10 s it
+	// does not query at all. Roster counts acknowledged pushes as signs of life and keeps
+	// a subscriber for three poll periods.
 	DefaultPushSubscriberTTL = 3 * NacosPushCacheMillis * time.Millisecond
 	// DefaultPushRetryInterval is how long an unacknowledged push waits before it is sent
 	// again (Nacos: 10 s).
@@ -141,7 +144,8 @@ type pushSub struct {
 	agent, app  string
 	healthyOnly bool
 	maxDatagram int
-	lastQuery   time.Time
+	// lastSeen is the time of the last query or acknowledged push.
+	lastSeen time.Time
 	// known is the index of the newest state the client has been answered or pushed,
 	// and knownFound whether the service existed in it (knownUnsure: not known, as for
 	// an answer the leader gave, which is taken for the state at that index). A state
@@ -297,7 +301,7 @@ func (p *pusher) subscribe(q pushQuery) (sub *pushSub, ok bool) {
 	key := subKey{service: q.service, clusters: q.clusters, addr: q.addr}
 	p.mu.Lock()
 	if s := p.subs[key]; s != nil && !p.closed {
-		s.lastQuery, s.agent, s.app, s.healthyOnly = now, q.agent, q.app, q.healthyOnly
+		s.lastSeen, s.agent, s.app, s.healthyOnly = now, q.agent, q.app, q.healthyOnly
 		s.maxDatagram = maxDatagramFor(q.agent)
 		p.mu.Unlock()
 		return s, true
@@ -316,7 +320,7 @@ func (p *pusher) subscribe(q pushQuery) (sub *pushSub, ok bool) {
 		return nil, false
 	}
 	if s := p.subs[key]; s != nil { // recorded meanwhile by a concurrent query
-		s.lastQuery = now
+		s.lastSeen = now
 		return s, true
 	}
 	if len(p.subs) >= p.opts.MaxSubscribers {
@@ -341,7 +345,7 @@ func (p *pusher) subscribe(q pushQuery) (sub *pushSub, ok bool) {
 	}
 	s := &pushSub{
 		key: key, agent: q.agent, app: q.app, healthyOnly: q.healthyOnly,
-		maxDatagram: maxDatagramFor(q.agent), lastQuery: now, known: known, knownFound: knownFound,
+		maxDatagram: maxDatagramFor(q.agent), lastSeen: now, known: known, knownFound: knownFound,
 	}
 	p.subs[key] = s
 	w.subs[key] = s
@@ -414,7 +418,7 @@ func (p *pusher) count() int {
 }
 
 func (p *pusher) expired(s *pushSub, now time.Time) bool {
-	return now.Sub(s.lastQuery) > p.opts.TTL
+	return now.Sub(s.lastSeen) > p.opts.TTL
 }
 
 // removeLocked forgets s; the service's watch ends with its last subscriber.
@@ -712,6 +716,7 @@ func (p *pusher) readAcks() {
 			took = now.Sub(s.inflight.first)
 			s.inflight = nil
 			s.pollOnly = false
+			s.lastSeen = now
 		}
 		p.mu.Unlock()
 		if s == nil {

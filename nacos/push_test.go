@@ -486,6 +486,29 @@ func TestPush_SubscriberExpires(t *testing.T) {
 	}
 }
 
+// TestPush_AcknowledgedPushesKeepASubscriber checks that an acknowledged push renews a
+// subscriber as a query does: nacos-sdk-go v1 does not query while pushes keep coming.
+func TestPush_AcknowledgedPushesKeepASubscriber(t *testing.T) {
+	ttl := 30 * time.Second
+	e := newPushEnv(t, pushOptions{TTL: ttl})
+	acking, silent := newPushClient(t, "127.0.0.1"), newPushClient(t, "127.0.0.1")
+	e.subscribe(acking, goAgent)
+	e.subscribe(silent, goAgent)
+	e.advance(20 * time.Second)
+	e.register(8080, nil)
+	acking.ack(acking.next())
+	silent.next()
+	wait.For(t, 10*time.Second, "the ack", func() bool { return e.counter("acked") == 1 })
+	e.advance(20 * time.Second) // 40 s after both queries, 20 s after the ack
+	if subs := e.p.subscribers(pushKey); len(subs) != 1 || subs[0].AddrStr != acking.addr().String() {
+		t.Fatalf("subscribers %+v, want only the one that acknowledged", subs)
+	}
+	e.advance(ttl/2 + time.Second) // beyond the TTL after the ack
+	if n := e.p.count(); n != 0 {
+		t.Fatalf("%d subscribers", n)
+	}
+}
+
 func TestPush_SubscriberLimit(t *testing.T) {
 	e := newPushEnv(t, pushOptions{MaxSubscribers: 2})
 	for i := range 2 {
