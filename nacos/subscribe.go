@@ -19,7 +19,8 @@ type pushCacheKey struct{}
 
 // nacosPushRoute records the client of a v1 instance-list query for UDP pushes (or
 // renews it) before the read is served here or forwarded, as Nacos's doSrvIPXT does:
-// when udpPort is 1..65535 and the User-Agent names a client Nacos pushes to. Pushes go
+// when udpPort is 1..65535 and the agent (User-Agent, else Client-Version) names a
+// client Nacos pushes to. Pushes go
 // to the query's source IP at udpPort, never to clientIP. An absent or 0 udpPort asks
 // for no push (the Nacos 1.x Java client sends 0 for reads without a subscription); any
 // other value outside 1..65535 is a 400. Parameters the list refuses are left to it.
@@ -44,7 +45,8 @@ func (s *handler) nacosPushRoute(next http.Handler) http.Handler {
 			return
 		}
 		r.Header.Del(headerNacosPush)
-		if port == 0 || s.push == nil || !pushAgent(r.UserAgent()) {
+		agent := nacosAgent(r)
+		if port == 0 || s.push == nil || !pushAgent(agent) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -65,7 +67,7 @@ func (s *handler) nacosPushRoute(next http.Handler) http.Handler {
 		}
 		sub, ok := s.push.subscribe(pushQuery{
 			service: key, clusters: p.str("clusters"), healthyOnly: healthyOnly, addr: addr,
-			agent: r.UserAgent(), app: p.str("app"),
+			agent: agent, app: p.str("app"),
 		})
 		if !ok {
 			next.ServeHTTP(w, r)
@@ -81,6 +83,15 @@ func (s *handler) nacosPushRoute(next http.Handler) http.Handler {
 			s.push.answered(sub, idx)
 		}
 	})
+}
+
+// nacosAgent is the client's agent as Nacos reads it (WebUtils.getUserAgent): the
+// User-Agent header, else Client-Version.
+func nacosAgent(r *http.Request) string {
+	if ua := r.UserAgent(); ua != "" {
+		return ua
+	}
+	return r.Header.Get("Client-Version")
 }
 
 // nacosUDPPort reads udpPort: 0 when absent or 0 (no push), else 1..65535.

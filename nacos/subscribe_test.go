@@ -241,11 +241,23 @@ func TestNacosPush_BadInput(t *testing.T) {
 	if n := a.push.count(); n != 0 {
 		t.Fatalf("%d subscribers recorded, want none: %+v", n, a.push.subscribers(model.ServiceKey{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders"}))
 	}
+	// Nacos reads the agent from Client-Version when there is no User-Agent.
+	req, _ := http.NewRequest(http.MethodGet, base+"&udpPort="+port, nil)
+	req.Header.Set("User-Agent", "")
+	req.Header.Set("Client-Version", "Nacos-Java-Client:v1.4.2")
+	hr, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = hr.Body.Close()
+	if subs := a.subscribers(t, "serviceName=orders"); subs.Count != 1 || subs.Subscribers[0].Agent != "Nacos-Java-Client:v1.4.2" {
+		t.Fatalf("a client named by Client-Version: %+v", subs)
+	}
 	// A client cannot ask for the push cacheMillis without being recorded.
-	req, _ := http.NewRequest(http.MethodGet, base, nil)
+	req, _ = http.NewRequest(http.MethodGet, base, nil)
 	req.Header.Set(headerNacosPush, "1")
 	req.Header.Set("User-Agent", goAgent)
-	hr, err := http.DefaultClient.Do(req)
+	hr, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
