@@ -10,11 +10,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fanout"
@@ -50,8 +52,8 @@ type Node interface {
 
 var _ Node = (*raftnode.Node)(nil)
 
-// Config configures the Nacos API handler. Every field but Logger, MaxBodyBytes and
-// MaxWait is required.
+// Config configures the Nacos API handler. NodeID, Store, Node, Registry, Forwarder and
+// Metrics are required.
 type Config struct {
 	NodeID    string
 	Store     Reader
@@ -66,9 +68,31 @@ type Config struct {
 	MaxWait time.Duration
 	// RequestTimeout bounds the operator routes' calls to the Raft node (default 10s).
 	RequestTimeout time.Duration
-	// Watch is the node's change fan-out, which drives pushes to subscribed clients;
-	// nil pushes nothing.
+	// Watch is the node's change fan-out, which drives the UDP pushes to Nacos 1.x
+	// clients; nil pushes nothing. The pusher stops when the hub closes.
 	Watch *fanout.Hub
+	// PushAddr is the UDP address the push socket binds: pushes are sent from it and
+	// acknowledged to it (default ":0": every interface, a port the system picks).
+	// PushAddrFor derives it from the HTTP listener's address.
+	PushAddr string
+	// PushMaxSubscribers caps the subscribers this node records (default
+	// DefaultPushMaxSubscribers).
+	PushMaxSubscribers int
+	// Registerer receives the push metrics; nil registers none.
+	Registerer prometheus.Registerer
+
+	// push overrides the pusher's options in tests.
+	push pushOptions
+}
+
+// PushAddrFor is the push socket address matching an HTTP listener's address: the same
+// host, a port the system picks.
+func PushAddrFor(httpAddr string) string {
+	host, _, err := net.SplitHostPort(httpAddr)
+	if err != nil {
+		return ""
+	}
+	return net.JoinHostPort(host, "0")
 }
 
 // handler is the http.Handler New returns.
@@ -82,6 +106,8 @@ type handler struct {
 	metrics *httpx.Metrics
 	log     *slog.Logger
 	mux     *chi.Mux
+	// push records subscribers and pushes them changes; nil without Config.Watch.
+	push *pusher
 }
 
 // New returns the handler of the /nacos routes.
@@ -107,6 +133,21 @@ func New(cfg Config) (http.Handler, error) {
 	s := &handler{
 		cfg: cfg, id: cfg.NodeID, store: cfg.Store, node: cfg.Node, reg: cfg.Registry,
 		fwd: cfg.Forwarder, metrics: cfg.Metrics, log: cfg.Logger.With("component", "nacos"),
+	}
+	if cfg.Watch != nil {
+		opts := cfg.push
+		if opts.Addr == "" {
+			opts.Addr = cfg.PushAddr
+		}
+		if opts.MaxSubscribers == 0 {
+			opts.MaxSubscribers = cfg.PushMaxSubscribers
+		}
+		opts.Registerer, opts.Logger = cfg.Registerer, s.log
+		var err error
+		if s.push, err = newPusher(cfg.Watch, cfg.Store, opts); err != nil {
+			return nil, err
+		}
+		s.log.Info("nacos push socket", "addr", s.push.LocalAddr().String())
 	}
 	s.mux = s.routes()
 	return s, nil

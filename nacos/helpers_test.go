@@ -288,6 +288,12 @@ func (n *testNode) LeaderRead(context.Context) error {
 // node takes for the leader (itself when nil).
 func newTestAPI(t *testing.T, id string, leader *model.Member) (http.Handler, *store.Store, *testNode) {
 	t.Helper()
+	return newTestAPIWith(t, id, leader, nil)
+}
+
+// newTestAPIWith is newTestAPI with configure (nil: none) adjusting the configuration.
+func newTestAPIWith(t *testing.T, id string, leader *model.Member, configure func(*store.Store, *Config)) (http.Handler, *store.Store, *testNode) {
+	t.Helper()
 	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"), store.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
@@ -311,8 +317,12 @@ func newTestAPI(t *testing.T, id string, leader *model.Member) (http.Handler, *s
 		t.Fatal(err)
 	}
 	t.Cleanup(fwd.CloseIdleConnections)
-	h, err := New(Config{NodeID: id, Store: st, Node: node, Registry: reg, Forwarder: fwd, Metrics: met,
-		Logger: slog.New(slog.DiscardHandler)})
+	cfg := Config{NodeID: id, Store: st, Node: node, Registry: reg, Forwarder: fwd, Metrics: met,
+		Logger: slog.New(slog.DiscardHandler)}
+	if configure != nil {
+		configure(st, &cfg)
+	}
+	h, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

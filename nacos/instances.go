@@ -196,6 +196,7 @@ func (s *handler) nacosGetInstance(w http.ResponseWriter, r *http.Request, p nac
 // nacosListInstances serves GET .../instance/list: the enabled instances of the service
 // (of the clusters given by v1's clusters or v2's clusterName), with Nacos's protect
 // threshold behaviour (nacosSelect). An unknown service is an empty list, not an error.
+// A v1 client recorded for pushes (nacosPushRoute) is answered NacosPushCacheMillis.
 func (s *handler) nacosListInstances(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	key, err := nacosServiceKey(p)
 	if err != nil {
@@ -224,7 +225,7 @@ func (s *handler) nacosListInstances(w http.ResponseWriter, r *http.Request, p n
 	if err != nil {
 		return nil, err
 	}
-	return nacosServiceInfoFor(key, view, found, clusters, healthyOnly, time.Now()), nil
+	return nacosServiceInfoFor(key, view, found, clusters, healthyOnly, listCacheMillis(r), time.Now()), nil
 }
 
 // nacosSetHealth serves PUT .../health/instance (and .../health): set an instance's

@@ -11,13 +11,13 @@ import (
 	"github.com/rosterhq/roster/store"
 )
 
-// NacosCacheMillis is the cacheMillis every Nacos instance list carries, and the
-// defaultCacheMillis switch. Nacos SDKs re-query a subscribed service once its cached
-// list is older than cacheMillis (nacos-sdk-go v1 checks every second). Nacos answers
-// 3000 ms, or 10000 ms to clients it pushes changes to over UDP; Roster never pushes,
-// so polling is the only way a client learns of a change: 1000 ms bounds that delay
-// to about two seconds, at the cost of one leader-local read (no quorum round trip) per
-// subscribed service per client per second.
+// NacosCacheMillis is the cacheMillis of an instance list answered to a client that
+// receives no pushes, and the defaultCacheMillis switch. Nacos SDKs re-query a
+// subscribed service once its cached list is older than cacheMillis (nacos-sdk-go v1
+// checks every second). Nacos answers 3000 ms; for a client that learns of changes only
+// by polling, Roster's 1000 ms bounds that delay to about two seconds, at the cost of one
+// leader-local read (no quorum round trip) per subscribed service per client per
+// second. Clients that receive UDP pushes are answered NacosPushCacheMillis.
 const NacosCacheMillis = 1000
 
 // Values Nacos reports for heartbeat-based instances. Roster's instances are persistent
@@ -142,15 +142,16 @@ func toNacosHost(in model.Instance) nacosHost {
 	}
 }
 
-// nacosServiceInfoFor builds an instance list. clusters is echoed as the client sent
-// it: nacos-sdk-go keys its cache by name and clusters. found is false for a service
-// that does not exist, which Nacos answers with an empty list, not an error.
-func nacosServiceInfoFor(key model.ServiceKey, view store.ServiceView, found bool, clusters string, healthyOnly bool, now time.Time) nacosServiceInfo {
+// nacosServiceInfoFor builds an instance list, as GET .../instance/list answers it and
+// as a push carries it. clusters is echoed as the client sent it: nacos-sdk-go keys its
+// cache by name and clusters. found is false for a service that does not exist, which
+// Nacos answers with an empty list, not an error.
+func nacosServiceInfoFor(key model.ServiceKey, view store.ServiceView, found bool, clusters string, healthyOnly bool, cacheMillis int64, now time.Time) nacosServiceInfo {
 	info := nacosServiceInfo{
 		Name:        key.GroupedName(),
 		GroupName:   key.Group,
 		Clusters:    clusters,
-		CacheMillis: NacosCacheMillis,
+		CacheMillis: cacheMillis,
 		Hosts:       []nacosHost{},
 		LastRefTime: now.UnixMilli(),
 		Valid:       true,

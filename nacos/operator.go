@@ -15,7 +15,8 @@ const nacosSwitchDomainName = "00-00---000-NACOS_SWITCH_DOMAIN-000---00-00"
 
 // nacosSwitches is the body of GET .../operator/switches: the Nacos switches whose
 // values describe Roster truthfully. Switches about mechanisms Roster does not have
-// (Distro, UDP push versions, adaptive check timing) are left out.
+// (Distro, adaptive check timing) or cannot change (the client versions pushed to) are
+// left out.
 type nacosSwitches struct {
 	Name                         string         `json:"name"`
 	Masters                      []string       `json:"masters"`
@@ -42,16 +43,22 @@ type nacosSwitches struct {
 
 // nacosGetSwitches serves GET .../operator/switches. Roster's switches are fixed by its
 // design: instances are persistent (defaultInstanceEphemeral=false), the leader probes
-// them (healthCheckEnabled=true), nothing is pushed (pushEnabled=false: clients poll,
-// and both cache times are NacosCacheMillis), checkTimes is the default fall count and
-// authentication is not enforced.
+// them (healthCheckEnabled=true), v1 clients receive UDP pushes when the node has a
+// fan-out (pushEnabled; defaultPushCacheMillis is then NacosPushCacheMillis, else
+// NacosCacheMillis: without pushes clients poll), checkTimes is the default fall count
+// and authentication is not enforced.
 func (s *handler) nacosGetSwitches(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
+	pushCache := int64(NacosCacheMillis)
+	if s.push != nil {
+		pushCache = NacosPushCacheMillis
+	}
 	return nacosSwitches{
 		Name:                     nacosSwitchDomainName,
 		AdWeightMap:              map[string]int{},
-		DefaultPushCacheMillis:   NacosCacheMillis,
+		DefaultPushCacheMillis:   pushCache,
 		DefaultCacheMillis:       NacosCacheMillis,
 		HealthCheckEnabled:       true,
+		PushEnabled:              s.push != nil,
 		CheckTimes:               model.DefaultFall,
 		IncrementalList:          []string{},
 		LimitedURLMap:            map[string]int{},

@@ -31,11 +31,16 @@ func (s *handler) routes() *chi.Mux {
 	r.NotFound(s.nacosNotFound)
 	r.MethodNotAllowed(httpx.MethodNotAllowed(r, fail))
 
+	// A v1 instance list records its client for UDP pushes on the node that received it,
+	// before the read is forwarded.
+	r.With(s.nacosReadRouteWith(s.nacosPushRoute)).Get("/nacos/v1/ns/instance/list", s.nacos(nacosInstance, s.nacosListInstances))
+	r.With(s.nacosReadRoute).Get("/nacos/v2/ns/instance/list", s.nacos(nacosInstance, s.nacosListInstances))
+	// This node's subscribers: answered here, never forwarded.
+	r.Get("/nacos/v1/ns/service/subscribers", s.nacos(nacosService, s.nacosSubscribers))
 	for _, base := range []string{"/nacos/v1/ns", "/nacos/v2/ns"} {
 		r.Group(func(r chi.Router) {
 			r.Use(s.nacosReadRoute)
 			r.Get(base+"/instance", s.nacos(nacosInstance, s.nacosGetInstance))
-			r.Get(base+"/instance/list", s.nacos(nacosInstance, s.nacosListInstances))
 			r.Get(base+"/service", s.nacos(nacosService, s.nacosGetService))
 			r.Get(base+"/service/list", s.nacos(nacosService, s.nacosListServices))
 		})
@@ -97,22 +102,36 @@ func (s *handler) nacos(res nacosResource, fn nacosHandlerFunc) http.HandlerFunc
 // them nothing they expect; leader-local reads still see every write the leader has
 // acknowledged. ?consistency=stale serves a poll from any node.
 func (s *handler) nacosReadRoute(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		o, err := httpx.ParseReadOptions(r, api.ConsistencyLinearizable, s.cfg.MaxWait)
-		if err != nil {
-			s.writeNacosError(w, r, err, nacosOther)
-			return
+	return s.nacosReadRouteWith(nil)(next)
+}
+
+// nacosReadRouteWith is nacosReadRoute with before (nil: none) run on this node once
+// the read options are valid, around the decision to serve the read here or at the
+// leader.
+func (s *handler) nacosReadRouteWith(before func(http.Handler) http.Handler) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		var serve http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if o := httpx.ReadOptionsOf(r, httpx.ReadOptions{}); o.Mode == api.ConsistencyStale || s.node.IsLeader() {
+				next.ServeHTTP(w, r)
+				return
+			}
+			s.fwd.Forward(w, r, next, func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, nacosOther) })
+		})
+		if before != nil {
+			serve = before(serve)
 		}
-		if !r.URL.Query().Has("consistency") {
-			o.Mode = api.ConsistencyLeader
-		}
-		r = httpx.WithReadOptions(r, o)
-		if o.Mode == api.ConsistencyStale || s.node.IsLeader() {
-			next.ServeHTTP(w, r)
-			return
-		}
-		s.fwd.Forward(w, r, next, func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, nacosOther) })
-	})
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			o, err := httpx.ParseReadOptions(r, api.ConsistencyLinearizable, s.cfg.MaxWait)
+			if err != nil {
+				s.writeNacosError(w, r, err, nacosOther)
+				return
+			}
+			if !r.URL.Query().Has("consistency") {
+				o.Mode = api.ConsistencyLeader
+			}
+			serve.ServeHTTP(w, httpx.WithReadOptions(r, o))
+		})
+	}
 }
 
 // nacosNotFound answers a /nacos path Roster does not serve.

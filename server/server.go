@@ -503,6 +503,7 @@ func (s *Server) newAPI(cfg Config) (http.Handler, error) {
 	nacosAPI, err := nacos.New(nacos.Config{
 		NodeID: cfg.NodeID, Store: s.store, Node: s.node, Registry: s.registry,
 		Forwarder: s.fwd, Metrics: httpMetrics, Logger: s.log, Watch: s.hub,
+		Registerer: s.metrics, PushAddr: nacos.PushAddrFor(s.httpAddr),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("nacos api: %w", err)

@@ -2,9 +2,11 @@ package nacostest
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,9 +16,11 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/common/http_agent"
 	"github.com/nacos-group/nacos-sdk-go/common/security"
 	"github.com/nacos-group/nacos-sdk-go/model"
+	"github.com/nacos-group/nacos-sdk-go/util"
 	"github.com/nacos-group/nacos-sdk-go/vo"
 
 	rmodel "github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/nacos"
 )
 
 // sdkConfig is the configuration a nacos-sdk-go v1 application would use against addr.
@@ -87,7 +91,7 @@ func TestNacosSDK_PersistentInstances(t *testing.T) {
 		}
 	}
 	svc, err := client.GetService(vo.GetServiceParam{ServiceName: "orders", GroupName: "g1"})
-	if err != nil || svc.Name != "g1@@orders" || len(svc.Hosts) != 2 || svc.CacheMillis != 1000 {
+	if err != nil || svc.Name != "g1@@orders" || len(svc.Hosts) != 2 || svc.CacheMillis != nacos.NacosPushCacheMillis {
 		t.Fatalf("GetService: %v %+v", err, svc)
 	}
 	list, err := client.GetAllServicesInfo(vo.GetAllServiceInfoParam{GroupName: "g1", PageNo: 1, PageSize: 10})
@@ -107,7 +111,7 @@ func TestNacosSDK_PersistentInstances(t *testing.T) {
 		t.Fatalf("ephemeral registration moved the Raft log from %d to %d", before, after)
 	}
 
-	// Subscribe, then see a change: the SDK polls every cacheMillis.
+	// Subscribe, then see a change (pushed; TestNacosSDK_PushBeforeAnyPoll checks how).
 	changes := make(chan []model.SubscribeService, 16)
 	err = client.Subscribe(&vo.SubscribeParam{ServiceName: "orders", GroupName: "g1",
 		SubscribeCallback: func(services []model.SubscribeService, err error) {
@@ -228,5 +232,141 @@ func TestNacosSDK_LoginAndHealth(t *testing.T) {
 	}
 	if !proxy.ServerHealthy() {
 		t.Fatal("the SDK finds the server unhealthy")
+	}
+}
+
+// metric sums the samples of a Prometheus metric on a node's /metrics whose labels
+// include every one of labels (`name="value"`).
+func metric(t *testing.T, httpAddr, name string, labels ...string) float64 {
+	t.Helper()
+	r := call(t, "GET", "http://"+httpAddr+"/metrics", "")
+	sum := 0.0
+	for _, line := range strings.Split(r.body, "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			ok = ok && strings.Contains(line, l)
+		}
+		if !ok {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			t.Fatalf("metric line %q: %v", line, err)
+		}
+		sum += v
+	}
+	return sum
+}
+
+// listQueries is how many instance-list queries a node has served (or forwarded).
+func listQueries(t *testing.T, httpAddr string) float64 {
+	t.Helper()
+	return metric(t, httpAddr, "roster_http_requests_total", `route="/nacos/v1/ns/instance/list"`)
+}
+
+// TestNacosSDK_PushBeforeAnyPoll subscribes the real nacos-sdk-go v1 client through a
+// follower and through the leader of a 3-node cluster and deregisters an instance: each
+// SDK's cache and callback see the change with no instance-list query served in
+// between, so it came by UDP push (the SDK, answered cacheMillis 10000, polls only ten
+// seconds after its last update). The subscribers are recorded on the node each SDK
+// talks to, at the loopback address it queried from, not at the LAN address the SDK
+// names as its clientIP.
+func TestNacosSDK_PushBeforeAnyPoll(t *testing.T) {
+	c, leader := newCluster(t, 3)
+	follower := c.Followers()[0]
+	leaderAddr, followerAddr := c.Nodes[leader].HTTPAddr, c.Nodes[follower].HTTPAddr
+	b1, b2 := newBackend(t), newBackend(t)
+	for _, b := range []backend{b1, b2} {
+		form := "serviceName=orders&groupName=g1&ip=127.0.0.1&ephemeral=false&port=" + strconv.Itoa(b.port)
+		if r := call(t, "POST", "http://"+leaderAddr+"/nacos/v1/ns/instance", form); r.body != "ok" {
+			t.Fatalf("register: %d %s", r.status, r.body)
+		}
+	}
+
+	type sdk struct {
+		name    string
+		addr    string
+		client  naming_client.INamingClient
+		changes chan []model.SubscribeService
+	}
+	sdks := []*sdk{{name: "via the follower", addr: followerAddr}, {name: "via the leader", addr: leaderAddr}}
+	for _, s := range sdks {
+		cc, sc := sdkConfig(t, s.addr, t.TempDir(), t.TempDir())
+		var err error
+		if s.client, err = clients.CreateNamingClient(map[string]interface{}{
+			constant.KEY_CLIENT_CONFIG: cc, constant.KEY_SERVER_CONFIGS: sc,
+		}); err != nil {
+			t.Fatal(err)
+		}
+		s.changes = make(chan []model.SubscribeService, 16)
+		ch := s.changes
+		if err := s.client.Subscribe(&vo.SubscribeParam{ServiceName: "orders", GroupName: "g1",
+			SubscribeCallback: func(services []model.SubscribeService, err error) {
+				if err == nil {
+					ch <- services
+				}
+			}}); err != nil {
+			t.Fatalf("%s: Subscribe: %v", s.name, err)
+		}
+		if got := <-s.changes; len(got) != 2 { // the first callback comes within Subscribe
+			t.Fatalf("%s: first callback %+v", s.name, got)
+		}
+	}
+	before := map[string]float64{leaderAddr: listQueries(t, leaderAddr), followerAddr: listQueries(t, followerAddr)}
+
+	form := "serviceName=orders&groupName=g1&ip=127.0.0.1&ephemeral=false&port=" + strconv.Itoa(b2.port)
+	if r := call(t, "DELETE", "http://"+leaderAddr+"/nacos/v1/ns/instance", form); r.body != "ok" {
+		t.Fatalf("deregister: %d %s", r.status, r.body)
+	}
+	for _, s := range sdks {
+		deadline := time.After(30 * time.Second)
+		for seen := false; !seen; {
+			select {
+			case got := <-s.changes:
+				seen = len(got) == 1 && got[0].Port == uint64(b1.port)
+			case <-deadline:
+				t.Fatalf("%s: the SDK saw no change within 30s", s.name)
+			}
+		}
+		svc, err := s.client.GetService(vo.GetServiceParam{ServiceName: "orders", GroupName: "g1"})
+		if err != nil || len(svc.Hosts) != 1 || svc.CacheMillis != nacos.NacosPushCacheMillis {
+			t.Fatalf("%s: the SDK's cache: %v %+v", s.name, err, svc)
+		}
+	}
+	for addr, n := range before {
+		if after := listQueries(t, addr); after != n {
+			t.Fatalf("node %s served %v instance-list queries between the change and the SDKs seeing it: a poll, not a push",
+				addr, after-n)
+		}
+	}
+
+	for _, tt := range []struct {
+		name, addr string
+	}{{"follower", followerAddr}, {"leader", leaderAddr}} {
+		if acked := metric(t, tt.addr, "roster_nacos_push_acked_total"); acked < 1 {
+			t.Errorf("%s: %v pushes acknowledged", tt.name, acked)
+		}
+		r := call(t, "GET", "http://"+tt.addr+"/nacos/v1/ns/service/subscribers?serviceName=orders&groupName=g1", "")
+		var subs struct {
+			Count       int `json:"count"`
+			Subscribers []struct {
+				AddrStr, Agent, IP, ServiceName string
+			} `json:"subscribers"`
+		}
+		if err := json.Unmarshal([]byte(r.body), &subs); err != nil {
+			t.Fatalf("%s subscribers %q: %v", tt.name, r.body, err)
+		}
+		// Each node records the one SDK that queries it directly, never the forwarded one.
+		if subs.Count != 1 || subs.Subscribers[0].IP != "127.0.0.1" || !strings.HasPrefix(subs.Subscribers[0].AddrStr, "127.0.0.1:") ||
+			subs.Subscribers[0].Agent != constant.CLIENT_VERSION || subs.Subscribers[0].ServiceName != "g1@@orders" {
+			t.Errorf("%s: subscribers %s", tt.name, r.body)
+		}
+		if lan := util.LocalIP(); lan != "" && strings.Contains(r.body, `"`+lan) {
+			t.Errorf("%s: the SDK's clientIP %s was recorded as a push address: %s", tt.name, lan, r.body)
+		}
 	}
 }

@@ -1,0 +1,454 @@
+package nacos
+
+import (
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/fanout"
+	"github.com/rosterhq/roster/internal/clock"
+	"github.com/rosterhq/roster/internal/wait"
+	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/store"
+)
+
+// pushAPI is a Nacos API with UDP pushes, served over HTTP on 127.0.0.1 so that
+// queries have a loopback source address.
+type pushAPI struct {
+	h     http.Handler
+	st    *store.Store
+	node  *testNode
+	push  *pusher
+	conn  *guardConn
+	url   string
+	clock *clock.Manual
+	ticks chan time.Time
+}
+
+// newPushAPI is the API of node id (leader nil: it leads) with pushes; a manual clock
+// is used when manual is set.
+func newPushAPI(t *testing.T, id string, leader *model.Member, opts pushOptions, manual bool) *pushAPI {
+	t.Helper()
+	a := &pushAPI{conn: newGuardConn(t), ticks: make(chan time.Time, 64)}
+	opts.Conn = a.conn
+	if manual {
+		a.clock = clock.NewManual(time.Unix(1_700_000_000, 0))
+		opts.Clock = a.clock
+		opts.onTick = func(now time.Time) { a.ticks <- now }
+	}
+	a.h, a.st, a.node = newTestAPIWith(t, id, leader, func(st *store.Store, cfg *Config) {
+		hub, err := fanout.New(st, fanout.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(hub.Close)
+		cfg.Watch, cfg.Registerer, cfg.push = hub, prometheus.NewRegistry(), opts
+	})
+	a.push = a.h.(*handler).push
+	t.Cleanup(a.push.close)
+	srv := httptest.NewServer(a.h)
+	t.Cleanup(srv.Close)
+	a.url = srv.URL
+	return a
+}
+
+// advance moves the manual clock and waits for the pusher's round at the new time.
+func (a *pushAPI) advance(t *testing.T, d time.Duration) {
+	t.Helper()
+	a.clock.Advance(d)
+	target := a.clock.Now()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case now := <-a.ticks:
+			if !now.Before(target) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no push round at %s within 10s", target)
+		}
+	}
+}
+
+// getAs sends a GET with the given User-Agent.
+func getAs(t *testing.T, url, agent string) response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("User-Agent", agent)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return response{Code: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// list queries the instance list as nacos-sdk-go v1 does, for a client at udpPort.
+func (a *pushAPI) list(t *testing.T, query string, udpPort int) nacosServiceInfo {
+	t.Helper()
+	resp := getAs(t, a.url+"/nacos/v1/ns/instance/list?"+query+"&udpPort="+strconv.Itoa(udpPort)+"&healthyOnly=false", goAgent)
+	if resp.Code != http.StatusOK {
+		t.Fatalf("list: %d %s", resp.Code, resp.Body)
+	}
+	var info nacosServiceInfo
+	resp.decode(t, &info)
+	return info
+}
+
+func (a *pushAPI) subscribers(t *testing.T, query string) nacosSubscribersV1 {
+	t.Helper()
+	resp := getAs(t, a.url+"/nacos/v1/ns/service/subscribers?"+query, "curl/8")
+	if resp.Code != http.StatusOK {
+		t.Fatalf("subscribers: %d %s", resp.Code, resp.Body)
+	}
+	var out nacosSubscribersV1
+	resp.decode(t, &out)
+	return out
+}
+
+func register(t *testing.T, h http.Handler, service string, port int) {
+	t.Helper()
+	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance",
+		"serviceName="+service+"&ip=127.0.0.1&ephemeral=false&port="+strconv.Itoa(port))
+}
+
+// TestNacosPush_QueryRecordsAndPushesToTheSource checks that an instance-list query
+// with udpPort records its client, is answered cacheMillis 10000, and that the next
+// change is pushed to the query's source address, not to the clientIP it names,
+// carrying what the list then answers.
+func TestNacosPush_QueryRecordsAndPushesToTheSource(t *testing.T) {
+	a := newPushAPI(t, "n1", nil, pushOptions{}, false)
+	register(t, a.h, "orders", 8080)
+	c := newPushClient(t, "127.0.0.1")
+	port := int(c.addr().Port())
+	// A socket at the address the query names as its clientIP, on the same port.
+	named, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2), Port: port})
+	if err != nil {
+		t.Skipf("cannot bind 127.0.0.2: %v", err)
+	}
+	defer named.Close()
+
+	info := a.list(t, "serviceName=DEFAULT_GROUP@@orders&groupName=DEFAULT_GROUP&clusters=&app=shop&clientIP=127.0.0.2", port)
+	if info.CacheMillis != NacosPushCacheMillis || len(info.Hosts) != 1 {
+		t.Fatalf("answer to a push client: cacheMillis %d, %d hosts", info.CacheMillis, len(info.Hosts))
+	}
+	subs := a.subscribers(t, "serviceName=orders")
+	want := pushSubscriber{AddrStr: "127.0.0.1:" + strconv.Itoa(port), Agent: goAgent, App: "shop", IP: "127.0.0.1",
+		NamespaceID: "public", ServiceName: "DEFAULT_GROUP@@orders"}
+	if subs.Count != 1 || len(subs.Subscribers) != 1 || subs.Subscribers[0] != want {
+		t.Fatalf("subscribers %+v, want %+v", subs, want)
+	}
+
+	register(t, a.h, "orders", 8081)
+	r := c.next()
+	c.ack(r)
+	if r.from != a.push.LocalAddr().(*net.UDPAddr).AddrPort() {
+		t.Fatalf("push from %s, want the push socket %s", r.from, a.push.LocalAddr())
+	}
+	now := a.list(t, "serviceName=DEFAULT_GROUP@@orders&groupName=DEFAULT_GROUP&clusters=&app=shop&clientIP=127.0.0.2", port)
+	r.info.LastRefTime, now.LastRefTime = 0, 0
+	if got, want := mustJSON(t, r.info), mustJSON(t, now); got != want {
+		t.Fatalf("pushed\n %s\nlist answers\n %s", got, want)
+	}
+	for _, d := range a.push.conn.(*guardConn).destinations() {
+		if d != c.addr() {
+			t.Fatalf("a packet went to %s; only %s may be pushed to", d, c.addr())
+		}
+	}
+	if err := named.SetReadDeadline(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err := named.ReadFromUDP(make([]byte, 64)); err == nil {
+		t.Fatalf("%d bytes arrived at the clientIP the query named", n)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestNacosPush_BadInput checks udpPort's validation and the queries that record no
+// subscriber: no udpPort or 0, a client Nacos does not push to, a refused query.
+func TestNacosPush_BadInput(t *testing.T) {
+	a := newPushAPI(t, "n1", nil, pushOptions{}, false)
+	register(t, a.h, "orders", 8080)
+	c := newPushClient(t, "127.0.0.1")
+	port := strconv.Itoa(int(c.addr().Port()))
+	base := a.url + "/nacos/v1/ns/instance/list?serviceName=orders&clientIP=127.0.0.2"
+
+	for _, bad := range []string{"70000", "65536", "-1", "abc", "1.5"} {
+		resp := getAs(t, base+"&udpPort="+bad, goAgent)
+		if resp.Code != http.StatusBadRequest || !strings.HasPrefix(string(resp.Body), "caused: ") || !strings.Contains(string(resp.Body), "udpPort") {
+			t.Errorf("udpPort=%s: %d %q, want 400 caused: ... udpPort", bad, resp.Code, resp.Body)
+		}
+	}
+	for _, tt := range []struct {
+		name, query, agent string
+		status             int
+	}{
+		{"no udpPort", "", goAgent, 200},
+		{"udpPort 0 (the Java client's reads without a subscription)", "&udpPort=0", "Nacos-Java-Client:v1.4.2", 200},
+		{"a client Nacos does not push to", "&udpPort=" + port, "curl/8.5.0", 200},
+		{"no User-Agent", "&udpPort=" + port, "", 200},
+		{"bad consistency", "&udpPort=" + port + "&consistency=bogus", goAgent, 400},
+		{"bad healthyOnly", "&udpPort=" + port + "&healthyOnly=maybe", goAgent, 400},
+	} {
+		resp := getAs(t, base+tt.query, tt.agent)
+		if resp.Code != tt.status {
+			t.Errorf("%s: %d %s", tt.name, resp.Code, resp.Body)
+			continue
+		}
+		if tt.status == 200 {
+			var info nacosServiceInfo
+			resp.decode(t, &info)
+			if info.CacheMillis != NacosCacheMillis {
+				t.Errorf("%s: cacheMillis %d, want %d", tt.name, info.CacheMillis, NacosCacheMillis)
+			}
+		}
+	}
+	resp := getAs(t, a.url+"/nacos/v1/ns/instance/list?udpPort="+port, goAgent)
+	if resp.Code != http.StatusBadRequest {
+		t.Errorf("no serviceName: %d %s", resp.Code, resp.Body)
+	}
+	// v2 lists take no udpPort: it is ignored there.
+	if resp := getAs(t, a.url+"/nacos/v2/ns/instance/list?serviceName=orders&udpPort=70000", goAgent); resp.Code != http.StatusOK {
+		t.Errorf("v2 with udpPort=70000: %d %s", resp.Code, resp.Body)
+	}
+	if resp := getAs(t, a.url+"/nacos/v2/ns/instance/list?serviceName=orders&udpPort="+port, goAgent); resp.Code != http.StatusOK {
+		t.Errorf("v2 with udpPort: %d %s", resp.Code, resp.Body)
+	}
+	if n := a.push.count(); n != 0 {
+		t.Fatalf("%d subscribers recorded, want none: %+v", n, a.push.subscribers(model.ServiceKey{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders"}))
+	}
+	// Nacos reads the agent from Client-Version when there is no User-Agent.
+	req, _ := http.NewRequest(http.MethodGet, base+"&udpPort="+port, nil)
+	req.Header.Set("User-Agent", "")
+	req.Header.Set("Client-Version", "Nacos-Java-Client:v1.4.2")
+	hr, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = hr.Body.Close()
+	if subs := a.subscribers(t, "serviceName=orders"); subs.Count != 1 || subs.Subscribers[0].Agent != "Nacos-Java-Client:v1.4.2" {
+		t.Fatalf("a client named by Client-Version: %+v", subs)
+	}
+	// A client cannot ask for the push cacheMillis without being recorded.
+	req, _ = http.NewRequest(http.MethodGet, base, nil)
+	req.Header.Set(headerNacosPush, "1")
+	req.Header.Set("User-Agent", goAgent)
+	hr, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hr.Body.Close()
+	b, _ := io.ReadAll(hr.Body)
+	if !strings.Contains(string(b), `"cacheMillis":1000,`) {
+		t.Fatalf("a query with the internal header: %s", b)
+	}
+}
+
+// TestNacosPush_FollowerRecordsAndPushesFromItsState checks that the node a client
+// queries records it and pushes from its own state, while the read is forwarded to the
+// leader, which records nothing but answers the push cacheMillis.
+func TestNacosPush_FollowerRecordsAndPushesFromItsState(t *testing.T) {
+	leader := newPushAPI(t, "n1", nil, pushOptions{}, false)
+	seedOrders(t, leader.h)
+	leaderMember := &model.Member{ID: "n1", RaftAddr: "127.0.0.1:7848", HTTPAddr: strings.TrimPrefix(leader.url, "http://")}
+	leader.node.mu.Lock()
+	leader.node.known = leaderMember
+	leader.node.mu.Unlock()
+
+	follower := newPushAPI(t, "n2", leaderMember, pushOptions{}, false)
+	follower.node.mu.Lock()
+	follower.node.leader = true
+	follower.node.mu.Unlock()
+	seedOrders(t, follower.h) // the follower's copy of the state
+	follower.node.mu.Lock()
+	follower.node.leader = false
+	follower.node.mu.Unlock()
+
+	c := newPushClient(t, "127.0.0.1")
+	resp := getAs(t, follower.url+"/nacos/v1/ns/instance/list?serviceName=orders&udpPort="+strconv.Itoa(int(c.addr().Port())), goAgent)
+	var info nacosServiceInfo
+	resp.decode(t, &info)
+	if resp.Code != http.StatusOK || resp.Header.Get(api.HeaderServedBy) != "n1" || info.CacheMillis != NacosPushCacheMillis {
+		t.Fatalf("forwarded list: %d served by %q, cacheMillis %d", resp.Code, resp.Header.Get(api.HeaderServedBy), info.CacheMillis)
+	}
+	if n := leader.subscribers(t, "serviceName=orders").Count; n != 0 {
+		t.Fatalf("the leader recorded %d subscribers of a forwarded query", n)
+	}
+	if s := follower.subscribers(t, "serviceName=orders"); s.Count != 1 || s.Subscribers[0].IP != "127.0.0.1" {
+		t.Fatalf("the follower's subscribers: %+v", s)
+	}
+	// A change the follower applies is pushed from the follower.
+	follower.node.mu.Lock()
+	follower.node.leader = true
+	follower.node.mu.Unlock()
+	register(t, follower.h, "orders", 9999)
+	r := c.next()
+	if r.from != follower.push.LocalAddr().(*net.UDPAddr).AddrPort() || len(r.info.Hosts) != 4 {
+		t.Fatalf("push from %s (follower %s, leader %s) with %d hosts", r.from, follower.push.LocalAddr(), leader.push.LocalAddr(), len(r.info.Hosts))
+	}
+	if d := leader.conn.destinations(); len(d) != 0 {
+		t.Fatalf("the leader pushed to %v", d)
+	}
+}
+
+// TestNacosPush_UnackedClientPollsAgain checks that a client whose pushes go
+// unacknowledged is answered the poll cacheMillis until a push is acknowledged.
+func TestNacosPush_UnackedClientPollsAgain(t *testing.T) {
+	a := newPushAPI(t, "n1", nil, pushOptions{Retries: 1}, true)
+	register(t, a.h, "orders", 8080)
+	c := newPushClient(t, "127.0.0.1")
+	port := int(c.addr().Port())
+	if info := a.list(t, "serviceName=orders", port); info.CacheMillis != NacosPushCacheMillis {
+		t.Fatalf("cacheMillis %d", info.CacheMillis)
+	}
+	register(t, a.h, "orders", 8081)
+	c.next()
+	a.advance(t, time.Second)
+	c.next() // the one resend
+	a.advance(t, time.Second)
+	if info := a.list(t, "serviceName=orders", port); info.CacheMillis != NacosCacheMillis {
+		t.Fatalf("after an unacknowledged push: cacheMillis %d, want %d", info.CacheMillis, NacosCacheMillis)
+	}
+	register(t, a.h, "orders", 8082)
+	c.ack(c.next())
+	wait.For(t, 10*time.Second, "the ack", func() bool { return !a.push.polling(a.push.subsOf(t)[0]) })
+	if info := a.list(t, "serviceName=orders", port); info.CacheMillis != NacosPushCacheMillis {
+		t.Fatalf("after an acknowledged push: cacheMillis %d", info.CacheMillis)
+	}
+}
+
+// subsOf lists the recorded subscribers.
+func (p *pusher) subsOf(t *testing.T) []*pushSub {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*pushSub
+	for _, s := range p.subs {
+		out = append(out, s)
+	}
+	if len(out) == 0 {
+		t.Fatal("no subscribers")
+	}
+	return out
+}
+
+// TestNacosPush_Subscribers checks the subscriber list's shape, paging and refusals.
+func TestNacosPush_Subscribers(t *testing.T) {
+	a := newPushAPI(t, "n1", nil, pushOptions{}, false)
+	register(t, a.h, "orders", 8080)
+	var ports []int
+	for range 3 {
+		c := newPushClient(t, "127.0.0.1")
+		ports = append(ports, int(c.addr().Port()))
+		a.list(t, "serviceName=orders&app=a"+strconv.Itoa(len(ports)), ports[len(ports)-1])
+	}
+	c := newPushClient(t, "127.0.0.1")
+	a.list(t, "serviceName=g1@@other", int(c.addr().Port()))
+
+	all := a.subscribers(t, "serviceName=orders")
+	if all.Count != 3 || len(all.Subscribers) != 3 {
+		t.Fatalf("subscribers %+v", all)
+	}
+	for i := 1; i < 3; i++ {
+		if all.Subscribers[i-1].AddrStr >= all.Subscribers[i].AddrStr && len(all.Subscribers[i-1].AddrStr) == len(all.Subscribers[i].AddrStr) {
+			t.Fatalf("not ordered by address: %+v", all.Subscribers)
+		}
+	}
+	for _, tt := range []struct {
+		query string
+		count int
+		page  []pushSubscriber
+	}{
+		{"serviceName=orders&pageNo=2&pageSize=2", 3, all.Subscribers[2:]},
+		{"serviceName=orders&pageNo=1&pageSize=2", 3, all.Subscribers[:2]},
+		{"serviceName=orders&pageNo=0&pageSize=1", 3, all.Subscribers[:1]},
+		{"serviceName=orders&pageNo=3&pageSize=2", 3, nil},
+		{"serviceName=orders&pageNo=9223372036854775807&pageSize=9223372036854775807", 3, nil},
+		{"serviceName=orders&pageNo=1&pageSize=9223372036854775807", 3, all.Subscribers},
+		{"serviceName=orders&pageSize=0", 3, nil},
+		{"serviceName=DEFAULT_GROUP@@orders&aggregation=false", 3, all.Subscribers},
+		{"serviceName=orders&groupName=DEFAULT_GROUP&namespaceId=public", 3, all.Subscribers},
+		{"serviceName=other&groupName=g1", 1, nil},
+		{"serviceName=orders&namespaceId=dev", 0, nil},
+		{"serviceName=nothing", 0, nil},
+	} {
+		got := a.subscribers(t, tt.query)
+		if got.Count != tt.count || got.Subscribers == nil || (tt.page != nil && mustJSON(t, got.Subscribers) != mustJSON(t, tt.page)) ||
+			(tt.page == nil && tt.count != 1 && len(got.Subscribers) != 0) {
+			t.Errorf("%s: %+v, want count %d page %+v", tt.query, got, tt.count, tt.page)
+		}
+	}
+	for _, tt := range []struct {
+		query string
+		code  int
+	}{
+		{"", http.StatusBadRequest},
+		{"serviceName=orders&pageNo=x", http.StatusBadRequest},
+		{"serviceName=orders&pageSize=1.5", http.StatusBadRequest},
+		{"serviceName=orders&aggregation=maybe", http.StatusBadRequest},
+		{"serviceName=a@@b&groupName=c", http.StatusBadRequest},
+	} {
+		if resp := getAs(t, a.url+"/nacos/v1/ns/service/subscribers?"+tt.query, "curl/8"); resp.Code != tt.code || !strings.HasPrefix(string(resp.Body), "caused: ") {
+			t.Errorf("%s: %d %s, want %d", tt.query, resp.Code, resp.Body, tt.code)
+		}
+	}
+	// Without a fan-out nothing is recorded and the list is empty.
+	h, _, _ := newStoreAPI(t)
+	resp := mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/service/subscribers?serviceName=orders", "", http.StatusOK)
+	if string(resp.Body) != `{"count":0,"subscribers":[]}`+"\n" {
+		t.Fatalf("without pushes: %s", resp.Body)
+	}
+}
+
+// TestNacosPush_Switches checks the switches say pushes are on.
+func TestNacosPush_Switches(t *testing.T) {
+	a := newPushAPI(t, "n1", nil, pushOptions{}, false)
+	var sw nacosSwitches
+	mustNacos(t, a.h, http.MethodGet, "/nacos/v1/ns/operator/switches", "", http.StatusOK).decode(t, &sw)
+	if !sw.PushEnabled || sw.DefaultPushCacheMillis != NacosPushCacheMillis || sw.DefaultCacheMillis != NacosCacheMillis {
+		t.Fatalf("switches %+v", sw)
+	}
+}
+
+// TestNacosPush_NoPushWithoutFanout checks a node without a fan-out answers push
+// queries as plain polls.
+func TestNacosPush_NoPushWithoutFanout(t *testing.T) {
+	h, _, _ := newStoreAPI(t)
+	register(t, h, "orders", 8080)
+	req := newRequest(t, http.MethodGet, "/nacos/v1/ns/instance/list?serviceName=orders&udpPort=5000", "")
+	req.RemoteAddr = "127.0.0.1:40000"
+	req.Header.Set("User-Agent", goAgent)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	var info nacosServiceInfo
+	if err := json.Unmarshal(rec.Body.Bytes(), &info); err != nil || info.CacheMillis != NacosCacheMillis {
+		t.Fatalf("%d %s (%v)", rec.Code, rec.Body, err)
+	}
+	if h.(*handler).push != nil {
+		t.Fatal("a pusher without a fan-out")
+	}
+}
