@@ -76,37 +76,19 @@ func (c *Client) WatchInstances(ctx context.Context, ns, group, service string, 
 	if len(o.Clusters) > 0 {
 		v.Set("cluster", strings.Join(o.Clusters, ","))
 	}
-	ch := make(chan InstancesEvent, 1)
-	decode := func(ev sseEvent, node string) (uint64, error) {
-		out := InstancesEvent{Node: node}
-		switch ev.event {
-		case api.EventInstances:
-			if err := json.Unmarshal(ev.data, &out.Instances); err != nil {
-				return 0, fmt.Errorf("roster client: decode instances event: %w", err)
+	return watchEvents(ctx, c, newPath("v1").service(ns, group, service).lit("instances"), v, o, api.EventInstances,
+		func(ev sseEvent, node string) (InstancesEvent, error) {
+			out := InstancesEvent{Node: node, Index: ev.id, NotFound: ev.event == api.EventNotFound}
+			if !out.NotFound {
+				if err := json.Unmarshal(ev.data, &out.Instances); err != nil {
+					return out, fmt.Errorf("roster client: decode instances event: %w", err)
+				}
+				out.Index = out.Instances.Index
 			}
-			out.Index = out.Instances.Index
-		case api.EventNotFound:
-			out.NotFound = true
-			out.Index = ev.id
-		default:
-			return 0, nil // an event this client does not know
-		}
-		select {
-		case ch <- out:
-		case <-ctx.Done():
-		}
-		return out.Index, nil
-	}
-	fail := func(err error) {
-		select {
-		case ch <- InstancesEvent{Err: err}:
-		case <-ctx.Done():
-		}
-	}
-	if err := c.watch(ctx, newPath("v1").service(ns, group, service).lit("instances"), v, o, decode, fail, func() { close(ch) }); err != nil {
-		return nil, err
-	}
-	return ch, nil
+			return out, nil
+		},
+		func(e InstancesEvent) uint64 { return e.Index },
+		func(err error) InstancesEvent { return InstancesEvent{Err: err} })
 }
 
 // WatchServices streams a page of a namespace's service list, as WatchInstances does.
@@ -121,34 +103,45 @@ func (c *Client) WatchServices(ctx context.Context, ns string, o WatchOptions) (
 	if o.Size > 0 {
 		v.Set("size", strconv.Itoa(o.Size))
 	}
-	ch := make(chan ServicesEvent, 1)
-	decode := func(ev sseEvent, node string) (uint64, error) {
-		out := ServicesEvent{Node: node}
-		switch ev.event {
-		case api.EventServices:
-			if err := json.Unmarshal(ev.data, &out.Services); err != nil {
-				return 0, fmt.Errorf("roster client: decode services event: %w", err)
+	return watchEvents(ctx, c, newPath("v1").ns(ns).lit("services"), v, o, api.EventServices,
+		func(ev sseEvent, node string) (ServicesEvent, error) {
+			out := ServicesEvent{Node: node, Index: ev.id, NotFound: ev.event == api.EventNotFound}
+			if !out.NotFound {
+				if err := json.Unmarshal(ev.data, &out.Services); err != nil {
+					return out, fmt.Errorf("roster client: decode services event: %w", err)
+				}
+				out.Index = out.Services.Index
 			}
-			out.Index = out.Services.Index
-		case api.EventNotFound:
-			out.NotFound = true
-			out.Index = ev.id
-		default:
-			return 0, nil
-		}
+			return out, nil
+		},
+		func(e ServicesEvent) uint64 { return e.Index },
+		func(err error) ServicesEvent { return ServicesEvent{Err: err} })
+}
+
+// watchEvents runs a watch whose view events are named event (plus not_found), decoding
+// each into a T for the channel. failed builds the last event of a watch the server
+// refused.
+func watchEvents[T any](ctx context.Context, c *Client, path *pathBuilder, query url.Values, o WatchOptions, event string,
+	decode func(sseEvent, string) (T, error), index func(T) uint64, failed func(error) T) (<-chan T, error) {
+	ch := make(chan T, 1)
+	send := func(v T) {
 		select {
-		case ch <- out:
+		case ch <- v:
 		case <-ctx.Done():
 		}
-		return out.Index, nil
 	}
-	fail := func(err error) {
-		select {
-		case ch <- ServicesEvent{Err: err}:
-		case <-ctx.Done():
+	handle := func(ev sseEvent, node string) (uint64, error) {
+		if ev.event != event && ev.event != api.EventNotFound {
+			return 0, nil // an event this client does not know
 		}
+		v, err := decode(ev, node)
+		if err != nil {
+			return 0, err
+		}
+		send(v)
+		return index(v), nil
 	}
-	if err := c.watch(ctx, newPath("v1").ns(ns).lit("services"), v, o, decode, fail, func() { close(ch) }); err != nil {
+	if err := c.watch(ctx, path, query, o, handle, func(err error) { send(failed(err)) }, func() { close(ch) }); err != nil {
 		return nil, err
 	}
 	return ch, nil
