@@ -31,9 +31,9 @@ var propagationVariants = []struct {
 	name string
 	mod  func(*Config)
 }{
-	{"library/commit=5ms", func(c *Config) { c.noCommitNotify, c.CommitTimeout = true, 5*time.Millisecond }},
+	{"library/commit=5ms", func(c *Config) { c.noCommitNotify = true }},
 	{"library/commit=1ms", func(c *Config) { c.noCommitNotify, c.CommitTimeout = true, time.Millisecond }},
-	{"notify/commit=5ms", func(c *Config) { c.CommitTimeout = 5 * time.Millisecond }},
+	{"notify/commit=5ms", func(c *Config) {}},
 	{"notify/commit=50ms", func(c *Config) { c.CommitTimeout = 50 * time.Millisecond }},
 }
 
