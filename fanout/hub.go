@@ -137,7 +137,16 @@ func (h *Hub) Resync(reason string) {
 // Subscribe starts a subscription to topics (none is allowed: add them later). The
 // current view of each topic is pending at once, so the first Next returns it.
 func (h *Hub) Subscribe(topics ...Topic) (*Subscription, error) {
-	s := &Subscription{hub: h, ch: make(chan struct{}, 1)}
+	return h.SubscribeFunc(nil, topics...)
+}
+
+// SubscribeFunc is Subscribe with a notification callback: besides signalling C, the
+// subscription calls notify whenever updates become pending and when it ends. notify runs
+// on the hub's goroutine with the hub's locks held: it must return at once and must not
+// call the hub or the subscription. It lets a consumer serve many subscriptions from a
+// few goroutines instead of one goroutine waiting on each C.
+func (h *Hub) SubscribeFunc(notify func(), topics ...Topic) (*Subscription, error) {
+	s := &Subscription{hub: h, ch: make(chan struct{}, 1), notify: notify}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()

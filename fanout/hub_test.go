@@ -457,3 +457,32 @@ func TestSubscription_IdleFootprint(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestSubscribeFunc_NotifiesPendingAndEnd: the callback fires when updates become pending
+// (without anyone reading C) and when the subscription ends, and not for changes to other
+// services.
+func TestSubscribeFunc_NotifiesPendingAndEnd(t *testing.T) {
+	e := newEnv(t, Options{})
+	var calls atomic.Int64
+	s, err := e.hub.SubscribeFunc(func() { calls.Add(1) }, ServiceTopic(svcKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 1 || len(s.Next()) != 1 {
+		t.Fatalf("after subscribing: %d calls, want 1 with the first view pending", calls.Load())
+	}
+	other := model.ServiceKey{Namespace: "public", Group: "DEFAULT_GROUP", Service: "payments"}
+	e.register(other, 9000)
+	idx := e.register(svcKey, 8000)
+	wait.For(t, 5*time.Second, "a notification of the change", func() bool { return calls.Load() == 2 })
+	if u := s.Next(); len(u) != 1 || u[0].Index != idx {
+		t.Fatalf("pending after the notification: %+v, want the change at %d", u, idx)
+	}
+	if s.Ended() {
+		t.Fatal("Ended before the close")
+	}
+	e.hub.Close()
+	if calls.Load() != 3 || !s.Ended() {
+		t.Fatalf("after the hub closed: %d calls, ended %v; want 3 and ended", calls.Load(), s.Ended())
+	}
+}

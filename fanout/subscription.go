@@ -22,6 +22,8 @@ type Subscription struct {
 	// ch is signalled (capacity 1) when updates are pending and closed when the
 	// subscription ends.
 	ch chan struct{}
+	// notify, when set, is called with ch's signals (see Hub.SubscribeFunc).
+	notify func()
 
 	mu       sync.Mutex
 	entries  []entry
@@ -49,6 +51,13 @@ func stale(u *Update, index uint64, found bool) bool {
 
 // C is signalled when updates are pending, and closed when the subscription ends.
 func (s *Subscription) C() <-chan struct{} { return s.ch }
+
+// Ended reports whether the subscription has ended (closed by its consumer or the hub).
+func (s *Subscription) Ended() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
 
 // Err is nil while the subscription is open, ErrClosed once the hub closed, and
 // nil again after Close (the consumer's own decision).
@@ -185,6 +194,9 @@ func (s *Subscription) closeLocked(err error) {
 	s.entries = nil
 	s.pending = 0
 	close(s.ch)
+	if s.notify != nil {
+		s.notify()
+	}
 }
 
 // offer makes u pending for its topic unless the subscriber already has that state or
@@ -231,6 +243,9 @@ func (s *Subscription) offer(u *Update) {
 	select {
 	case s.ch <- struct{}{}:
 	default:
+	}
+	if s.notify != nil {
+		s.notify()
 	}
 }
 

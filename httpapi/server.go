@@ -120,6 +120,12 @@ type Config struct {
 	Watch *fanout.Hub
 	// KeepAlive is how often an idle stream gets a comment line (default DefaultKeepAlive).
 	KeepAlive time.Duration
+	// StreamWriters bounds the goroutines writing HTTP/1.x streams at once (default
+	// DefaultStreamWriters).
+	StreamWriters int
+	// StreamWriteTimeout bounds one write to a stream whose client does not read; the
+	// stream is then closed (default DefaultStreamWriteTimeout).
+	StreamWriteTimeout time.Duration
 	// ProbePolicy is this node's probe target policy, shown by
 	// GET /v1/operator/probe-policy (the zero Policy is the default one).
 	ProbePolicy healthcheck.Policy
@@ -167,6 +173,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.KeepAlive <= 0 {
 		c.KeepAlive = DefaultKeepAlive
 	}
+	if c.StreamWriters <= 0 {
+		c.StreamWriters = DefaultStreamWriters
+	}
+	if c.StreamWriteTimeout <= 0 {
+		c.StreamWriteTimeout = DefaultStreamWriteTimeout
+	}
 	if c.Metrics == nil {
 		c.Metrics = prometheus.NewRegistry()
 	}
@@ -175,17 +187,18 @@ func (c Config) withDefaults() (Config, error) {
 
 // server is the handler New returns.
 type server struct {
-	cfg     Config
-	id      string
-	store   Reader
-	node    Consensus
-	reg     *registry.Registry
-	log     *slog.Logger
-	router  *chi.Mux
-	fwd     *httpx.Forwarder
-	ownsFwd bool
-	metrics *httpx.Metrics
-	streams *streamMetrics
+	cfg      Config
+	id       string
+	store    Reader
+	node     Consensus
+	reg      *registry.Registry
+	log      *slog.Logger
+	router   *chi.Mux
+	fwd      *httpx.Forwarder
+	ownsFwd  bool
+	metrics  *httpx.Metrics
+	streams  *streamMetrics
+	streamer *streamer
 }
 
 // New validates cfg and returns the API handler. The handler also implements
@@ -211,6 +224,7 @@ func New(cfg Config) (http.Handler, error) {
 	if s.streams, err = newStreamMetrics(cfg.Metrics); err != nil {
 		return nil, err
 	}
+	s.streamer = newStreamer(cfg.StreamWriters, cfg.StreamWriteTimeout, cfg.KeepAlive, s.streams)
 	s.fwd = cfg.Forwarder
 	if s.fwd == nil {
 		s.fwd, err = httpx.NewForwarder(httpx.ForwarderConfig{

@@ -111,6 +111,12 @@ func checkStreamQuery(r *http.Request) (last uint64, hasLast bool, err error) {
 // serveStream answers a watch as server-sent events from the local state until the
 // client leaves or the node's fan-out closes. Errors before the stream starts are
 // returned (and answered as JSON); afterwards the stream just ends.
+//
+// Over HTTP/1.x the connection is taken over (hijacked) once the headers are decided and
+// the stream is served by the node's streamer, without a goroutine of its own; the
+// response then has neither Content-Length nor chunking and ends when the connection
+// closes ("Connection: close"). Where a connection cannot be taken over (HTTP/2) the
+// handler serves the stream itself.
 func (s *server) serveStream(w http.ResponseWriter, r *http.Request, spec streamSpec) error {
 	last, hasLast, err := checkStreamQuery(r)
 	if err != nil {
@@ -119,39 +125,104 @@ func (s *server) serveStream(w http.ResponseWriter, r *http.Request, spec stream
 	if s.cfg.Watch == nil {
 		return fmt.Errorf("%w: this node serves no streams", httpx.ErrNotAcceptable)
 	}
-	sub, err := s.cfg.Watch.Subscribe(spec.topic)
+	var (
+		d      *detached
+		wake   chan struct{}
+		notify func()
+	)
+	if r.ProtoMajor == 1 && canHijack(w) {
+		d = s.streamer.newDetached()
+		notify = d.notify
+	} else {
+		wake = make(chan struct{}, 1)
+		notify = func() {
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+	sub, err := s.cfg.Watch.SubscribeFunc(notify, spec.topic)
 	if err != nil {
 		return fmt.Errorf("%w: %v", httpx.ErrUnavailable, err)
 	}
-	defer sub.Close()
-	first := sub.Next()
 
 	h := w.Header()
 	h.Set("Content-Type", api.MediaEventStream)
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	httpx.SetLeaderHeaders(w, s.node, api.ConsistencyStale)
-	if len(first) > 0 {
-		httpx.SetIndex(w, first[0].Index)
-	}
-	w.WriteHeader(http.StatusOK)
-	s.streams.open.Inc()
-	defer s.streams.open.Dec()
-
-	st := &eventStream{w: w, rc: http.NewResponseController(w), spec: spec, m: s.streams}
-	for _, u := range first {
+	st := newEventStream(spec, s.streams)
+	var initial, sig []byte
+	for i, u := range sub.Next() {
+		if i == 0 {
+			httpx.SetIndex(w, u.Index)
+		}
 		if hasLast && u.Index == last {
 			// Resumed with nothing new: remember what the client holds, send nothing.
 			st.lastSig, _ = st.sig(u)
 			continue
 		}
-		if !st.send(u) {
-			return nil
+		if f, fs, ok := st.frame(u); ok {
+			initial, sig = append(initial, f...), fs
 		}
 	}
-	if err := st.rc.Flush(); err != nil {
+
+	if d == nil {
+		defer sub.Close()
+		return s.streamInline(w, r, sub, wake, &st, initial, sig)
+	}
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		// The connection is gone or already taken: there is nobody to answer.
+		sub.Close()
 		return nil
 	}
+	// What net/http buffered of the connection is dropped with its reader: a stream's
+	// client sends nothing after its request.
+	s.streams.open.Inc()
+	d.conn, d.sub, d.es = conn, sub, st
+	_ = conn.SetReadDeadline(time.Time{})
+	if err := d.write(append(responseHead(h), initial...)); err != nil {
+		d.close()
+		return nil
+	}
+	d.es.sent(sig)
+	d.start()
+	return nil
+}
+
+// canHijack reports whether w (or a writer it wraps) can hand over its connection.
+func canHijack(w http.ResponseWriter) bool {
+	for {
+		if _, ok := w.(http.Hijacker); ok {
+			return true
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return false
+		}
+		w = u.Unwrap()
+	}
+}
+
+// streamInline writes the stream's head, its first events and every later one from the
+// handler's goroutine until the client leaves or the subscription ends.
+func (s *server) streamInline(w http.ResponseWriter, r *http.Request, sub *fanout.Subscription, wake <-chan struct{}, st *eventStream, initial, sig []byte) error {
+	w.WriteHeader(http.StatusOK)
+	s.streams.open.Inc()
+	defer s.streams.open.Dec()
+	rc := http.NewResponseController(w)
+	write := func(b []byte) bool {
+		if _, err := w.Write(b); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if !write(initial) {
+		return nil
+	}
+	st.sent(sig)
 	keepAlive := time.NewTicker(s.cfg.KeepAlive)
 	defer keepAlive.Stop()
 	ctx := r.Context()
@@ -159,33 +230,37 @@ func (s *server) serveStream(w http.ResponseWriter, r *http.Request, spec stream
 		select {
 		case <-ctx.Done():
 			return nil
-		case _, open := <-sub.C():
-			if !open {
+		case <-wake:
+			if sub.Ended() {
 				return nil
 			}
 			for _, u := range sub.Next() {
-				if !st.send(u) {
-					return nil
+				if f, fs, ok := st.frame(u); ok {
+					if !write(f) {
+						return nil
+					}
+					st.sent(fs)
 				}
 			}
 		case <-keepAlive.C:
-			if _, err := w.Write([]byte(": keep-alive\n\n")); err != nil {
-				return nil
-			}
-			if err := st.rc.Flush(); err != nil {
+			if !write([]byte(keepAliveComment)) {
 				return nil
 			}
 		}
 	}
 }
 
-// eventStream writes one stream's events.
+// eventStream turns one stream's updates into events.
 type eventStream struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	spec    streamSpec
-	m       *streamMetrics
-	lastSig []byte
+	spec     streamSpec
+	m        *streamMetrics
+	sigKey   string // the memo keys of the stream's filter in an Update
+	frameKey string
+	lastSig  []byte
+}
+
+func newEventStream(spec streamSpec, m *streamMetrics) eventStream {
+	return eventStream{spec: spec, m: m, sigKey: spec.key + "\x00sig", frameKey: spec.key + "\x00event"}
 }
 
 // sig is the update's look under the stream's filter, shared by equal filters.
@@ -193,58 +268,64 @@ func (st *eventStream) sig(u *fanout.Update) ([]byte, error) {
 	if u.Err != nil {
 		return []byte("\x00" + u.Err.Error()), nil
 	}
-	return u.Render(st.spec.key+"\x00sig", func() ([]byte, error) {
+	return u.Render(st.sigKey, func() ([]byte, error) {
 		return json.Marshal(st.spec.body(u, false))
 	})
 }
 
-// send writes u as one event unless it looks like the last one sent (a resync is
-// always sent). It returns false when the client is gone.
-func (st *eventStream) send(u *fanout.Update) bool {
+// frame is u as one event, with its signature; ok is false when there is nothing to send:
+// u looks like the last event sent (a resync is always sent) or its read failed (the next
+// change reads again). The event is counted; sent records its signature once written.
+func (st *eventStream) frame(u *fanout.Update) (frame, sig []byte, ok bool) {
 	sig, err := st.sig(u)
 	if err != nil {
-		return true
+		return nil, nil, false
 	}
 	if !u.Resync && st.lastSig != nil && bytes.Equal(sig, st.lastSig) {
-		return true
+		return nil, nil, false
+	}
+	if u.Err != nil && !errors.Is(u.Err, model.ErrNotFound) {
+		return nil, nil, false
 	}
 	event := st.spec.event
-	data, err := u.Render(st.spec.key, func() ([]byte, error) {
-		if u.Err != nil {
-			status, code, _ := httpx.Classify(u.Err)
-			if status != http.StatusNotFound {
-				code = api.CodeUnavailable
-			}
-			return json.Marshal(api.ErrorBody{Error: api.Error{Code: code, Message: u.Err.Error()}})
-		}
-		return json.Marshal(st.spec.body(u, true))
-	})
-	if err != nil {
-		return true
-	}
 	if u.Err != nil {
-		if !errors.Is(u.Err, model.ErrNotFound) {
-			return true // a failed read: the next change reads again
-		}
 		event = api.EventNotFound
 	}
-	var b []byte
-	b = append(b, "id: "...)
-	b = strconv.AppendUint(b, u.Index, 10)
-	b = append(b, "\nevent: "...)
-	b = append(b, event...)
-	b = append(b, "\ndata: "...)
-	b = append(b, data...) // json.Marshal output holds no newline
-	b = append(b, "\n\n"...)
-	if _, err := st.w.Write(b); err != nil {
-		return false
+	// The whole event is encoded once per update and filter, and shared by the streams
+	// that send it.
+	frame, err = u.Render(st.frameKey, func() ([]byte, error) {
+		var data []byte
+		var err error
+		if u.Err != nil {
+			_, code, _ := httpx.Classify(u.Err)
+			data, err = json.Marshal(api.ErrorBody{Error: api.Error{Code: code, Message: u.Err.Error()}})
+		} else {
+			data, err = json.Marshal(st.spec.body(u, true))
+		}
+		if err != nil {
+			return nil, err
+		}
+		b := make([]byte, 0, len(data)+len(event)+48)
+		b = append(b, "id: "...)
+		b = strconv.AppendUint(b, u.Index, 10)
+		b = append(b, "\nevent: "...)
+		b = append(b, event...)
+		b = append(b, "\ndata: "...)
+		b = append(b, data...) // json.Marshal output holds no newline
+		return append(b, "\n\n"...), nil
+	})
+	if err != nil {
+		return nil, nil, false
 	}
-	if err := st.rc.Flush(); err != nil {
-		return false
-	}
-	st.lastSig = sig
 	st.m.events.WithLabelValues(event).Inc()
-	return true
+	return frame, sig, true
+}
+
+// sent records the signature of the last event written.
+func (st *eventStream) sent(sig []byte) {
+	if sig != nil {
+		st.lastSig = sig
+	}
 }
 
 // instancesStream watches a service's instances under the list's filter.

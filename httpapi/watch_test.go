@@ -32,6 +32,12 @@ type watchEnv struct {
 
 func newWatchEnv(t *testing.T, keepAlive time.Duration) *watchEnv {
 	t.Helper()
+	return newWatchEnvWith(t, func(c *Config) { c.KeepAlive = keepAlive })
+}
+
+// newWatchEnvWith is newWatchEnv with the API's configuration changed by mod.
+func newWatchEnvWith(t *testing.T, mod func(*Config)) *watchEnv {
+	t.Helper()
 	st := mustNewStore(t)
 	node := newStoreNode(t, st)
 	hub, err := fanout.New(st, fanout.Options{})
@@ -41,7 +47,7 @@ func newWatchEnv(t *testing.T, keepAlive time.Duration) *watchEnv {
 	t.Cleanup(hub.Close)
 	cfg := testConfig(node, st)
 	cfg.Watch = hub
-	cfg.KeepAlive = keepAlive
+	mod(&cfg)
 	h := mustNew(t, cfg)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -73,7 +79,8 @@ func (e *watchEnv) open(path string, header http.Header) *stream {
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client := e.srv.Client()
+	resp, err := client.Do(req)
 	if err != nil {
 		cancel()
 		e.t.Fatal(err)
@@ -95,6 +102,7 @@ func (s *stream) close() {
 func (s *stream) read() {
 	defer close(s.events)
 	sc := bufio.NewScanner(s.resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	var ev sseEvent
 	for sc.Scan() {
 		line := sc.Text()
@@ -139,8 +147,7 @@ func (s *stream) next() sseEvent {
 	}
 }
 
-// none checks that no event arrives before a marker write's event does: it returns the
-// marker event.
+// nextInstances returns the next event, which must be an instances event.
 func (s *stream) nextInstances() api.InstancesResponse {
 	s.t.Helper()
 	ev := s.next()
