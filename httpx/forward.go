@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/rosterhq/roster/api"
@@ -55,6 +57,35 @@ type Forwarder struct {
 	proxy     *httputil.ReverseProxy
 	transport http.RoundTripper
 	ownsTrans bool
+	// lastWrite is the highest index of a write this node forwarded and the leader
+	// acknowledged (LastWriteIndex).
+	lastWrite atomic.Uint64
+}
+
+// LastWriteIndex is the highest index of a write this node forwarded to the leader and
+// saw acknowledged: once this node has applied it, a read here sees every write made
+// through this node.
+func (f *Forwarder) LastWriteIndex() uint64 { return f.lastWrite.Load() }
+
+// noteWrite records the index of an acknowledged forwarded write.
+func (f *Forwarder) noteWrite(resp *http.Response) {
+	switch resp.Request.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return
+	}
+	idx, err := strconv.ParseUint(resp.Header.Get(api.HeaderIndex), 10, 64)
+	if err != nil {
+		return
+	}
+	for {
+		cur := f.lastWrite.Load()
+		if idx <= cur || f.lastWrite.CompareAndSwap(cur, idx) {
+			return
+		}
+	}
 }
 
 // NewForwarder returns a Forwarder.
@@ -289,6 +320,7 @@ func (f *Forwarder) newProxy() *httputil.ReverseProxy {
 				return errLeaderMoved
 			}
 			f.met.Forwarded.WithLabelValues("ok").Inc()
+			f.noteWrite(resp)
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {

@@ -118,6 +118,21 @@ func (n *Node) ConsistentRead(ctx context.Context) error {
 	return nil
 }
 
+// CatchUp returns once the state machine has applied every entry this node knows to be
+// committed and at least index min (a write acknowledged elsewhere): a local read then
+// sees them. It is for reads served from a follower's own state; it does not ask the
+// leader anything, so a follower cut off from the leader catches up with what it knows.
+func (n *Node) CatchUp(ctx context.Context, min uint64) error {
+	target := max(n.stateIndex(n.raft.CommitIndex()), min)
+	if err := n.sm.WaitApplied(ctx, target); err != nil {
+		if ctx.Err() != nil {
+			return n.ctxErr(ctx)
+		}
+		return fmt.Errorf("raftnode: wait for apply: %w", err)
+	}
+	return nil
+}
+
 // Readiness is Ready's report on this node.
 type Readiness struct {
 	// Ready is Ready's first result.
