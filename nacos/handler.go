@@ -108,6 +108,9 @@ type handler struct {
 	mux     *chi.Mux
 	// push records subscribers and pushes them changes; nil without Config.Watch.
 	push *pusher
+	// internal serves the writes that arrive over gRPC, by method, without the HTTP
+	// middleware (serveInternal).
+	internal map[string]http.Handler
 }
 
 // New returns the handler of the /nacos routes.
@@ -150,6 +153,11 @@ func New(cfg Config) (http.Handler, error) {
 		s.log.Info("nacos push socket", "addr", s.push.LocalAddr().String())
 	}
 	s.mux = s.routes()
+	failWrite := func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, nacosInstance) }
+	s.internal = map[string]http.Handler{
+		http.MethodPost:   s.fwd.LeaderOnly(failWrite)(s.nacos(nacosInstance, s.nacosRegister)),
+		http.MethodDelete: s.fwd.LeaderOnly(failWrite)(s.nacos(nacosInstance, s.nacosDeregister)),
+	}
 	return s, nil
 }
 

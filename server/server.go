@@ -79,6 +79,9 @@ type Config struct {
 	Snapshot httpapi.SnapshotConfig
 	// DNS configures the DNS interface; an empty DNS.Addr serves no DNS.
 	DNS dnsapi.Config
+	// GRPCAddr is the address of the Nacos 2.x gRPC API (nacos.GRPCAddrFor gives the
+	// address clients expect: the HTTP port + 1000); "" serves no gRPC.
+	GRPCAddr string
 	// DNSOptional makes a DNS address that cannot be bound a warning instead of an
 	// error: the node runs without DNS (for a default address, as several nodes on one
 	// host would all ask for it).
@@ -146,7 +149,10 @@ type Server struct {
 	health   *healthcheck.Manager
 	fwd      *httpx.Forwarder
 	dns      *dnsapi.Server // nil: no DNS
-	hub      *fanout.Hub    // watch fan-out of this node's state
+	nacosAPI http.Handler
+	grpc     *nacos.GRPCServer // nil: no gRPC
+	grpcLn   net.Listener
+	hub      *fanout.Hub // watch fan-out of this node's state
 	observer *raft.Observer
 	stopObs  func() // ends observeLeader's goroutine
 	ln       net.Listener
@@ -274,6 +280,20 @@ func New(cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.GRPCAddr != "" {
+		if s.grpcLn, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
+			return nil, fmt.Errorf("grpc-addr: %w", err)
+		}
+		closers = append(closers, s.grpcLn.Close)
+		s.grpc, err = nacos.NewGRPC(nacos.GRPCConfig{
+			API: s.nacosAPI, Store: s.store, Watch: s.hub, HTTPAddr: httpAdv,
+			Registerer: s.metrics, Logger: s.log,
+			CatchUp: func(ctx context.Context) error { return s.node.CatchUp(ctx, s.fwd.LastWriteIndex()) },
+		})
+		if err != nil {
+			return nil, fmt.Errorf("nacos grpc: %w", err)
+		}
+	}
 	if cfg.Pprof {
 		handler = withPprof(handler)
 	}
@@ -326,7 +346,14 @@ func (s *Server) Start() error {
 	if s.dns != nil {
 		s.dns.Start()
 	}
-	s.log.Info("serving", "http", s.httpAddr, "raft", s.cfg.RaftAddr, "dns", s.DNSAddr())
+	if s.grpc != nil {
+		go func() {
+			if err := s.grpc.Serve(s.grpcLn); err != nil {
+				s.log.Error("nacos grpc server stopped", "err", err)
+			}
+		}()
+	}
+	s.log.Info("serving", "http", s.httpAddr, "raft", s.cfg.RaftAddr, "dns", s.DNSAddr(), "grpc", s.GRPCAddr())
 	return nil
 }
 
@@ -340,6 +367,14 @@ func (s *Server) DNSAddr() string {
 		return ""
 	}
 	return s.dns.Addr()
+}
+
+// GRPCAddr is the address the Nacos gRPC API listens on, or "" when the node serves none.
+func (s *Server) GRPCAddr() string {
+	if s.grpcLn == nil {
+		return ""
+	}
+	return s.grpcLn.Addr().String()
 }
 
 // Node is the node's Raft wiring.
@@ -357,6 +392,12 @@ func (s *Server) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		errs := []error{}
+		// Nacos gRPC clients are asked to move to another node while this one still serves.
+		if s.grpc != nil {
+			gctx, gcancel := context.WithTimeout(ctx, 3*time.Second)
+			s.grpc.Shutdown(gctx)
+			gcancel()
+		}
 		// Ending the watch streams first lets the HTTP server's shutdown find them done.
 		s.stopObs()
 		s.hub.Close()
@@ -508,6 +549,7 @@ func (s *Server) newAPI(cfg Config) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nacos api: %w", err)
 	}
+	s.nacosAPI = nacosAPI
 	return apiMux(native, nacosAPI), nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/rosterhq/roster/dnsapi"
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/httpapi"
+	"github.com/rosterhq/roster/nacos"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/server"
 )
@@ -54,6 +55,29 @@ type nodeOptions struct {
 	// DNSAddrOptional: --dns-addr was left at its default, so an address in use only
 	// disables DNS (several nodes on one host would all ask for it).
 	DNSAddrOptional bool
+	// GRPCAddr is --grpc-addr: "" derives it from the HTTP address, "off" serves none.
+	GRPCAddr string
+}
+
+// grpcAddrOff is the --grpc-addr value that serves no gRPC.
+const grpcAddrOff = "off"
+
+// grpcAddr is the address the Nacos gRPC API listens on: --grpc-addr, or the HTTP
+// address's host with its port + 1000 (what Nacos 2.x clients dial), or "" for none
+// ("off", or an HTTP port of 0, which has no fixed neighbour).
+func (o nodeOptions) grpcAddr() string {
+	switch o.GRPCAddr {
+	case grpcAddrOff:
+		return ""
+	case "":
+		return nacos.GRPCAddrFor(o.HTTPAddr)
+	}
+	return o.GRPCAddr
+}
+
+// grpcFlag adds --grpc-addr.
+func grpcFlag(fs *pflag.FlagSet, o *nodeOptions) {
+	fs.StringVar(&o.GRPCAddr, "grpc-addr", "", `address of the Nacos 2.x gRPC API (default: the --http-addr host, port + 1000, as Nacos clients expect; "off": none)`)
 }
 
 // validate checks the options that are parsed later, so that a bad value is reported
@@ -65,6 +89,11 @@ func (o nodeOptions) validate() error {
 	if o.DNSAddr != "" {
 		if err := o.dnsConfig().Validate(); err != nil {
 			return err
+		}
+	}
+	if a := o.GRPCAddr; a != "" && a != grpcAddrOff {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return fmt.Errorf("--grpc-addr %q: %w", a, err)
 		}
 	}
 	return nil
@@ -185,6 +214,7 @@ func (a *app) serverCmd() *cobra.Command {
 	fs.IntVar(&o.ProbeConcurrency, "probe-concurrency", 0, fmt.Sprintf("health probes in flight at once on the leader (0: %d)", healthcheck.DefaultMaxConcurrent))
 	probePolicyFlags(fs, &o)
 	dnsFlags(fs, &o)
+	grpcFlag(fs, &o)
 	return cmd
 }
 
@@ -234,6 +264,7 @@ func (a *app) devCmd() *cobra.Command {
 	fs.IntVar(&o.MetadataMaxBytes, "metadata-max-bytes", 0, metadataFlagUsage)
 	probePolicyFlags(fs, &o)
 	dnsFlags(fs, &o)
+	grpcFlag(fs, &o)
 	return cmd
 }
 
@@ -273,6 +304,9 @@ func (a *app) dev(ctx context.Context, o nodeOptions, log *slog.Logger) (err err
 	banner := devBanner(httpAddr, o.DataDir, temp)
 	if o.DNSAddr != "" {
 		banner += dnsBanner(dialableAddr(o.DNSAddr), o.DNSDomain)
+	}
+	if g := o.grpcAddr(); g != "" {
+		banner += fmt.Sprintf("\nNacos 2.x clients (gRPC): %s\n", dialableAddr(g))
 	}
 	fmt.Fprint(a.stderr, banner+devStopHint)
 	<-ctx.Done()

@@ -48,6 +48,7 @@ func startNode(o nodeOptions, log *slog.Logger) (string, func() error, error) {
 		Health:            healthcheck.Config{MaxConcurrent: o.ProbeConcurrency, Policy: policy},
 		DNS:               o.dnsConfig(),
 		DNSOptional:       o.DNSAddrOptional,
+		GRPCAddr:          o.grpcAddr(),
 	})
 	if err != nil {
 		return "", nil, err

@@ -27,6 +27,7 @@ type Node struct {
 	DataDir  string
 	RaftAddr string
 	HTTPAddr string         // bound on port 0 at first start, then kept across restarts
+	GRPCAddr string         // the Nacos gRPC address with WithGRPC (likewise kept), else ""
 	Server   *server.Server // nil while stopped
 	cfg      server.Config
 	raftLn   net.Listener // bound before the first start, so that no other process takes the port
@@ -54,6 +55,12 @@ func FastTimeouts() Option {
 		c.Raft.ElectionTimeout = 300 * time.Millisecond
 		c.Raft.LeaderLeaseTimeout = 150 * time.Millisecond
 	}
+}
+
+// WithGRPC serves the Nacos gRPC API on every node, on a loopback port picked at the
+// first start and kept across restarts (Node.GRPCAddr).
+func WithGRPC() Option {
+	return func(c *server.Config) { c.GRPCAddr = "127.0.0.1:0" }
 }
 
 // LoopbackPolicy is the probe policy of every test node unless an Option sets another:
@@ -152,6 +159,9 @@ func (c *Cluster) Start(i int) {
 		// A restart keeps its HTTP address so that clients made earlier still work.
 		nd.cfg.HTTPAddr = nd.HTTPAddr
 	}
+	if nd.GRPCAddr != "" {
+		nd.cfg.GRPCAddr = nd.GRPCAddr
+	}
 	nd.cfg.RaftListener, nd.raftLn = nd.raftLn, nil
 	// A just-closed listener's port can take a moment to be released.
 	var err error
@@ -166,6 +176,7 @@ func (c *Cluster) Start(i int) {
 		return err == nil
 	})
 	nd.HTTPAddr = nd.Server.HTTPAddr()
+	nd.GRPCAddr = nd.Server.GRPCAddr()
 	if err := nd.Server.Start(); err != nil {
 		c.t.Fatalf("start %s: %v", nd.ID, err)
 	}

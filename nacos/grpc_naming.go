@@ -1,0 +1,379 @@
+package nacos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/nacos/nacospb"
+)
+
+// healthCheck answers the client's keep-alive.
+func (g *GRPCServer) healthCheck(context.Context, *rpcSession, *nacospb.Metadata, []byte) (string, any) {
+	return rpcHealthCheckResponse, rpcOK()
+}
+
+// serverLoaderInfo reports this node's load as Nacos's ServerLoaderInfoRequestHandler
+// does (every value a string).
+func (g *GRPCServer) serverLoaderInfo(context.Context, *rpcSession, *nacospb.Metadata, []byte) (string, any) {
+	n := g.Connections()
+	return rpcServerLoaderInfoResponse, rpcServerLoaderInfoAnswer{
+		rpcResponse: rpcOK(),
+		Address:     g.cfg.HTTPAddr,
+		LoaderMetrics: map[string]string{
+			"conCount":    strconv.Itoa(n),
+			"sdkConCount": strconv.Itoa(n),
+			"load":        "0",
+			"cpu":         strconv.Itoa(runtime.NumCPU()),
+		},
+	}
+}
+
+// rpcServiceKey resolves a naming request's service: namespace "" is public, group ""
+// is DEFAULT_GROUP, and a grouped serviceName (group@@name) is accepted when its group
+// agrees. Names follow the store's rules.
+func rpcServiceKey(b rpcNamingBase) (model.ServiceKey, error) {
+	key := model.ServiceKey{Namespace: b.Namespace, Group: b.GroupName, Service: b.ServiceName}
+	if g, svc, ok := strings.Cut(b.ServiceName, model.GroupSeparator); ok {
+		if key.Group != "" && key.Group != g {
+			return key, model.Invalid("groupName", "%q does not match the group of serviceName %q", key.Group, b.ServiceName)
+		}
+		key.Group, key.Service = g, svc
+	}
+	if key.Namespace == "" {
+		key.Namespace = model.DefaultNamespace
+	}
+	if key.Group == "" {
+		key.Group = model.DefaultGroup
+	}
+	return key, model.ValidateServiceKey(key)
+}
+
+// checkClusters validates a comma-separated cluster list.
+func checkClusters(clusters string) error {
+	for _, c := range strings.Split(clusters, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			if err := model.ValidateClusterName(c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// paramInvalid is the typed failure Nacos's parameter check answers with.
+func paramInvalid(err error) rpcResponse {
+	return rpcFail(rpcCodeInvalidParam, rpcParamCheckInvalidPrefix+err.Error())
+}
+
+// catchUp waits, within CatchUpTimeout, until this node has applied what it knows is
+// committed and the writes it forwarded; a node that cannot catch up in time serves what
+// it has (its state is never more than stale).
+func (g *GRPCServer) catchUp(ctx context.Context) {
+	if g.cfg.CatchUp == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.CatchUpTimeout)
+	defer cancel()
+	if err := g.cfg.CatchUp(ctx); err != nil {
+		g.log.Debug("nacos grpc read served before this node caught up", "err", err)
+	}
+}
+
+// view reads a service's list for a clusters filter from this node's state.
+func (g *GRPCServer) view(key model.ServiceKey, clusters string, healthyOnly bool) (rpcView, error) {
+	_, sv, err := g.cfg.Store.ServiceView(nil, key)
+	found := err == nil
+	if err != nil && !errors.Is(err, model.ErrNotFound) {
+		return rpcView{}, err
+	}
+	return rpcViewOf(key, sv, found, clusters, healthyOnly), nil
+}
+
+// serviceInfoAnswer encodes a list with a fresh lastRefTime into a response of type typ.
+func (g *GRPCServer) serviceInfoAnswer(typ string, v rpcView) (string, any) {
+	info, err := v.encode(g.refs.next(time.Now()))
+	if err != nil {
+		return typ, rpcServiceInfoAnswer{rpcResponse: rpcFail(http.StatusInternalServerError, err.Error())}
+	}
+	return typ, rpcServiceInfoAnswer{rpcResponse: rpcOK(), ServiceInfo: info}
+}
+
+// subscribeService answers SubscribeServiceRequest: the service's list for the
+// request's clusters (enabled instances, protect threshold applied), and with subscribe
+// true a subscription of this connection, pushed every later change of that list.
+// subscribe false ends the subscription and still answers the list.
+func (g *GRPCServer) subscribeService(ctx context.Context, s *rpcSession, _ *nacospb.Metadata, body []byte) (string, any) {
+	var req rpcSubscribe
+	if t, v, ok := decode(body, &req); !ok {
+		return t, v
+	}
+	key, err := rpcServiceKey(req.rpcNamingBase)
+	if err == nil {
+		err = checkClusters(req.Clusters)
+	}
+	if err != nil {
+		return rpcSubscribeServiceResponse, rpcServiceInfoAnswer{rpcResponse: paramInvalid(err)}
+	}
+	g.catchUp(ctx)
+	var v rpcView
+	if req.Subscribe {
+		v, err = s.push.subscribe(key, req.Clusters)
+	} else {
+		s.push.unsubscribe(key, req.Clusters)
+		v, err = g.view(key, req.Clusters, false)
+	}
+	if err != nil {
+		code := http.StatusInternalServerError
+		if errors.Is(err, errTooManySubscriptions) {
+			code = rpcCodeInvalidParam
+		}
+		return rpcSubscribeServiceResponse, rpcServiceInfoAnswer{rpcResponse: rpcFail(code, err.Error())}
+	}
+	return g.serviceInfoAnswer(rpcSubscribeServiceResponse, v)
+}
+
+// queryService answers ServiceQueryRequest: the list without a subscription, healthy
+// instances only when asked (note the request's field is "cluster").
+func (g *GRPCServer) queryService(ctx context.Context, _ *rpcSession, _ *nacospb.Metadata, body []byte) (string, any) {
+	var req rpcQuery
+	if t, v, ok := decode(body, &req); !ok {
+		return t, v
+	}
+	key, err := rpcServiceKey(req.rpcNamingBase)
+	if err == nil {
+		err = checkClusters(req.Cluster)
+	}
+	if err != nil {
+		return rpcQueryServiceResponse, rpcServiceInfoAnswer{rpcResponse: paramInvalid(err)}
+	}
+	g.catchUp(ctx)
+	v, err := g.view(key, req.Cluster, req.HealthyOnly)
+	if err != nil {
+		return rpcQueryServiceResponse, rpcServiceInfoAnswer{rpcResponse: rpcFail(http.StatusInternalServerError, err.Error())}
+	}
+	return g.serviceInfoAnswer(rpcQueryServiceResponse, v)
+}
+
+// serviceList answers ServiceListRequest: one page of the names of a group's services
+// (plain names), with the number of services in the group. A namespace without services
+// has none. selector is accepted and ignored, as Nacos does.
+func (g *GRPCServer) serviceList(ctx context.Context, _ *rpcSession, _ *nacospb.Metadata, body []byte) (string, any) {
+	var req rpcServiceList
+	if t, v, ok := decode(body, &req); !ok {
+		return t, v
+	}
+	ns, group := req.Namespace, req.GroupName
+	if ns == "" {
+		ns = model.DefaultNamespace
+	}
+	if group == "" {
+		group = model.DefaultGroup
+	}
+	err := model.ValidateNamespace(ns)
+	if err == nil {
+		err = model.ValidateGroup(group)
+	}
+	if err == nil && (req.PageNo < 0 || req.PageSize < 0) {
+		err = model.Invalid("pageNo", "pageNo and pageSize must not be negative, got %d and %d", req.PageNo, req.PageSize)
+	}
+	if err != nil {
+		return rpcServiceListResponse, rpcServiceListAnswer{rpcResponse: paramInvalid(err)}
+	}
+	g.catchUp(ctx)
+	page, size := max(req.PageNo, 1), req.PageSize
+	if size == 0 {
+		size = rpcDefaultServiceListPageSize
+	}
+	_, list, total, err := g.cfg.Store.Services(nil, ns, group, page, size)
+	if errors.Is(err, model.ErrNotFound) {
+		list, total, err = nil, 0, nil
+	}
+	if err != nil {
+		return rpcServiceListResponse, rpcServiceListAnswer{rpcResponse: rpcFail(http.StatusInternalServerError, err.Error())}
+	}
+	names := make([]string, 0, len(list))
+	for _, svc := range list {
+		names = append(names, svc.Name)
+	}
+	return rpcServiceListResponse, rpcServiceListAnswer{rpcResponse: rpcOK(), Count: total, ServiceNames: names}
+}
+
+// errPersistentOnly refuses an ephemeral registration with Nacos's sentence for a
+// persistent service.
+func errPersistentOnly(key model.ServiceKey) rpcResponse {
+	return rpcFail(rpcCodeInvalidParam, fmt.Sprintf(
+		"Current service %s is persistent service, can't register ephemeral instance. "+
+			"Roster keeps persistent instances only: register with ephemeral=false", key.GroupedName()))
+}
+
+// instance answers InstanceRequest, the ephemeral instance API. Registrations are
+// refused with the typed InstanceResponse (an ErrorResponse would make the Go SDK retry
+// the registration in a loop); a deregistration removes the persistent instance at
+// ip:port, as DELETE /nacos/v1/ns/instance does whatever ephemeral says.
+func (g *GRPCServer) instance(ctx context.Context, s *rpcSession, md *nacospb.Metadata, body []byte) (string, any) {
+	var req rpcInstanceOp
+	if t, v, ok := decode(body, &req); !ok {
+		return t, v
+	}
+	key, err := rpcServiceKey(req.rpcNamingBase)
+	if err != nil {
+		return rpcInstanceResponse, paramInvalid(err)
+	}
+	switch req.Type {
+	case rpcInstanceTypeRegister:
+		return rpcInstanceResponse, errPersistentOnly(key)
+	case rpcInstanceTypeDeregister:
+		return rpcInstanceResponse, g.write(ctx, s, md, http.MethodDelete, key, req.Instance)
+	default:
+		return rpcInstanceResponse, rpcFail(rpcCodeInvalidParam, fmt.Sprintf("Unsupported request type %s", req.Type))
+	}
+}
+
+// persistentInstance answers PersistentInstanceRequest (Java clients ≥ 2.3, once the
+// setup ack said supportPersistentInstanceByGrpc): register or deregister a persistent
+// instance through the same route, validation and codes as the HTTP API.
+func (g *GRPCServer) persistentInstance(ctx context.Context, s *rpcSession, md *nacospb.Metadata, body []byte) (string, any) {
+	var req rpcInstanceOp
+	if t, v, ok := decode(body, &req); !ok {
+		return t, v
+	}
+	key, err := rpcServiceKey(req.rpcNamingBase)
+	if err != nil {
+		return rpcInstanceResponse, paramInvalid(err)
+	}
+	switch req.Type {
+	case rpcInstanceTypeRegister:
+		return rpcInstanceResponse, g.write(ctx, s, md, http.MethodPost, key, req.Instance)
+	case rpcInstanceTypeDeregister:
+		return rpcInstanceResponse, g.write(ctx, s, md, http.MethodDelete, key, req.Instance)
+	default:
+		return rpcInstanceResponse, rpcFail(rpcCodeInvalidParam, fmt.Sprintf("Unsupported request type %s", req.Type))
+	}
+}
+
+// batchInstance answers BatchInstanceRequest, which only ever carries ephemeral
+// instances (Java's batch deregistration is a batch registration of what remains): it
+// is refused with the typed response.
+func (g *GRPCServer) batchInstance(_ context.Context, _ *rpcSession, _ *nacospb.Metadata, body []byte) (string, any) {
+	var req rpcBatchInstanceOp
+	if t, v, ok := decode(body, &req); !ok {
+		return t, v
+	}
+	key, err := rpcServiceKey(req.rpcNamingBase)
+	if err != nil {
+		return rpcBatchInstanceResponse, paramInvalid(err)
+	}
+	if req.Type != rpcInstanceTypeBatchRegister {
+		return rpcBatchInstanceResponse, rpcFail(rpcCodeInvalidParam, fmt.Sprintf("Unsupported request type %s", req.Type))
+	}
+	return rpcBatchInstanceResponse, errPersistentOnly(key)
+}
+
+// write runs a persistent write as the equivalent Open API call (POST or DELETE
+// /nacos/v2/ns/instance) on this node, which validates it and forwards it to the leader,
+// and turns the answer into a typed response: success, or resultCode 500 with the HTTP
+// status as errorCode and the Open API's message.
+func (g *GRPCServer) write(ctx context.Context, s *rpcSession, md *nacospb.Metadata, method string, key model.ServiceKey, in rpcInstance) rpcResponse {
+	q := url.Values{}
+	q.Set("namespaceId", key.Namespace)
+	q.Set("groupName", key.Group)
+	q.Set("serviceName", key.Service)
+	q.Set("ip", in.IP)
+	q.Set("port", strconv.Itoa(in.Port))
+	if in.ClusterName != "" {
+		q.Set("clusterName", in.ClusterName)
+	}
+	if method == http.MethodPost {
+		if in.Weight != nil {
+			q.Set("weight", strconv.FormatFloat(*in.Weight, 'g', -1, 64))
+		}
+		if in.Enabled != nil {
+			q.Set("enabled", strconv.FormatBool(*in.Enabled))
+		}
+		if in.Healthy != nil {
+			q.Set("healthy", strconv.FormatBool(*in.Healthy))
+		}
+		if len(in.Metadata) > 0 {
+			b, err := json.Marshal(in.Metadata)
+			if err != nil {
+				return rpcFail(rpcCodeInvalidParam, err.Error())
+			}
+			q.Set("metadata", string(b))
+		}
+		q.Set("ephemeral", "false")
+	}
+	if tok := md.GetHeaders()[rpcAccessTokenHeader]; tok != "" {
+		q.Set(rpcAccessTokenHeader, tok)
+	}
+	status, res := g.api.serveInternal(ctx, method, "/nacos/v2/ns/instance", q, s.c.remote)
+	if status == http.StatusOK && res.Code == nacosCodeSuccess {
+		return rpcOK()
+	}
+	msg, _ := res.Data.(string)
+	if msg == "" {
+		msg = res.Message
+	}
+	return rpcFail(status, msg)
+}
+
+// serveInternal runs one of the Nacos API's write routes for a request that did not
+// arrive over HTTP (a gRPC write), with the query q, and returns the v2 envelope it
+// answered. remote is the client's address, as the forwarder reports it to the leader.
+func (s *handler) serveInternal(ctx context.Context, method, path string, q url.Values, remote string) (int, nacosResult) {
+	h := s.internal[method]
+	if h == nil {
+		return http.StatusMethodNotAllowed, nacosResult{Code: nacosCodeParameterValidate, Data: "no internal route for " + method}
+	}
+	r, err := http.NewRequestWithContext(ctx, method, path+"?"+q.Encode(), nil)
+	if err != nil {
+		return http.StatusBadRequest, nacosResult{Code: nacosCodeParameterValidate, Data: err.Error()}
+	}
+	r.RemoteAddr = remote
+	w := &internalResponse{header: http.Header{}, status: http.StatusOK}
+	func() {
+		defer func() {
+			if v := recover(); v != nil {
+				w.status = http.StatusBadGateway
+				w.body.Reset()
+				fmt.Fprintf(&w.body, `{"code":%d,"message":"server error","data":"the write was cut off: %v"}`, nacosCodeServerError, v)
+			}
+		}()
+		h.ServeHTTP(w, r)
+	}()
+	var res nacosResult
+	if err := json.Unmarshal(w.body.Bytes(), &res); err != nil {
+		return http.StatusBadGateway, nacosResult{Code: nacosCodeServerError, Data: "unreadable answer: " + strings.TrimSpace(w.body.String())}
+	}
+	return w.status, res
+}
+
+// internalResponse collects an internal route's answer.
+type internalResponse struct {
+	header http.Header
+	status int
+	wrote  bool
+	body   bytes.Buffer
+}
+
+func (w *internalResponse) Header() http.Header { return w.header }
+
+func (w *internalResponse) WriteHeader(status int) {
+	if !w.wrote {
+		w.status, w.wrote = status, true
+	}
+}
+
+func (w *internalResponse) Write(b []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	return w.body.Write(b)
+}
