@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
 # The project's test command: formatting, vet, staticcheck, then every Go test with the
 # race detector. Usage: scripts/test.sh [go test flags...]
+#
+# One package runs without the race detector: nacos/nacosgrpctest drives Roster with the
+# real nacos-sdk-go v2, whose RpcClient races on its own connection state
+# (nacos-group/nacos-sdk-go#741, #905, #908: rpc_client.go's reconnect and
+# notifyConnectionEvent, in v2.3.2 as in v2.3.5); no Roster code is in those stacks, and
+# the server side it exercises runs under -race in the nacos and server packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,5 +26,8 @@ echo "== go vet"
 go vet ./...
 echo "== staticcheck"
 "$STATICCHECK" ./...
+NORACE=github.com/rosterhq/roster/nacos/nacosgrpctest
 echo "== go test -race"
-go test -race -count=1 -timeout 15m "$@" ./...
+go test -race -count=1 -timeout 15m "$@" $(go list ./... | grep -vx "$NORACE")
+echo "== go test (without -race: the nacos-sdk-go v2 client races internally) $NORACE"
+go test -count=1 -timeout 10m "$@" "$NORACE"
