@@ -286,13 +286,13 @@ func (n *testNode) LeaderRead(context.Context) error {
 
 // newTestAPI is the Nacos API of node id over a fresh store; leader is the member the
 // node takes for the leader (itself when nil).
-func newTestAPI(t *testing.T, id string, leader *model.Member) (http.Handler, *store.Store, *testNode) {
+func newTestAPI(t testing.TB, id string, leader *model.Member) (http.Handler, *store.Store, *testNode) {
 	t.Helper()
 	return newTestAPIWith(t, id, leader, nil)
 }
 
 // newTestAPIWith is newTestAPI with configure (nil: none) adjusting the configuration.
-func newTestAPIWith(t *testing.T, id string, leader *model.Member, configure func(*store.Store, *Config)) (http.Handler, *store.Store, *testNode) {
+func newTestAPIWith(t testing.TB, id string, leader *model.Member, configure func(*store.Store, *Config)) (http.Handler, *store.Store, *testNode) {
 	t.Helper()
 	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"), store.Options{NoSync: true})
 	if err != nil {
@@ -330,7 +330,7 @@ func newTestAPIWith(t *testing.T, id string, leader *model.Member, configure fun
 }
 
 // newStoreAPI is the Nacos API of a leader over a fresh store.
-func newStoreAPI(t *testing.T) (http.Handler, *store.Store, *testNode) {
+func newStoreAPI(t testing.TB) (http.Handler, *store.Store, *testNode) {
 	t.Helper()
 	return newTestAPI(t, "n1", nil)
 }

@@ -6,7 +6,8 @@
 # Builds the roster:dev image and a host copy of the binary (scripts/build-image.sh),
 # starts the cluster and checks, printing "ok: ..." or "FAIL: ..." for each check with times:
 #   1. 100 instances registered through node 2 are read back through nodes 1 and 3
-#      (linearizable and stale);
+#      (linearizable and stale), and by a Nacos 2.x subscription on each node's published
+#      gRPC port (`roster nacos-watch --once`);
 #   2. failover, N trials (default 5): the leader is killed, a new leader is elected within
 #      5 s, a write through a survivor succeeds, all data is present;
 #   3. the killed node is restarted and catches up (a stale read on it shows everything);
@@ -24,8 +25,9 @@
 #
 # Needs docker with compose (the `docker compose` plugin or docker-compose), curl, python3
 # and go. Without a docker engine it prints "skipped: no docker" and exits 0, except under
-# CI=true where that is a failure. Host ports 127.0.0.1:8848-8850 must be free (override
-# with ROSTER1_HTTP_PORT, ROSTER2_HTTP_PORT, ROSTER3_HTTP_PORT).
+# CI=true where that is a failure. Host ports 127.0.0.1:8848-8850 and 9848-9850 must be
+# free (override with ROSTER1_HTTP_PORT.. ROSTER3_HTTP_PORT, ROSTER1_GRPC_PORT..
+# ROSTER3_GRPC_PORT).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -79,6 +81,8 @@ PROJECT=${COMPOSE_PROJECT_NAME:-roster-e2e}
 C=("${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker-compose.yml")
 PORTS=("" "${ROSTER1_HTTP_PORT:-8848}" "${ROSTER2_HTTP_PORT:-8849}" "${ROSTER3_HTTP_PORT:-8850}")
 export ROSTER1_HTTP_PORT=${PORTS[1]} ROSTER2_HTTP_PORT=${PORTS[2]} ROSTER3_HTTP_PORT=${PORTS[3]}
+GRPC_PORTS=("" "${ROSTER1_GRPC_PORT:-9848}" "${ROSTER2_GRPC_PORT:-9849}" "${ROSTER3_GRPC_PORT:-9850}")
+export ROSTER1_GRPC_PORT=${GRPC_PORTS[1]} ROSTER2_GRPC_PORT=${GRPC_PORTS[2]} ROSTER3_GRPC_PORT=${GRPC_PORTS[3]}
 # Loopback only: never send test traffic through a proxy.
 export NO_PROXY='*' no_proxy='*'
 unset HTTP_PROXY HTTPS_PROXY http_proxy https_proxy ALL_PROXY all_proxy
@@ -334,6 +338,7 @@ step "build"
 "${C[@]}" --profile demo down -v --remove-orphans >/dev/null 2>&1 || true
 for n in 1 2 3; do
 	port_in_use "${PORTS[$n]}" && fail "host port 127.0.0.1:${PORTS[$n]} is already in use (set ROSTER${n}_HTTP_PORT)"
+	port_in_use "${GRPC_PORTS[$n]}" && fail "host port 127.0.0.1:${GRPC_PORTS[$n]} is already in use (set ROSTER${n}_GRPC_PORT)"
 done
 if [ "$BUILD" = 1 ]; then
 	t0=$(now_ms)
@@ -378,6 +383,14 @@ for n in 1 3; do
 	jq_py field service.name <"$WORK/body" | grep -qx "$SVC" || fail "stale read on roster$n: service.name is not $SVC: $(head -c 300 "$WORK/body")"
 done
 ok "step 1: responses carry the service ($SVC)"
+for n in 1 2 3; do
+	out=$("$BIN" nacos-watch "$SVC" --grpc-addr "127.0.0.1:${GRPC_PORTS[$n]}" --once -o json 2>&1) ||
+		fail "nacos-watch on roster$n's gRPC port ${GRPC_PORTS[$n]}: $out"
+	hosts=$(printf '%s' "$out" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["serviceInfo"]["hosts"]))') ||
+		fail "nacos-watch on roster$n: unreadable answer: $(printf '%s' "$out" | head -c 300)"
+	[ "$hosts" = "$(expected_count)" ] || fail "a Nacos 2.x subscription on roster$n sees $hosts instances, want $(expected_count)"
+done
+ok "step 1: a Nacos 2.x gRPC subscription on each node sees all $(expected_count) instances"
 
 # ---------------------------------------------------------------------------------------
 step "2+3. failover: kill the leader, elect, write, restart, catch up ($FAILOVER_TRIALS trials)"

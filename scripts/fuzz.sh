@@ -22,6 +22,7 @@ TARGETS=${FUZZ_TARGETS:-"
 ./httpapi:FuzzDecodeClusterRequest
 ./httpapi:FuzzHealthCheckSpec
 ./nacos:FuzzNacosParams
+./nacos:FuzzGRPCRequest
 ./dnsapi:FuzzQuery
 "}
 

@@ -65,6 +65,7 @@ func (a *app) rootCmd() *cobra.Command {
 		a.healthCmd(),
 		a.servicesCmd(),
 		a.watchCmd(),
+		a.nacosWatchCmd(),
 		a.leaderCmd(),
 		a.membersCmd(),
 		a.readyCmd(),
