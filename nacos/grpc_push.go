@@ -148,13 +148,6 @@ func (p *rpcPusher) unsubscribe(key model.ServiceKey, clusters string) {
 	}
 }
 
-// count returns the number of subscriptions.
-func (p *rpcPusher) count() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.subs)
-}
-
 // close drops every subscription; the push goroutine ends.
 func (p *rpcPusher) close() {
 	p.mu.Lock()

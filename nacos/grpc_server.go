@@ -189,10 +189,9 @@ func NewGRPC(cfg GRPCConfig) (*GRPCServer, error) {
 	g.srv = grpc.NewServer(
 		grpc.StatsHandler(rpcTagger{g}),
 		grpc.MaxRecvMsgSize(DefaultGRPCMaxMessageBytes),
-		// A connection mostly idles between small requests and pushes: a write buffer
-		// shared between writes and a small read buffer keep an idle connection cheap
-		// (grpc-go's defaults are 32 KiB each, per connection).
-		grpc.SharedWriteBuffer(true),
+		// A connection mostly idles between small requests and pushes: a small read
+		// buffer keeps an idle connection cheap (grpc-go's default is 32 KiB per
+		// connection; its write buffer is shared between writes by default).
 		grpc.ReadBufferSize(8<<10),
 		// The Go SDK pings every 60 s, with or without streams; grpc-go's default policy
 		// (5 min, no pings without streams) would answer it with GOAWAY too_many_pings.
