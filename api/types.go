@@ -325,8 +325,15 @@ type JoinRequest struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raftAddr"`
 	HTTPAddr string `json:"httpAddr"`
-	// NonVoter adds the server without a vote.
+	// NonVoter keeps the server without a vote. Without it a new server is still added
+	// as a non-voter, and promoted to voter once it has caught up with the leader and
+	// stayed healthy for the stabilization time.
 	NonVoter bool `json:"nonVoter,omitempty"`
+	// ClusterID is the identity of the cluster the joining server belongs to, when it
+	// has one; a join carrying another cluster's identity is refused.
+	ClusterID string `json:"clusterId,omitempty"`
+	// Announce marks a server re-announcing its own addresses: its suffrage is kept.
+	Announce bool `json:"announce,omitempty"`
 }
 
 // Forwarding signal of the native API.

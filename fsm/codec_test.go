@@ -68,6 +68,7 @@ func examples() []example {
 		{"remove_member", RemoveMemberType, RemoveMemberRequest{ID: "n1"}, &RemoveMemberRequest{}},
 		{"update_settings", UpdateSettingsType, UpdateSettingsRequest{Settings: model.Settings{MetadataMaxBytes: 4096, ModifyIndex: 12}}, &UpdateSettingsRequest{}},
 		{"cas", CASType, mustCAS(7, DeregisterInstanceRequest{Ref: ref}), &CASRequest{}},
+		{"set_cluster_id", SetClusterIDType, SetClusterIDRequest{ID: "5f2b8c1e-7a4d-4f0b-9c3e-2d1a6b8e9f00"}, &SetClusterIDRequest{}},
 	}
 }
 

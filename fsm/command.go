@@ -31,6 +31,7 @@ const (
 	RemoveMemberType       MessageType = 12
 	UpdateSettingsType     MessageType = 13
 	CASType                MessageType = 14
+	SetClusterIDType       MessageType = 15
 )
 
 // Command is one state-machine command: a payload struct of this package that knows its
@@ -110,6 +111,12 @@ type UpdateSettingsRequest struct {
 	Settings model.Settings
 }
 
+// SetClusterIDRequest records the cluster's identity, once (SetClusterIDType): the same
+// id again changes nothing, another id is refused with model.ErrConflict.
+type SetClusterIDRequest struct {
+	ID string
+}
+
 // CASRequest applies the command it carries only if the modify index of the object that
 // command writes is Index, 0 meaning the object must not exist; otherwise it is refused
 // with a *model.CASError (CASType). With OnService the condition is on the modify index
@@ -160,6 +167,7 @@ func (UpsertMemberRequest) MessageType() MessageType       { return UpsertMember
 func (RemoveMemberRequest) MessageType() MessageType       { return RemoveMemberType }
 func (UpdateSettingsRequest) MessageType() MessageType     { return UpdateSettingsType }
 func (CASRequest) MessageType() MessageType                { return CASType }
+func (SetClusterIDRequest) MessageType() MessageType       { return SetClusterIDType }
 
 // String names the command type, for logs; the ignore flag shows as a "+ignorable" suffix.
 func (t MessageType) String() string {
@@ -197,6 +205,8 @@ func (t MessageType) String() string {
 		name = "UpdateSettings"
 	case CASType:
 		name = "CAS"
+	case SetClusterIDType:
+		name = "SetClusterID"
 	default:
 		name = "MessageType(" + strconv.Itoa(int(t&^IgnoreUnknownFlag)) + ")"
 	}

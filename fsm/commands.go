@@ -66,6 +66,10 @@ func (c UpdateSettingsRequest) apply(_ *FSM, tx *store.Txn, idx uint64) error {
 	return tx.UpdateSettings(idx, c.Settings)
 }
 
+func (c SetClusterIDRequest) apply(_ *FSM, tx *store.Txn, _ uint64) error {
+	return tx.SetClusterID(c.ID)
+}
+
 // apply decodes the wrapped command, checks the modify index of the object it writes
 // and applies it only if the index is the expected one. A wrapped type that is not
 // conditional (or is itself a CAS) is refused as invalid: no such entry is ever written.

@@ -74,6 +74,7 @@ func New(s *store.Store, logger *slog.Logger) *FSM {
 	register[RemoveMemberRequest](f)
 	register[UpdateSettingsRequest](f)
 	register[CASRequest](f)
+	register[SetClusterIDRequest](f)
 	return f
 }
 

@@ -41,7 +41,13 @@ func (s *server) join(w http.ResponseWriter, r *http.Request) error {
 	if err := model.ValidateMember(m); err != nil {
 		return err
 	}
-	join := raftnode.JoinRequest{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, NonVoter: req.NonVoter}
+	if req.ClusterID != "" {
+		if err := model.ValidateClusterID(req.ClusterID); err != nil {
+			return err
+		}
+	}
+	join := raftnode.JoinRequest{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, NonVoter: req.NonVoter,
+		ClusterID: req.ClusterID, Announce: req.Announce}
 	return s.membership(w, r, func(ctx context.Context) error { return s.node.Join(ctx, join) })
 }
 

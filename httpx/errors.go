@@ -70,7 +70,7 @@ func Classify(err error) (status int, code, field string) {
 		return http.StatusNotFound, api.CodeNotFound, ""
 	case errors.Is(err, model.ErrCASMismatch):
 		return http.StatusConflict, api.CodeCASMismatch, ""
-	case errors.Is(err, model.ErrConflict):
+	case errors.Is(err, model.ErrConflict), errors.Is(err, raftnode.ErrClusterMismatch):
 		return http.StatusConflict, api.CodeConflict, ""
 	case errors.Is(err, ErrNoLeader), errors.Is(err, raftnode.ErrNoLeader):
 		return http.StatusServiceUnavailable, api.CodeNoLeader, ""

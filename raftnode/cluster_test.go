@@ -166,6 +166,7 @@ func mustNewCluster(t testing.TB, size int) *testCluster {
 func (c *testCluster) joiner(ctx context.Context, target string, req JoinRequest) error {
 	_, err := client.New(target, client.WithHTTPClient(c.joinHTTP)).Join(ctx, api.JoinRequest{
 		ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, NonVoter: req.NonVoter,
+		ClusterID: req.ClusterID, Announce: req.Announce,
 	})
 	return err
 }
@@ -190,7 +191,8 @@ func (c *testCluster) startHTTP(tn *testNode) {
 			http.Error(w, "node down", http.StatusServiceUnavailable)
 			return
 		}
-		err := n.Join(r.Context(), JoinRequest{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, NonVoter: req.NonVoter})
+		err := n.Join(r.Context(), JoinRequest{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, NonVoter: req.NonVoter,
+			ClusterID: req.ClusterID, Announce: req.Announce})
 		switch {
 		case err == nil:
 			w.Header().Set("Content-Type", "application/json")
@@ -199,6 +201,8 @@ func (c *testCluster) startHTTP(tn *testNode) {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		case errors.Is(err, model.ErrInvalid):
 			http.Error(w, err.Error(), http.StatusBadRequest)
+		case errors.Is(err, model.ErrConflict), errors.Is(err, ErrClusterMismatch):
+			http.Error(w, err.Error(), http.StatusConflict)
 		default:
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 		}
@@ -235,6 +239,8 @@ func (c *testCluster) config(tn *testNode, join string) Config {
 		Join:          join,
 		Joiner:        c.joiner,
 		Logger:        c.logger,
+		// A joined node becomes a voter after half a second of health, not ten.
+		PromoteAfter: 500 * time.Millisecond,
 	}
 	if join != "" {
 		cfg.Peers = nil

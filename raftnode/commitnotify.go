@@ -168,6 +168,17 @@ func kick(p *notifyPeer) {
 	}
 }
 
+// peerHealth returns what the leader knows of follower id in the tracked term: the
+// last entry it accepted and the time of the last successful exchange (zero: none).
+func (cn *commitNotifier) peerHealth(id raft.ServerID) (match uint64, lastOK time.Time) {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	if p, ok := cn.peers[id]; ok {
+		return p.match, p.lastOK
+	}
+	return 0, time.Time{}
+}
+
 // close stops the senders. A notification already in flight ends with its RPC (bounded
 // by the transport's timeout); no new one starts.
 func (cn *commitNotifier) close() {

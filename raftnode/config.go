@@ -163,6 +163,15 @@ type Config struct {
 	TrailingLogs      uint64
 	SnapshotRetain    int
 
+	// NonVoter keeps this node without a vote when it joins a cluster.
+	NonVoter bool
+	// PromoteAfter is how long a joined non-voter must stay caught up and in contact
+	// before the leader promotes it (default DefaultPromoteAfter); MaxTrailingLogs how
+	// far behind the leader's log it may be and still count as caught up (default
+	// DefaultMaxTrailingLogs).
+	PromoteAfter    time.Duration
+	MaxTrailingLogs uint64
+
 	// ApplyTimeout bounds how long Apply waits to enqueue a command (default 10 s).
 	ApplyTimeout time.Duration
 	// Logger receives the node's and Raft's logs (default slog.Default()).
@@ -328,6 +337,12 @@ func (c *Config) fillTimings() error {
 	}
 	if c.SnapshotRetain == 0 {
 		c.SnapshotRetain = DefaultSnapshotRetain
+	}
+	if c.PromoteAfter <= 0 {
+		c.PromoteAfter = DefaultPromoteAfter
+	}
+	if c.MaxTrailingLogs == 0 {
+		c.MaxTrailingLogs = DefaultMaxTrailingLogs
 	}
 	if c.ApplyTimeout == 0 {
 		c.ApplyTimeout = DefaultApplyTimeout

@@ -30,6 +30,8 @@ var (
 	// ErrNodeRunning means Recover found the node's Raft storage locked by a running
 	// process; nothing was changed.
 	ErrNodeRunning = errors.New("node appears to be running")
+	// ErrClusterMismatch refuses a join from a server of another cluster.
+	ErrClusterMismatch = errors.New("the server belongs to another cluster")
 )
 
 // ConfigError names the Config field (or the peer entry) that is wrong.

@@ -24,16 +24,18 @@ const (
 )
 
 // joinAtStart asks the member at target to add this node, retrying with backoff until
-// the request is accepted or the node shuts down.
+// the request is accepted or the node shuts down; then, unless the node stays a
+// non-voter, it asks again every joinPromoteInterval until it is a voter, so that a
+// leader elected meanwhile learns that it waits for a vote.
 func (n *Node) joinAtStart(target string) {
 	defer n.wg.Done()
-	req := JoinRequest{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAdvertise, HTTPAddr: n.cfg.HTTPAdvertise}
 	wait := joinRetryMin
 	for attempt := 1; ; attempt++ {
+		req := JoinRequest{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAdvertise, HTTPAddr: n.cfg.HTTPAdvertise,
+			NonVoter: n.cfg.NonVoter, ClusterID: n.knownClusterID()}
 		err := n.sendJoin(target, req)
 		if err == nil {
-			n.log.Info("joined cluster", "via", target, "attempts", attempt)
-			return
+			break
 		}
 		if n.ctx.Err() != nil {
 			return
@@ -44,6 +46,47 @@ func (n *Node) joinAtStart(target string) {
 		}
 		wait = min(wait*2, joinRetryMax)
 	}
+	n.log.Info("join request accepted", "via", target, "non_voter", n.cfg.NonVoter)
+	if n.cfg.NonVoter {
+		return
+	}
+	for !n.isVoter() {
+		if !sleepCtx(n.ctx, joinPromoteInterval) {
+			return
+		}
+		if n.isVoter() {
+			break
+		}
+		// Through the leader when it is known (the join target may be gone).
+		to := target
+		if _, id := n.raft.LeaderWithID(); id != "" {
+			if l, ok := n.member(string(id)); ok && l.HTTPAddr != "" {
+				to = l.HTTPAddr
+			}
+		}
+		req := JoinRequest{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAdvertise, HTTPAddr: n.cfg.HTTPAdvertise, ClusterID: n.knownClusterID()}
+		if err := n.sendJoin(to, req); err != nil && n.ctx.Err() == nil {
+			n.log.Debug("asking for a vote failed; retrying", "via", to, "error", err)
+		}
+	}
+	n.log.Info("joined the cluster as a voter")
+}
+
+// joinPromoteInterval is how often a joined non-voter that wants a vote asks again.
+const joinPromoteInterval = time.Second
+
+// isVoter reports whether this node is a voter of its latest known configuration.
+func (n *Node) isVoter() bool {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == n.cfg.NodeID {
+			return s.Suffrage == raft.Voter
+		}
+	}
+	return false
 }
 
 // runRegistrar keeps this node's member record current: while a leader other than
@@ -112,7 +155,7 @@ func (n *Node) announcement() (string, JoinRequest, bool) {
 	}
 	req = JoinRequest{
 		ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAdvertise, HTTPAddr: n.cfg.HTTPAdvertise,
-		NonVoter: self.Suffrage != raft.Voter,
+		NonVoter: self.Suffrage != raft.Voter, ClusterID: n.knownClusterID(), Announce: true,
 	}
 	return leader.HTTPAddr, req, true
 }

@@ -30,8 +30,15 @@ type JoinRequest struct {
 	ID       string
 	RaftAddr string
 	HTTPAddr string
-	// NonVoter adds (or keeps) the server without a vote.
+	// NonVoter keeps the server without a vote. Otherwise it joins without one too and is
+	// promoted once it has caught up and stayed healthy (see promote.go).
 	NonVoter bool
+	// ClusterID is the joining server's cluster identity ("" for a server that has none
+	// yet); another cluster's identity is refused.
+	ClusterID string
+	// Announce is a server re-announcing its own addresses: its suffrage is kept and no
+	// promotion is requested.
+	Announce bool
 }
 
 // Members lists the servers of the latest Raft configuration, sorted by id, with
@@ -79,14 +86,33 @@ func (n *Node) configuration(ctx context.Context) ([]raft.Server, error) {
 }
 
 // Join adds a server to the cluster, or updates it, and records its addresses in the
-// member table. It runs on the leader only. A server already present with the same
-// id and address keeps its place (a voter/non-voter change is applied); one present
-// with another address is removed and added again; another server at the same
-// address is removed. Invalid requests fail with model.ErrInvalid.
+// member table. It runs on the leader only. The rules keep one request from costing
+// the cluster its quorum or a working server:
+//
+//   - A new server is added as a non-voter. Unless it asked to stay one, it is
+//     promoted to voter once it has caught up with the leader and stayed healthy for
+//     the stabilization time (promote.go): a server that never catches up — a typo, a
+//     fake — never counts towards the quorum.
+//   - A join naming another cluster (ClusterID) is refused with ErrClusterMismatch.
+//   - A Raft address already used by another server is refused with model.ErrConflict:
+//     that server must be removed first.
+//   - A server may move to a new address only while the leader cannot reach it at the
+//     old one; a live server is never redirected.
+//   - Any change to the configuration is refused with model.ErrConflict while an
+//     earlier one is not committed.
+//
+// The same id and address again changes nothing (a non-voter asking to be a voter is
+// queued for promotion). An announcement (Announce) only records addresses and keeps
+// the server's suffrage. Invalid requests fail with model.ErrInvalid.
 func (n *Node) Join(ctx context.Context, req JoinRequest) error {
 	m := model.Member{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr}
 	if err := model.ValidateMember(m); err != nil {
 		return err
+	}
+	if req.ClusterID != "" {
+		if err := model.ValidateClusterID(req.ClusterID); err != nil {
+			return err
+		}
 	}
 	if n.raft.State() != raft.Leader {
 		return n.notLeaderErr(nil)
@@ -94,7 +120,10 @@ func (n *Node) Join(ctx context.Context, req JoinRequest) error {
 	if req.ID == n.cfg.NodeID && req.RaftAddr != n.cfg.RaftAdvertise {
 		return &model.ValidationError{Field: "raftAddr", Message: fmt.Sprintf("the leader %s is at %s, not %s", req.ID, n.cfg.RaftAdvertise, req.RaftAddr)}
 	}
-	servers, err := n.configuration(ctx)
+	if cur := n.ClusterID(); cur != "" && req.ClusterID != "" && req.ClusterID != cur {
+		return fmt.Errorf("%w: server %s belongs to cluster %s; this is cluster %s", ErrClusterMismatch, req.ID, req.ClusterID, cur)
+	}
+	servers, pending, err := n.configurationState(ctx)
 	if err != nil {
 		return err
 	}
@@ -104,36 +133,59 @@ func (n *Node) Join(ctx context.Context, req JoinRequest) error {
 		case string(s.ID) == req.ID:
 			existing = &servers[i]
 		case string(s.Address) == req.RaftAddr:
-			n.log.Info("removing server whose address a joining server now uses", "removed", s.ID, "joining", req.ID, "addr", req.RaftAddr)
-			if err := n.removeServer(ctx, string(s.ID), true); err != nil {
-				return err
-			}
+			return fmt.Errorf("%w: raft address %s belongs to server %s; remove %s first (DELETE /v1/cluster/members/%s)",
+				model.ErrConflict, req.RaftAddr, s.ID, s.ID, s.ID)
 		}
-	}
-	if existing != nil && string(existing.Address) != req.RaftAddr {
-		n.log.Info("server rejoins at a new address", "id", req.ID, "old", existing.Address, "new", req.RaftAddr)
-		if err := n.await(ctx, n.raft.RemoveServer(existing.ID, 0, n.cfg.ApplyTimeout)); err != nil {
-			return err
-		}
-		existing = nil
 	}
 	id, addr := raft.ServerID(req.ID), raft.ServerAddress(req.RaftAddr)
+	change := func(what string, f raft.IndexFuture) error {
+		if pending != 0 {
+			return fmt.Errorf("%w: the membership change at index %d is not committed yet; retry shortly", model.ErrConflict, pending)
+		}
+		if err := n.await(ctx, f); err != nil {
+			return err
+		}
+		n.log.Info(what, "id", req.ID, "raft_addr", req.RaftAddr, "http_addr", req.HTTPAddr)
+		return nil
+	}
 	switch {
-	case existing == nil && req.NonVoter:
-		err = n.await(ctx, n.raft.AddNonvoter(id, addr, 0, n.cfg.ApplyTimeout))
-	case existing == nil || (!req.NonVoter && existing.Suffrage != raft.Voter):
-		err = n.await(ctx, n.raft.AddVoter(id, addr, 0, n.cfg.ApplyTimeout))
-	case req.NonVoter && existing.Suffrage == raft.Voter:
-		err = n.await(ctx, n.raft.DemoteVoter(id, 0, n.cfg.ApplyTimeout))
+	case existing == nil:
+		err = change("server joined as a non-voter", n.raft.AddNonvoter(id, addr, 0, n.cfg.ApplyTimeout))
+	case string(existing.Address) != req.RaftAddr:
+		if n.reachable(existing.ID) {
+			return fmt.Errorf("%w: server %s answers at %s; a server moves to a new address only once the leader cannot reach it at the old one",
+				model.ErrConflict, req.ID, existing.Address)
+		}
+		if existing.Suffrage == raft.Voter {
+			err = change("server moved to a new address", n.raft.AddVoter(id, addr, 0, n.cfg.ApplyTimeout))
+		} else {
+			err = change("server moved to a new address", n.raft.AddNonvoter(id, addr, 0, n.cfg.ApplyTimeout))
+		}
+	case !req.Announce && req.NonVoter && existing.Suffrage == raft.Voter:
+		err = change("voter demoted to non-voter", n.raft.DemoteVoter(id, 0, n.cfg.ApplyTimeout))
 	}
 	if err != nil {
 		return err
 	}
-	if existing == nil {
-		n.log.Info("server joined", "id", req.ID, "raft_addr", req.RaftAddr, "http_addr", req.HTTPAddr, "voter", !req.NonVoter)
+	if !req.Announce {
+		n.promo.want(req.ID, !req.NonVoter && (existing == nil || existing.Suffrage != raft.Voter))
 	}
 	_, err = n.Apply(ctx, fsm.UpsertMemberRequest{Member: m})
 	return err
+}
+
+// configurationState returns the servers of the latest configuration and, when that
+// configuration is not committed yet, its index (else 0).
+func (n *Node) configurationState(ctx context.Context) ([]raft.Server, uint64, error) {
+	f := n.raft.GetConfiguration()
+	if err := n.await(ctx, f); err != nil {
+		return nil, 0, err
+	}
+	var pending uint64
+	if f.Index() > n.raft.CommitIndex() {
+		pending = f.Index()
+	}
+	return f.Configuration().Servers, pending, nil
 }
 
 // RemoveServer removes a server from the Raft configuration and its member record.
@@ -143,10 +195,14 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 	if n.raft.State() != raft.Leader {
 		return n.notLeaderErr(nil)
 	}
-	servers, err := n.configuration(ctx)
+	servers, pending, err := n.configurationState(ctx)
 	if err != nil {
 		return err
 	}
+	if pending != 0 {
+		return fmt.Errorf("%w: the membership change at index %d is not committed yet; retry shortly", model.ErrConflict, pending)
+	}
+	n.promo.want(id, false)
 	inConfig := false
 	for _, s := range servers {
 		if string(s.ID) == id {

@@ -2,8 +2,11 @@ package raftnode
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
@@ -207,4 +210,136 @@ func TestNode_TransferLeadership(t *testing.T) {
 		t.Fatalf("leader after transfer = %s, want %s", got.id, target.id)
 	}
 	mustApplyNamespace(t, target.N(), "after-transfer")
+}
+
+// Joins of servers that never come up cost the cluster nothing: each is added as a
+// non-voter and never promoted, so the quorum stays that of the three real voters.
+// (Added as voters, the third join left 3 live voters of 6 and the cluster without a
+// quorum.)
+func TestNode_JoinsOfDeadServersKeepTheQuorum(t *testing.T) {
+	c := mustNewCluster(t, 3)
+	leader := c.waitForLeader(10 * time.Second)
+	ctx := ctxTimeout(t, 30*time.Second)
+	fakes := freeAddrs(t, 3) // nothing listens there
+	for i, addr := range fakes {
+		id := "fake" + string(rune('1'+i))
+		if err := leader.N().Join(ctx, JoinRequest{ID: id, RaftAddr: addr, HTTPAddr: "127.0.0.1:9"}); err != nil {
+			t.Fatalf("join %s: %v", id, err)
+		}
+	}
+	mustApplyNamespace(t, leader.N(), "after-fake-joins")
+	// Well past the promotion delay, the fakes are still non-voters and writes commit.
+	deadline := time.After(3 * leader.N().cfg.PromoteAfter)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for watching := true; watching; {
+		select {
+		case <-deadline:
+			watching = false
+		case <-tick.C:
+		}
+		mustApplyNamespace(t, leader.N(), "still-writable")
+		ms, err := leader.N().Members(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		voters := 0
+		for _, m := range ms {
+			if m.Voter {
+				voters++
+			}
+			if strings.HasPrefix(m.ID, "fake") && m.Voter {
+				t.Fatalf("%s became a voter: %+v", m.ID, ms)
+			}
+		}
+		if len(ms) != 6 || voters != 3 {
+			t.Fatalf("%d members, %d voters: %+v", len(ms), voters, ms)
+		}
+	}
+	for i := range fakes {
+		if err := leader.N().RemoveServer(ctx, "fake"+string(rune('1'+i))); err != nil {
+			t.Fatalf("remove fake%d: %v", i+1, err)
+		}
+	}
+}
+
+// A join never takes a live server's place: not its Raft address, and not its id at
+// another address while the leader still reaches it.
+func TestNode_JoinNeverDisplacesALiveServer(t *testing.T) {
+	c := mustNewCluster(t, 3)
+	leader := c.waitForLeader(10 * time.Second)
+	ctx := ctxTimeout(t, 20*time.Second)
+	f := c.followers(leader)[0]
+	wait.For(t, 10*time.Second, "the leader's contact with the follower", func() bool { return leader.N().reachable(raft.ServerID(f.id)) })
+	before := leader.N().Raft().GetConfiguration()
+	if err := before.Error(); err != nil {
+		t.Fatal(err)
+	}
+	other := freeAddrs(t, 1)[0]
+	for _, req := range []JoinRequest{
+		{ID: "intruder", RaftAddr: f.raftAddr, HTTPAddr: "127.0.0.1:9"},
+		{ID: f.id, RaftAddr: other, HTTPAddr: f.httpAddr},
+	} {
+		if err := leader.N().Join(ctx, req); !errors.Is(err, model.ErrConflict) {
+			t.Fatalf("join %+v: %v, want a conflict", req, err)
+		}
+	}
+	after := leader.N().Raft().GetConfiguration()
+	if err := after.Error(); err != nil {
+		t.Fatal(err)
+	}
+	if after.Index() != before.Index() {
+		t.Fatalf("a refused join changed the configuration: %+v", after.Configuration().Servers)
+	}
+	ms, err := leader.N().Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := membersByID(ms)[f.id]; !m.Voter || m.RaftAddr != f.raftAddr {
+		t.Fatalf("follower after the refused joins: %+v", m)
+	}
+}
+
+// The first leader gives the cluster an identity, every node records it in its data
+// directory, and a join from another cluster is refused.
+func TestNode_ClusterIdentity(t *testing.T) {
+	c := mustNewCluster(t, 3)
+	leader := c.waitForLeader(10 * time.Second)
+	var id string
+	wait.For(t, 10*time.Second, "the cluster id on every node and in every data directory", func() bool {
+		id = leader.N().ClusterID()
+		if id == "" {
+			return false
+		}
+		for _, tn := range c.nodes {
+			got, err := readClusterIDFile(tn.dir)
+			if err != nil || got != id || tn.N().ClusterID() != id {
+				return false
+			}
+		}
+		return true
+	})
+	ctx := ctxTimeout(t, 20*time.Second)
+	addr := freeAddrs(t, 1)[0]
+	err := leader.N().Join(ctx, JoinRequest{ID: "stranger", RaftAddr: addr, HTTPAddr: "127.0.0.1:9", ClusterID: "another-cluster"})
+	if !errors.Is(err, ErrClusterMismatch) {
+		t.Fatalf("join from another cluster: %v, want ErrClusterMismatch", err)
+	}
+	if _, ok := leader.st.Member("stranger"); ok {
+		t.Fatal("the stranger was recorded")
+	}
+	if err := leader.N().Join(ctx, JoinRequest{ID: "friend", RaftAddr: addr, HTTPAddr: "127.0.0.1:9", ClusterID: id, NonVoter: true}); err != nil {
+		t.Fatalf("join with this cluster's id: %v", err)
+	}
+	// The identity survives a restart of every node.
+	for _, tn := range c.nodes {
+		c.stop(tn)
+	}
+	for _, tn := range c.nodes {
+		c.start(tn, "")
+	}
+	leader = c.waitForLeader(10 * time.Second)
+	if got := leader.N().ClusterID(); got != id {
+		t.Fatalf("after restarts the cluster id is %q, want %q", got, id)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -52,6 +53,9 @@ type Node struct {
 	ctx      context.Context // cancelled by Shutdown
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
+
+	promo      promoter    // the non-voters waiting for a vote (leader)
+	idMismatch atomic.Bool // the data directory's cluster id was found to differ (logged once)
 
 	mu        sync.Mutex
 	closed    bool
@@ -101,13 +105,17 @@ func newNode(cfg Config, sm StateMachine) (*Node, error) {
 		n.closeStorage()
 		return nil, err
 	}
-	n.wg.Add(1)
+	n.callbacks = append(n.callbacks, n.ensureClusterID, n.promote)
+	n.wg.Add(2)
 	go n.observe()
+	go n.runIdentity()
 	if cfg.Joiner != nil {
 		n.wg.Add(1)
 		go n.runRegistrar()
 	}
-	if cfg.Join != "" && !existing {
+	// A node joins when it has no state, and finishes joining after a restart while it
+	// still waits for the vote it asked for.
+	if cfg.Join != "" && (!existing || (!cfg.NonVoter && !n.isVoter())) {
 		n.wg.Add(1)
 		go n.joinAtStart(cfg.Join)
 	}

@@ -15,6 +15,7 @@ func joiner(hc *http.Client) raftnode.Joiner {
 	return func(ctx context.Context, target string, req raftnode.JoinRequest) error {
 		_, err := client.New(target, client.WithHTTPClient(hc)).Join(ctx, api.JoinRequest{
 			ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, NonVoter: req.NonVoter,
+			ClusterID: req.ClusterID, Announce: req.Announce,
 		})
 		return err
 	}

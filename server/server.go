@@ -98,6 +98,8 @@ type RaftTuning struct {
 	SnapshotThreshold  uint64
 	SnapshotInterval   time.Duration
 	TrailingLogs       uint64
+	// PromoteAfter is how long a joined server must stay healthy before it gets a vote.
+	PromoteAfter time.Duration
 }
 
 // Validate fills defaults and rejects unusable settings.
@@ -231,6 +233,7 @@ func New(cfg Config) (_ *Server, err error) {
 		SnapshotThreshold:  cfg.Raft.SnapshotThreshold,
 		SnapshotInterval:   cfg.Raft.SnapshotInterval,
 		TrailingLogs:       cfg.Raft.TrailingLogs,
+		PromoteAfter:       cfg.Raft.PromoteAfter,
 		Logger:             s.log,
 	}, s.fsm)
 	if err != nil {

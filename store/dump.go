@@ -21,6 +21,7 @@ type State struct {
 	Instances    []model.Instance
 	Members      []model.Member
 	Settings     model.Settings
+	ClusterID    string
 	AppliedIndex uint64
 	Indexes      map[string]uint64
 }
@@ -60,6 +61,7 @@ func (s *Store) Dump() (State, error) {
 		if _, err := r.get(r.meta, metaSettings, &st.Settings); err != nil {
 			return err
 		}
+		st.ClusterID = string(r.meta.Get(metaClusterID))
 		if st.AppliedIndex, err = readU64(r.btx.Bucket(bucketMeta).Get(metaApplied)); err != nil {
 			return err
 		}

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/rosterhq/roster/model"
@@ -51,5 +53,41 @@ func TestMembers_UpsertRemoveAndIndex(t *testing.T) {
 	}
 	if idx, _, _ = s.Members(nil); idx != 7 {
 		t.Fatalf("member index = %d, want 7", idx)
+	}
+}
+
+func TestClusterID_SetOnceAndAdopt(t *testing.T) {
+	s := mustNewStore(t)
+	if id, err := s.ClusterID(); err != nil || id != "" {
+		t.Fatalf("a new state has id %q (%v)", id, err)
+	}
+	set := func(id string) error { return s.Update(func(tx *Txn) error { return tx.SetClusterID(id) }) }
+	if err := set("a1b2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := set("a1b2"); err != nil {
+		t.Fatalf("setting the same id again: %v", err)
+	}
+	if err := set("c3d4"); !errors.Is(err, model.ErrConflict) {
+		t.Fatalf("replacing the id: %v, want a conflict", err)
+	}
+	for _, bad := range []string{"", "-x", "a b", strings.Repeat("a", 65)} {
+		if err := set(bad); !errors.Is(err, model.ErrInvalid) {
+			t.Errorf("id %q: %v, want invalid", bad, err)
+		}
+	}
+	if err := s.UpsertMember(5, model.Member{ID: "old", RaftAddr: "127.0.0.9:7848", HTTPAddr: "127.0.0.9:8848"}); err != nil {
+		t.Fatal(err)
+	}
+	mine := []model.Member{{ID: "n1", RaftAddr: "127.0.0.1:7848", HTTPAddr: "127.0.0.1:8848"}}
+	if err := s.Update(func(tx *Txn) error { return tx.AdoptIdentity("e5f6", mine) }); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ClusterID != "e5f6" || len(st.Members) != 1 || st.Members[0] != mine[0] {
+		t.Fatalf("after adopting: id %q, members %+v", st.ClusterID, st.Members)
 	}
 }

@@ -54,6 +54,7 @@ func FastTimeouts() Option {
 		c.Raft.HeartbeatTimeout = 300 * time.Millisecond
 		c.Raft.ElectionTimeout = 300 * time.Millisecond
 		c.Raft.LeaderLeaseTimeout = 150 * time.Millisecond
+		c.Raft.PromoteAfter = time.Second
 	}
 }
 
