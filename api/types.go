@@ -133,6 +133,7 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeUnsupportedMedia = "unsupported_media_type"
 	CodeNotAcceptable    = "not_acceptable"
+	CodeForbidden        = "forbidden"
 )
 
 // ErrorBody is the body of every error response: {"error":{"code","message","field"}}.

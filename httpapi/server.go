@@ -120,6 +120,9 @@ type Config struct {
 	Watch *fanout.Hub
 	// KeepAlive is how often an idle stream gets a comment line (default DefaultKeepAlive).
 	KeepAlive time.Duration
+	// TrustedOrigins are the origins (scheme://host[:port]) whose pages a browser may send
+	// state-changing requests from; every other cross-origin write is refused (403).
+	TrustedOrigins []string
 	// StreamWriters bounds the goroutines writing HTTP/1.x streams at once (default
 	// DefaultStreamWriters).
 	StreamWriters int
@@ -199,6 +202,8 @@ type server struct {
 	metrics  *httpx.Metrics
 	streams  *streamMetrics
 	streamer *streamer
+	// handler is the router behind the refusal of browsers' cross-origin writes.
+	handler http.Handler
 }
 
 // New validates cfg and returns the API handler. The handler also implements
@@ -225,6 +230,10 @@ func New(cfg Config) (http.Handler, error) {
 		return nil, err
 	}
 	s.streamer = newStreamer(cfg.StreamWriters, cfg.StreamWriteTimeout, cfg.KeepAlive, s.streams)
+	crossOrigin, err := httpx.CrossOrigin(cfg.TrustedOrigins, s.writeError)
+	if err != nil {
+		return nil, err
+	}
 	s.fwd = cfg.Forwarder
 	if s.fwd == nil {
 		s.fwd, err = httpx.NewForwarder(httpx.ForwarderConfig{
@@ -237,11 +246,13 @@ func New(cfg Config) (http.Handler, error) {
 		s.ownsFwd = true
 	}
 	s.router = s.routes()
+	s.handler = crossOrigin(s.router)
 	return s, nil
 }
 
-// ServeHTTP serves the native API.
-func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+// ServeHTTP serves the native API; a browser's write from another origin is refused
+// before anything else looks at it.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
 // CloseIdleConnections closes idle connections of the forwarding transport when the
 // handler owns it.

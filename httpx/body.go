@@ -17,16 +17,19 @@ import (
 // bodyKey holds the buffered request body in the request context.
 type bodyKey struct{}
 
-// JSONBodies accepts what the native API reads as JSON: application/json, or curl's
-// default application/x-www-form-urlencoded (whose body is still read as JSON).
+// JSONBodies accepts what the native API reads: application/json only. A form or
+// text/plain body is what a page on another site can make a browser send without
+// asking first (a "simple" cross-origin request), so refusing those media types takes
+// such requests away before CrossOrigin even looks at them.
 func JSONBodies(mediaType string) bool {
-	return mediaType == "application/json" || mediaType == "application/x-www-form-urlencoded"
+	return mediaType == "application/json"
 }
 
 // BufferBody reads a request body whole within maxBytes (else 413) and keeps it, so
 // that the request can be decoded here or forwarded to the leader (and forwarded again
-// after a leader change). With accept set, a body whose Content-Type accept refuses is
-// a 415; with accept nil the handler decides what a body may be.
+// after a leader change). With accept set, a non-empty body without a Content-Type, or
+// whose Content-Type accept refuses, is a 415; with accept nil the handler decides what
+// a body may be.
 func BufferBody(maxBytes int64, accept func(mediaType string) bool, fail ErrorWriter) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -53,6 +56,10 @@ func BufferBody(maxBytes int64, accept func(mediaType string) bool, fail ErrorWr
 					return
 				}
 				body = b
+			}
+			if accept != nil && len(body) > 0 && r.Header.Get("Content-Type") == "" {
+				fail(w, r, fmt.Errorf("%w: a body without a Content-Type (use application/json)", ErrUnsupportedMedia))
+				return
 			}
 			r = r.WithContext(WithBody(r.Context(), body))
 			SetBody(r, body)

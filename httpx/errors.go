@@ -60,6 +60,8 @@ func Classify(err error) (status int, code, field string) {
 		return http.StatusBadRequest, api.CodeInvalid, ""
 	case errors.As(err, &mbe), errors.Is(err, ErrBodyTooLarge):
 		return http.StatusRequestEntityTooLarge, api.CodeTooLarge, ""
+	case errors.Is(err, ErrCrossOrigin):
+		return http.StatusForbidden, api.CodeForbidden, ""
 	case errors.Is(err, ErrUnsupportedMedia):
 		return http.StatusUnsupportedMediaType, api.CodeUnsupportedMedia, ""
 	case errors.Is(err, ErrNotAcceptable):

@@ -196,6 +196,8 @@ func (s *handler) nacosClassify(err error, res nacosResource) *nacosError {
 	switch {
 	case errors.Is(err, httpx.ErrMethodNotAllowed):
 		out.code = nacosCodeParameterValidate
+	case errors.Is(err, httpx.ErrCrossOrigin):
+		out.code = nacosCodeAccessDenied
 	case errors.Is(err, httpx.ErrUnsupportedMedia):
 		out.status, out.code = http.StatusBadRequest, nacosCodeMediaType
 	case errors.Is(err, model.ErrInvalid):

@@ -80,6 +80,9 @@ type Config struct {
 	PushMaxSubscribers int
 	// Registerer receives the push metrics; nil registers none.
 	Registerer prometheus.Registerer
+	// TrustedOrigins are the origins whose pages a browser may send writes from; every
+	// other cross-origin write is refused (403), as on the native API.
+	TrustedOrigins []string
 
 	// push overrides the pusher's options in tests.
 	push pushOptions
@@ -111,6 +114,8 @@ type handler struct {
 	// internal serves the writes that arrive over gRPC, by method, without the HTTP
 	// middleware (serveInternal).
 	internal map[string]http.Handler
+	// handler is the router behind the refusal of browsers' cross-origin writes.
+	handler http.Handler
 }
 
 // New returns the handler of the /nacos routes.
@@ -152,7 +157,14 @@ func New(cfg Config) (http.Handler, error) {
 		}
 		s.log.Info("nacos push socket", "addr", s.push.LocalAddr().String())
 	}
+	crossOrigin, err := httpx.CrossOrigin(cfg.TrustedOrigins, func(w http.ResponseWriter, r *http.Request, err error) {
+		s.writeNacosError(w, r, err, nacosOther)
+	})
+	if err != nil {
+		return nil, err
+	}
 	s.mux = s.routes()
+	s.handler = crossOrigin(s.mux)
 	failWrite := func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, nacosInstance) }
 	s.internal = map[string]http.Handler{
 		http.MethodPost:   s.fwd.LeaderOnly(failWrite)(s.nacos(nacosInstance, s.nacosRegister)),
@@ -161,8 +173,9 @@ func New(cfg Config) (http.Handler, error) {
 	return s, nil
 }
 
-// ServeHTTP serves the /nacos routes.
-func (s *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP serves the /nacos routes; a browser's write from another origin is refused
+// before anything else looks at it.
+func (s *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
 // IsPath reports whether a request path belongs to the Nacos Open API (/nacos/...).
 func IsPath(path string) bool {

@@ -79,6 +79,9 @@ type Config struct {
 	Snapshot httpapi.SnapshotConfig
 	// DNS configures the DNS interface; an empty DNS.Addr serves no DNS.
 	DNS dnsapi.Config
+	// TrustedOrigins are the origins (scheme://host[:port]) whose pages a browser may send
+	// state-changing requests from; other cross-origin writes are refused with 403.
+	TrustedOrigins []string
 	// GRPCAddr is the address of the Nacos 2.x gRPC API (nacos.GRPCAddrFor gives the
 	// address clients expect: the HTTP port + 1000); "" serves no gRPC.
 	GRPCAddr string
@@ -539,7 +542,8 @@ func (s *Server) newAPI(cfg Config) (http.Handler, error) {
 		Health:    s.health,
 		Watch:     s.hub,
 
-		ProbePolicy: cfg.Health.Policy,
+		ProbePolicy:    cfg.Health.Policy,
+		TrustedOrigins: cfg.TrustedOrigins,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("http api: %w", err)
@@ -547,7 +551,7 @@ func (s *Server) newAPI(cfg Config) (http.Handler, error) {
 	nacosAPI, err := nacos.New(nacos.Config{
 		NodeID: cfg.NodeID, Store: s.store, Node: s.node, Registry: s.registry,
 		Forwarder: s.fwd, Metrics: httpMetrics, Logger: s.log, Watch: s.hub,
-		Registerer: s.metrics, PushAddr: nacos.PushAddrFor(s.httpAddr),
+		Registerer: s.metrics, PushAddr: nacos.PushAddrFor(s.httpAddr), TrustedOrigins: cfg.TrustedOrigins,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("nacos api: %w", err)

@@ -57,6 +57,8 @@ type nodeOptions struct {
 	DNSAddrOptional bool
 	// GRPCAddr is --grpc-addr: "" derives it from the HTTP address, "off" serves none.
 	GRPCAddr string
+	// TrustedOrigins is --trusted-origins: origins whose pages may write.
+	TrustedOrigins []string
 }
 
 // grpcAddrOff is the --grpc-addr value that serves no gRPC.
@@ -75,9 +77,10 @@ func (o nodeOptions) grpcAddr() string {
 	return o.GRPCAddr
 }
 
-// grpcFlag adds --grpc-addr.
+// grpcFlag adds --grpc-addr and --trusted-origins.
 func grpcFlag(fs *pflag.FlagSet, o *nodeOptions) {
 	fs.StringVar(&o.GRPCAddr, "grpc-addr", "", `address of the Nacos 2.x gRPC API (default: the --http-addr host, port + 1000, as Nacos clients expect; "off": none)`)
+	fs.StringSliceVar(&o.TrustedOrigins, "trusted-origins", nil, "origins (scheme://host[:port], comma-separated) whose web pages may send writes; browsers' writes from any other origin are refused")
 }
 
 // validate checks the options that are parsed later, so that a bad value is reported

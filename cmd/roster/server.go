@@ -49,6 +49,7 @@ func startNode(o nodeOptions, log *slog.Logger) (string, func() error, error) {
 		DNS:               o.dnsConfig(),
 		DNSOptional:       o.DNSAddrOptional,
 		GRPCAddr:          o.grpcAddr(),
+		TrustedOrigins:    o.TrustedOrigins,
 	})
 	if err != nil {
 		return "", nil, err
