@@ -301,7 +301,11 @@ type Ready struct {
 	Leader       string `json:"leader"`
 	AppliedIndex uint64 `json:"appliedIndex"`
 	CommitIndex  uint64 `json:"commitIndex"`
-	Reason       string `json:"reason,omitempty"`
+	// LeaderCommitIndex is the highest commit index the leader has sent this node.
+	LeaderCommitIndex uint64 `json:"leaderCommitIndex"`
+	// ClusterID is the cluster's identity ("" until its first leader set it).
+	ClusterID string `json:"clusterId,omitempty"`
+	Reason    string `json:"reason,omitempty"`
 }
 
 // Member is one Raft server as GET /v1/cluster/members shows it.

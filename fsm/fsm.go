@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -41,6 +42,13 @@ type FSM struct {
 	mu sync.Mutex
 	// appliedCh is closed and replaced after every batch and restore.
 	appliedCh chan struct{}
+	// stallErr is the storage failure the apply path is waiting out (nil: none).
+	stallErr error
+	// stop ends a stalled apply's retries (Stop).
+	stop     chan struct{}
+	stopOnce sync.Once
+	// retryMin and retryMax bound the wait between retries of a stalled batch.
+	retryMin, retryMax time.Duration
 }
 
 var (
@@ -58,6 +66,9 @@ func New(s *store.Store, logger *slog.Logger) *FSM {
 		logger:    logger,
 		codec:     newMsgCodec(),
 		appliedCh: make(chan struct{}),
+		stop:      make(chan struct{}),
+		retryMin:  50 * time.Millisecond,
+		retryMax:  5 * time.Second,
 	}
 	f.decoders = map[MessageType]decodeFunc{}
 	register[RegisterInstanceRequest](f)
@@ -107,13 +118,60 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 //   - A command the state refuses (validation, not found, conflict) gets Result.Err and
 //     does not affect the other entries of the batch.
 //   - An unknown command type with IgnoreUnknownFlag is skipped; any other unknown type,
-//     an empty entry or an undecodable payload panics, as does a storage failure: the
-//     transaction is rolled back first, and the state never silently diverges.
+//     an empty entry or an undecodable payload panics: the state must never silently
+//     diverge from its peers'.
+//   - A storage failure (a full disk, an I/O error) rolls the transaction back and the
+//     batch is tried again, with backoff, until it applies: the node stops applying —
+//     Stalled says why, and the node reports itself not ready — instead of crashing or
+//     skipping entries, and carries on once the failure is cured. Stop ends the retries
+//     for a shutdown; the entries are then applied after the restart, from the log.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
-	results := make([]interface{}, len(logs))
 	if len(logs) == 0 {
-		return results
+		return []interface{}{}
 	}
+	wait := f.retryMin
+	for attempt := 1; ; attempt++ {
+		results, err := f.applyOnce(logs)
+		if errors.Is(err, store.ErrClosed) {
+			// The node is shutting down: the entries are applied from the log next time.
+			for i := range results {
+				results[i] = &Result{Index: logs[i].Index, Err: ErrStopped}
+			}
+			return results
+		}
+		if err == nil {
+			if attempt > 1 {
+				f.setStall(nil)
+				f.logger.Warn("applying resumed after a storage failure", "first", logs[0].Index, "last", logs[len(logs)-1].Index, "attempts", attempt)
+			}
+			f.notifyApplied()
+			return results
+		}
+		if attempt == 1 || attempt%20 == 0 {
+			f.logger.Error("applying committed entries failed; retrying until the storage recovers",
+				"first", logs[0].Index, "last", logs[len(logs)-1].Index, "attempt", attempt, "error", err)
+		}
+		f.setStall(err)
+		select {
+		case <-f.stop:
+			for i := range results {
+				results[i] = &Result{Index: logs[i].Index, Err: ErrStopped}
+			}
+			return results
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, f.retryMax)
+	}
+}
+
+// ErrStopped is the result of entries left unapplied because the FSM was stopped while
+// its storage failed; they are applied from the log after the restart.
+var ErrStopped = errors.New("fsm: stopped before the entry could be applied")
+
+// applyOnce applies logs in one transaction; an error is a storage failure (nothing of
+// the batch applied).
+func (f *FSM) applyOnce(logs []*raft.Log) ([]interface{}, error) {
+	results := make([]interface{}, len(logs))
 	err := f.store.Update(func(tx *store.Txn) error {
 		applied := tx.AppliedIndex()
 		last := applied
@@ -137,12 +195,25 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		}
 		return tx.SetAppliedIndex(last)
 	})
-	if err != nil {
-		panic(fmt.Sprintf("fsm: applying entries %d..%d failed: %v", logs[0].Index, logs[len(logs)-1].Index, err))
-	}
-	f.notifyApplied()
-	return results
+	return results, err
 }
+
+// Stalled returns the storage failure that keeps committed entries from being applied,
+// or nil.
+func (f *FSM) Stalled() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stallErr
+}
+
+func (f *FSM) setStall(err error) {
+	f.mu.Lock()
+	f.stallErr = err
+	f.mu.Unlock()
+}
+
+// Stop ends the retries of a stalled apply (the node is shutting down). It is idempotent.
+func (f *FSM) Stop() { f.stopOnce.Do(func() { close(f.stop) }) }
 
 // applyCommand dispatches one command entry.
 func (f *FSM) applyCommand(tx *store.Txn, l *raft.Log) error {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
@@ -332,13 +333,62 @@ func TestWaitApplied_WakesOnApply(t *testing.T) {
 	}
 }
 
-func TestApplyBatch_StoreFailurePanics(t *testing.T) {
+// A storage failure stalls the apply path instead of crashing or skipping entries: the
+// batch is retried until the storage recovers, Stalled says why meanwhile, and nothing
+// of the batch is visible until it applies whole.
+func TestApplyBatch_StorageFailureStallsThenResumes(t *testing.T) {
+	s := mustNewStore(t)
+	f := New(s, nil)
+	f.retryMin, f.retryMax = time.Millisecond, 5*time.Millisecond
+	full := errors.New("no space left on device")
+	s.SetWriteFault(full)
+	done := make(chan []interface{})
+	go func() {
+		done <- f.ApplyBatch([]*raft.Log{
+			cmdLog(t, 1, UpsertMemberType, UpsertMemberRequest{Member: model.Member{ID: "n1", RaftAddr: "127.0.0.1:7848"}}),
+			cmdLog(t, 2, RemoveMemberType, RemoveMemberRequest{ID: "n9"}),
+		})
+	}()
+	wait.For(t, 5*time.Second, "the apply path to report the failure", func() bool { return errors.Is(f.Stalled(), full) })
+	select {
+	case <-done:
+		t.Fatal("ApplyBatch returned while its storage failed")
+	default:
+	}
+	if f.AppliedIndex() != 0 {
+		t.Fatalf("applied index %d during the failure", f.AppliedIndex())
+	}
+	s.SetWriteFault(nil)
+	res := <-done
+	if f.Stalled() != nil || f.AppliedIndex() != 2 || res[0].(*Result).Err != nil {
+		t.Fatalf("after recovery: stalled %v, applied %d, result %+v", f.Stalled(), f.AppliedIndex(), res[0])
+	}
+	if _, ok := s.Member("n1"); !ok {
+		t.Fatal("the member written after recovery is missing")
+	}
+
+	// Stopped while stalled: nothing applied, every entry answered ErrStopped.
+	s.SetWriteFault(full)
+	go func() {
+		done <- f.ApplyBatch([]*raft.Log{cmdLog(t, 3, RemoveMemberType, RemoveMemberRequest{ID: "n1"})})
+	}()
+	wait.For(t, 5*time.Second, "the second stall", func() bool { return f.Stalled() != nil })
+	f.Stop()
+	res = <-done
+	if !errors.Is(res[0].(*Result).Err, ErrStopped) || f.AppliedIndex() != 2 {
+		t.Fatalf("stopped while stalled: %+v, applied %d", res[0], f.AppliedIndex())
+	}
+}
+
+// A closed store (the node is shutting down) answers ErrStopped without retrying.
+func TestApplyBatch_ClosedStoreStops(t *testing.T) {
 	s := mustNewStore(t)
 	f := New(s, nil)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	mustPanic(t, "applying to a closed store", func() {
-		f.ApplyBatch([]*raft.Log{cmdLog(t, 1, RemoveMemberType, RemoveMemberRequest{ID: "n1"})})
-	})
+	res := f.ApplyBatch([]*raft.Log{cmdLog(t, 1, RemoveMemberType, RemoveMemberRequest{ID: "n1"})})
+	if !errors.Is(res[0].(*Result).Err, ErrStopped) {
+		t.Fatalf("result %+v, want ErrStopped", res[0])
+	}
 }

@@ -143,7 +143,7 @@ func (n *fakeNode) KnownLeader() bool {
 func (n *fakeNode) Ready() (bool, raftnode.Readiness) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	rd := raftnode.Readiness{AppliedIndex: 7, CommitIndex: 7}
+	rd := raftnode.Readiness{AppliedIndex: 7, CommitIndex: 7, LeaderCommitIndex: 7, ClusterID: "c0ffee00-0000-4000-8000-000000000001"}
 	if n.known != nil {
 		rd.Leader = n.known.ID
 	}

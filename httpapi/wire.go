@@ -99,11 +99,13 @@ func wireLeader(m model.Member) api.Leader {
 
 func wireReady(r raftnode.Readiness) api.Ready {
 	return api.Ready{
-		Ready:        r.Ready,
-		Leader:       r.Leader,
-		AppliedIndex: r.AppliedIndex,
-		CommitIndex:  r.CommitIndex,
-		Reason:       r.Reason,
+		Ready:             r.Ready,
+		Leader:            r.Leader,
+		AppliedIndex:      r.AppliedIndex,
+		CommitIndex:       r.CommitIndex,
+		LeaderCommitIndex: r.LeaderCommitIndex,
+		ClusterID:         r.ClusterID,
+		Reason:            r.Reason,
 	}
 }
 

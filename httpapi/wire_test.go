@@ -119,7 +119,7 @@ func TestWire_GoldenJSON(t *testing.T) {
 			`{"id":"n1","raftAddr":"127.0.0.1:7848","httpAddr":"127.0.0.1:8848","voter":true,"leader":true,"lastContactMillis":0},` +
 			`{"id":"n2","raftAddr":"127.0.0.2:7848","httpAddr":"","voter":false,"leader":false,"lastContactMillis":-1}]}`},
 		{path: "/v1/status/leader", want: `{"id":"n1","raftAddr":"127.0.0.1:7848","httpAddr":"127.0.0.1:8848"}`},
-		{path: "/v1/status/ready", want: `{"ready":true,"leader":"n1","appliedIndex":7,"commitIndex":7}`},
+		{path: "/v1/status/ready", want: `{"ready":true,"leader":"n1","appliedIndex":7,"commitIndex":7,"leaderCommitIndex":7,"clusterId":"c0ffee00-0000-4000-8000-000000000001"}`},
 		{path: "/v1/operator/settings", want: `{"index":1,"metadataMaxBytes":1024,"modifyIndex":0}`},
 	}
 	for _, tc := range cases {
@@ -132,7 +132,7 @@ func TestWire_GoldenJSON(t *testing.T) {
 	// Not ready: 503 with the same shape and the reason.
 	node.ready = false
 	resp := do(t, h, http.MethodGet, "/v1/status/ready", nil)
-	if want := `{"ready":false,"leader":"n1","appliedIndex":7,"commitIndex":7,"reason":"no leader"}`; resp.Code != http.StatusServiceUnavailable || string(resp.Body) != want+"\n" {
+	if want := `{"ready":false,"leader":"n1","appliedIndex":7,"commitIndex":7,"leaderCommitIndex":7,"clusterId":"c0ffee00-0000-4000-8000-000000000001","reason":"no leader"}`; resp.Code != http.StatusServiceUnavailable || string(resp.Body) != want+"\n" {
 		t.Errorf("GET /v1/status/ready (not ready): %d\n got %s\nwant %s", resp.Code, resp.Body, want)
 	}
 }

@@ -143,6 +143,12 @@ type Readiness struct {
 	AppliedIndex uint64
 	// CommitIndex is the commit index this node knows.
 	CommitIndex uint64
+	// LeaderCommitIndex is the highest commit index a leader has sent this node (its own
+	// on the leader): a follower that cannot write its log knows it while its own commit
+	// index stays behind.
+	LeaderCommitIndex uint64
+	// ClusterID is the cluster's identity ("" until the first leader set it).
+	ClusterID string
 	// Reason says why the node is not ready ("" when it is).
 	Reason string
 }
@@ -163,11 +169,25 @@ func (n *Node) Ready() (bool, Readiness) {
 	applied := n.sm.AppliedIndex()
 	rep.CommitIndex = commit
 	rep.AppliedIndex = applied
+	rep.LeaderCommitIndex = max(n.commit.idx.Load(), commit)
+	rep.ClusterID = n.ClusterID()
+	appendErr, _ := n.append.failing()
+	var applyErr error
+	if s, ok := n.sm.(interface{ Stalled() error }); ok {
+		applyErr = s.Stalled()
+	}
 	switch {
+	case appendErr != nil:
+		rep.Reason = "cannot write the Raft log: " + appendErr.Error()
+	case applyErr != nil:
+		rep.Reason = "cannot apply committed entries: " + applyErr.Error()
 	case id == "":
 		rep.Reason = "no known leader"
 	case string(id) == n.cfg.NodeID && !n.leaderReady():
 		rep.Reason = "new leader is applying the entries of earlier terms"
+	case string(id) != n.cfg.NodeID && rep.LeaderCommitIndex > applied+n.cfg.MaxLag:
+		rep.Reason = fmt.Sprintf("%d entries behind the leader (applied %d, the leader committed %d)",
+			rep.LeaderCommitIndex-applied, applied, rep.LeaderCommitIndex)
 	case applied < n.stateIndex(commit):
 		rep.Reason = "applying committed entries"
 	default:

@@ -416,6 +416,12 @@ func (p *notifyPipeline) forward(id raft.ServerID, target raft.ServerAddress, in
 type notifyingTransport struct {
 	noHeartbeatFastPath
 	cn *commitNotifier
+	lc *leaderCommit
+}
+
+// Consumer is the transport's RPCs, with the leader's commit index noted on the way.
+func (t notifyingTransport) Consumer() <-chan raft.RPC {
+	return t.lc.tee(t.noHeartbeatFastPath.Consumer())
 }
 
 func (t notifyingTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
@@ -430,6 +436,7 @@ func (t notifyingTransport) AppendEntriesPipeline(id raft.ServerID, target raft.
 // Shutdown).
 func (t notifyingTransport) Close() error {
 	t.cn.close()
+	t.lc.close()
 	return t.noHeartbeatFastPath.Close()
 }
 

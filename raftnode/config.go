@@ -171,6 +171,9 @@ type Config struct {
 	// DefaultMaxTrailingLogs).
 	PromoteAfter    time.Duration
 	MaxTrailingLogs uint64
+	// MaxLag is how many committed entries a follower may not have applied and still be
+	// ready (default DefaultMaxLag).
+	MaxLag uint64
 
 	// ApplyTimeout bounds how long Apply waits to enqueue a command (default 10 s).
 	ApplyTimeout time.Duration
@@ -343,6 +346,9 @@ func (c *Config) fillTimings() error {
 	}
 	if c.MaxTrailingLogs == 0 {
 		c.MaxTrailingLogs = DefaultMaxTrailingLogs
+	}
+	if c.MaxLag == 0 {
+		c.MaxLag = DefaultMaxLag
 	}
 	if c.ApplyTimeout == 0 {
 		c.ApplyTimeout = DefaultApplyTimeout

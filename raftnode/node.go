@@ -46,6 +46,8 @@ type Node struct {
 	raft   *raft.Raft
 	trans  *raft.NetworkTransport
 	notify *commitNotifier // sends followers the commit index as soon as it advances
+	commit leaderCommit    // the highest commit index a leader sent this node
+	append *appendWatch    // the log store Raft writes, and whether that fails
 	bolt   *raftboltdb.BoltStore
 	logs   raft.LogStore // the cache in front of bolt
 
@@ -160,7 +162,8 @@ func (n *Node) open() (bool, error) {
 		return false, err
 	}
 	n.bolt, n.logs = st.bolt, st.logs
-	bolt, cache, snaps := st.bolt, st.logs, st.snaps
+	n.append = &appendWatch{LogStore: st.logs}
+	bolt, cache, snaps := st.bolt, raft.LogStore(n.append), st.snaps
 
 	existing, err := raft.HasExistingState(cache, bolt, snaps)
 	if err != nil {
@@ -186,7 +189,7 @@ func (n *Node) open() (bool, error) {
 		n.log.Info("bootstrapped raft cluster", "peers", len(cfg.Peers))
 	}
 	n.notify = newCommitNotifier(noHeartbeatFastPath{n.trans}, cfg.HeartbeatTimeout, !cfg.noCommitNotify)
-	trans := notifyingTransport{noHeartbeatFastPath{n.trans}, n.notify}
+	trans := notifyingTransport{noHeartbeatFastPath{n.trans}, n.notify, &n.commit}
 	r, err := raft.NewRaft(rc, commitHookFSM{n.sm, n.notify.notifyCommit}, cache, bolt, snaps, trans)
 	if err != nil {
 		return false, fmt.Errorf("raftnode: start raft: %w", err)
@@ -221,6 +224,9 @@ func (n *Node) Shutdown() error {
 		n.mu.Unlock()
 		n.cancel()
 		n.log.Info("shutting down raft")
+		if s, ok := n.sm.(interface{ Stop() }); ok {
+			s.Stop() // a state machine stalled on a failing disk gives up its retries
+		}
 		errs := []error{n.raft.Shutdown().Error()}
 		// Raft closes the listener; pooled outbound connections stay open until closed
 		// here, and the peers' handlers for them only end when they are.

@@ -68,7 +68,7 @@ func TestNotifyingTransport_KeepsOptionalInterfaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := noHeartbeatFastPath{inner}
-	var wrapped raft.Transport = notifyingTransport{base, newCommitNotifier(base, time.Second, true)}
+	var wrapped raft.Transport = notifyingTransport{base, newCommitNotifier(base, time.Second, true), &leaderCommit{}}
 	if _, ok := wrapped.(raft.WithPreVote); !ok {
 		t.Fatal("wrapper lost pre-vote support")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -352,6 +353,36 @@ func TestServer_JoinThroughAMember(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatalf("n2 did not join: %+v %v", res, err)
 		case <-tick.C:
+		}
+	}
+}
+
+// Every node reports its data directory's disk on /metrics.
+func TestServer_DiskMetrics(t *testing.T) {
+	c := servertest.New(t, 1, servertest.FastTimeouts())
+	c.MustLeader()
+	resp, err := http.Get("http://" + c.Nodes[0].HTTPAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"roster_disk_free_bytes", "roster_disk_total_bytes"} {
+		var v float64
+		found := false
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, name+" ") {
+				found = true
+				if _, err := fmt.Sscan(strings.TrimPrefix(line, name+" "), &v); err != nil || v <= 0 {
+					t.Fatalf("%s: %q", name, line)
+				}
+			}
+		}
+		if !found {
+			t.Fatalf("no %s on /metrics", name)
 		}
 	}
 }

@@ -164,6 +164,8 @@ type Server struct {
 	http     *http.Server
 	httpAddr string
 
+	stopDisk func() // ends the disk-space watch
+
 	closeOnce sync.Once
 	closeErr  error
 	serveDone chan struct{}
@@ -246,6 +248,11 @@ func New(cfg Config) (_ *Server, err error) {
 
 	s.metrics = prometheus.NewRegistry()
 	s.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	diskMetrics(s.metrics, cfg.DataDir)
+	diskStop := make(chan struct{})
+	go watchDisk(cfg.DataDir, s.log, diskStop)
+	closers = append(closers, func() error { close(diskStop); return nil })
+	s.stopDisk = func() { close(diskStop) }
 
 	hcfg := cfg.Health
 	hcfg.Registerer = s.metrics
@@ -398,6 +405,7 @@ func (s *Server) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		errs := []error{}
+		s.stopDisk()
 		// Nacos gRPC clients are asked to move to another node while this one still serves.
 		if s.grpc != nil {
 			gctx, gcancel := context.WithTimeout(ctx, 3*time.Second)

@@ -62,6 +62,8 @@ type Store struct {
 	closed bool
 
 	applied atomic.Uint64
+	// writeFault, when set, fails every write transaction (SetWriteFault).
+	writeFault atomic.Pointer[error]
 	// settings is the committed cluster-wide settings, read without a transaction by
 	// the registry's admission of every write.
 	settings atomic.Pointer[model.Settings]
@@ -251,6 +253,17 @@ func (s *Store) IndexFloor() uint64 {
 	return s.floor
 }
 
+// SetWriteFault makes every write transaction fail with err instead of committing
+// (nothing is written), until it is called with nil: fault tests simulate a full or
+// failing disk with it.
+func (s *Store) SetWriteFault(err error) {
+	if err == nil {
+		s.writeFault.Store(nil)
+		return
+	}
+	s.writeFault.Store(&err)
+}
+
 // Update runs fn in one write transaction. If fn returns an error, or an operation hit
 // a storage failure, nothing of the transaction is kept. After a successful commit the
 // watches of everything changed fire and the change feed receives the commit's events;
@@ -287,6 +300,9 @@ func (s *Store) Update(fn func(tx *Txn) error) error {
 	}
 	if !tx.dirty {
 		return nil
+	}
+	if fault := s.writeFault.Load(); fault != nil {
+		return *fault
 	}
 	done = true
 	if err := btx.Commit(); err != nil {

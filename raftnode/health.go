@@ -1,0 +1,120 @@
+package raftnode
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// What keeps a node from being ready besides the leader: it cannot write its Raft log
+// (a full disk), its state machine cannot apply (the same, for the state file), or it
+// lags what the leader has committed. A follower whose log cannot grow still receives
+// the leader's commit index but commits only what its own log holds, so comparing the
+// applied index with its own commit index would call it ready while it falls ever
+// further behind; the leader's commit index, as the leader last sent it, shows the lag.
+
+// DefaultMaxLag is how many entries a node may have applied fewer than the leader has
+// committed and still be ready.
+const DefaultMaxLag = 1024
+
+// appendWatch is the log store Raft writes to, recording whether the last write failed.
+type appendWatch struct {
+	raft.LogStore
+	mu      sync.Mutex
+	lastErr error
+	since   time.Time
+	// fault, when set (tests), fails every write as a full disk would.
+	fault atomic.Pointer[error]
+}
+
+func (a *appendWatch) record(err error) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case err == nil:
+		a.lastErr = nil
+	case a.lastErr == nil:
+		a.lastErr, a.since = err, time.Now()
+	default:
+		a.lastErr = err
+	}
+	return err
+}
+
+// StoreLog writes one entry.
+func (a *appendWatch) StoreLog(l *raft.Log) error { return a.StoreLogs([]*raft.Log{l}) }
+
+// StoreLogs writes entries.
+func (a *appendWatch) StoreLogs(ls []*raft.Log) error {
+	if f := a.fault.Load(); f != nil {
+		return a.record(*f)
+	}
+	return a.record(a.LogStore.StoreLogs(ls))
+}
+
+// failing returns the error of the last write when it failed, and since when writes fail.
+func (a *appendWatch) failing() (error, time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lastErr, a.since
+}
+
+// leaderCommit records the highest commit index a leader has sent this node.
+type leaderCommit struct {
+	idx       atomic.Uint64
+	once      sync.Once
+	out       chan raft.RPC
+	stop      chan struct{}
+	stopOnce  sync.Once
+	closeOnce sync.Once
+}
+
+// tee hands Raft the transport's RPCs through a channel of its own, noting the commit
+// index of every AppendEntries on the way.
+func (lc *leaderCommit) tee(in <-chan raft.RPC) <-chan raft.RPC {
+	lc.once.Do(func() {
+		lc.out = make(chan raft.RPC)
+		stop := lc.stopCh()
+		go func() {
+			for {
+				var rpc raft.RPC
+				select {
+				case rpc = <-in:
+				case <-stop:
+					return
+				}
+				if req, ok := rpc.Command.(*raft.AppendEntriesRequest); ok {
+					lc.note(req.LeaderCommitIndex)
+				}
+				select {
+				case lc.out <- rpc:
+				case <-stop:
+					return
+				}
+			}
+		}()
+	})
+	return lc.out
+}
+
+func (lc *leaderCommit) stopCh() chan struct{} {
+	lc.stopOnce.Do(func() { lc.stop = make(chan struct{}) })
+	return lc.stop
+}
+
+// close ends the tee (the transport is closing). It is idempotent.
+func (lc *leaderCommit) close() {
+	ch := lc.stopCh()
+	lc.closeOnce.Do(func() { close(ch) })
+}
+
+func (lc *leaderCommit) note(idx uint64) {
+	for {
+		cur := lc.idx.Load()
+		if idx <= cur || lc.idx.CompareAndSwap(cur, idx) {
+			return
+		}
+	}
+}

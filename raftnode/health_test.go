@@ -1,0 +1,78 @@
+package raftnode
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rosterhq/roster/internal/wait"
+)
+
+// A follower whose Raft log cannot be written (a full disk) is not ready, says why, and
+// is ready again with every write once the disk has room; the cluster loses nothing.
+func TestReady_FollowerThatCannotWriteItsLog(t *testing.T) {
+	c := mustNewCluster(t, 3)
+	leader := c.waitForLeader(10 * time.Second)
+	f := c.followers(leader)[0]
+	full := errors.New("write raft.db: no space left on device")
+	f.N().append.fault.Store(&full)
+	var last uint64
+	for i := range 20 {
+		last = mustApplyNamespace(t, leader.N(), "while-full-"+string(rune('a'+i)))
+	}
+	wait.For(t, 10*time.Second, "the follower to report the failing log", func() bool {
+		ready, rep := f.N().Ready()
+		return !ready && strings.Contains(rep.Reason, "cannot write the Raft log") && strings.Contains(rep.Reason, "no space left")
+	})
+	if ready, rep := leader.N().Ready(); !ready {
+		t.Fatalf("the leader is not ready: %+v", rep)
+	}
+	f.N().append.fault.Store(nil)
+	wait.For(t, 10*time.Second, "the follower to catch up and be ready", func() bool {
+		ready, _ := f.N().Ready()
+		return ready && f.sm.AppliedIndex() >= last
+	})
+}
+
+// A node whose state machine cannot apply (the state file's disk is full) is not ready,
+// says why, and resumes without losing or skipping an entry.
+func TestReady_NodeThatCannotApply(t *testing.T) {
+	c := mustNewCluster(t, 3)
+	leader := c.waitForLeader(10 * time.Second)
+	f := c.followers(leader)[0]
+	f.st.SetWriteFault(errors.New("write state.db: no space left on device"))
+	last := mustApplyNamespace(t, leader.N(), "while-stalled")
+	wait.For(t, 10*time.Second, "the follower to report the stalled apply", func() bool {
+		ready, rep := f.N().Ready()
+		return !ready && strings.Contains(rep.Reason, "cannot apply committed entries")
+	})
+	if f.sm.AppliedIndex() >= last {
+		t.Fatal("the entry was applied while the state file failed")
+	}
+	f.st.SetWriteFault(nil)
+	wait.For(t, 10*time.Second, "the follower to apply and be ready", func() bool {
+		ready, _ := f.N().Ready()
+		return ready && hasNamespace(f, "while-stalled")
+	})
+}
+
+// A follower lagging what the leader committed by more than MaxLag is not ready, even
+// while it applies all its own log holds.
+func TestReady_LagBehindTheLeader(t *testing.T) {
+	c := mustNewCluster(t, 3)
+	leader := c.waitForLeader(10 * time.Second)
+	f := c.followers(leader)[0]
+	f.N().cfg.MaxLag = 3
+	ready, rep := f.N().Ready()
+	if !ready {
+		t.Fatalf("follower not ready before the test: %+v", rep)
+	}
+	// The leader sends a commit index far beyond the follower's applied index.
+	ahead := rep.CommitIndex + 10
+	f.N().commit.note(ahead)
+	ready, rep = f.N().Ready()
+	if ready || !strings.Contains(rep.Reason, "behind the leader") || rep.LeaderCommitIndex != ahead {
+		t.Fatalf("follower 10 entries behind: ready %v, %+v", ready, rep)
+	}
+}
