@@ -4,7 +4,8 @@
 // Every surface — the native REST API, the Nacos HTTP API, and what later speaks to
 // consumers — is a thin adapter over a Registry: it parses its own wire format into
 // model types, calls the Registry, and renders the result. The Registry admits writes
-// (validation under the cluster-wide settings held in the replicated state), builds the
+// (the model's Admit* rules, under the cluster-wide settings held in the replicated
+// state; the state machine applies entries under the Validate* rules only), builds the
 // typed command, wraps it in a conditional (CAS) command when asked, and submits it
 // through Raft; it runs reads under the requested consistency, as blocking queries when
 // asked, and says when a request must be served by the leader. The health prober's

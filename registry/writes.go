@@ -38,6 +38,12 @@ func (c Condition) IsSet() bool { return c.set }
 // Index is the expected modify index of a set condition.
 func (c Condition) Index() uint64 { return c.index }
 
+// Admission: a write that creates or replaces something is checked with the model's
+// Admit* rules, the stricter set that grows over time; the state machine applies entries
+// under the Validate* rules only, which never get stricter (model/admit.go says why).
+// Deletes, health changes and the instance a patch names are checked with the Validate*
+// rules, so that what an older version stored can still be removed.
+
 // apply submits cmd through Raft within the request timeout, wrapped in a CAS command
 // when cond is set. It is the only path from a user request to the Raft log.
 func (r *Registry) apply(ctx context.Context, cmd fsm.Conditional, cond Condition) (uint64, error) {
@@ -60,7 +66,7 @@ func (r *Registry) submit(ctx context.Context, cmd fsm.Command) (uint64, error) 
 // RegisterInstance registers in, or replaces its cluster, weight, enabled flag and
 // metadata (health counts only at the first registration).
 func (r *Registry) RegisterInstance(ctx context.Context, in model.Instance, cond Condition) (uint64, error) {
-	if err := r.Limits().ValidateInstance(in); err != nil {
+	if err := r.Limits().AdmitInstance(in); err != nil {
 		return 0, err
 	}
 	return r.apply(ctx, fsm.RegisterInstanceRequest{Instance: in}, cond)
@@ -71,20 +77,8 @@ func (r *Registry) UpdateInstance(ctx context.Context, ref model.InstanceRef, p 
 	if err := model.ValidateInstanceRef(ref); err != nil {
 		return 0, err
 	}
-	if p.Cluster != nil {
-		if err := model.ValidateClusterName(*p.Cluster); err != nil {
-			return 0, err
-		}
-	}
-	if p.Weight != nil {
-		if err := model.ValidateWeight(*p.Weight); err != nil {
-			return 0, err
-		}
-	}
-	if p.Metadata != nil {
-		if err := r.Limits().ValidateMetadata("metadata", *p.Metadata); err != nil {
-			return 0, err
-		}
+	if err := r.Limits().AdmitPatch(p); err != nil {
+		return 0, err
 	}
 	return r.apply(ctx, fsm.UpdateInstanceRequest{Ref: ref, Patch: p}, cond)
 }
@@ -109,7 +103,7 @@ func (r *Registry) SetInstanceHealth(ctx context.Context, ref model.InstanceRef,
 // UpsertService creates a service or replaces its definition (protect threshold,
 // metadata); its clusters and instances are kept.
 func (r *Registry) UpsertService(ctx context.Context, svc model.Service, cond Condition) (uint64, error) {
-	if err := r.Limits().ValidateService(svc); err != nil {
+	if err := r.Limits().AdmitService(svc); err != nil {
 		return 0, err
 	}
 	return r.apply(ctx, fsm.UpsertServiceRequest{Service: svc}, cond)
@@ -125,7 +119,7 @@ func (r *Registry) DeleteService(ctx context.Context, key model.ServiceKey, cond
 
 // UpsertCluster creates a cluster or replaces its health-check spec and metadata.
 func (r *Registry) UpsertCluster(ctx context.Context, c model.Cluster, cond Condition) (uint64, error) {
-	if err := r.Limits().ValidateCluster(c); err != nil {
+	if err := r.Limits().AdmitCluster(c); err != nil {
 		return 0, err
 	}
 	return r.apply(ctx, fsm.UpsertClusterRequest{Cluster: c}, cond)
@@ -133,7 +127,7 @@ func (r *Registry) UpsertCluster(ctx context.Context, c model.Cluster, cond Cond
 
 // UpsertNamespace creates a namespace or replaces its name and description.
 func (r *Registry) UpsertNamespace(ctx context.Context, ns model.Namespace) (uint64, error) {
-	if err := model.ValidateNamespaceRecord(ns); err != nil {
+	if err := model.AdmitNamespaceRecord(ns); err != nil {
 		return 0, err
 	}
 	return r.submit(ctx, fsm.UpsertNamespaceRequest{Namespace: ns})
