@@ -97,10 +97,17 @@ func DecodeBody(r *http.Request, out any) error {
 	return DecodeJSON(Body(r), out)
 }
 
-// DecodeJSON decodes b strictly into out (see DecodeBody).
+// DecodeJSON decodes b strictly into out (see DecodeBody). A string that is not valid
+// Unicode text (invalid UTF-8, an unpaired surrogate escape), which encoding/json would
+// silently replace with U+FFFD, is a 400 naming its field.
 func DecodeJSON(b []byte, out any) error {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil
+	}
+	if off, what := LossyJSONString(b); off >= 0 {
+		if field, ok := lossyStringField(b, off, out); ok {
+			return Invalid(field, "must be valid Unicode text: the JSON body has %s at offset %d", what, off)
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()

@@ -308,6 +308,11 @@ func (f *Forwarder) newProxy() *httputil.ReverseProxy {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			st := stateOf(pr.In)
 			pr.SetURL(st.target)
+			// The leader gets the query string exactly as the client sent it: the proxy
+			// removes the parameters it cannot parse, and a request the leader would
+			// refuse must not become one it applies. The leader runs the same code, so
+			// it reads the query as this node would have.
+			pr.Out.URL.RawQuery = pr.In.URL.RawQuery
 			pr.SetXForwarded()
 			pr.Out.Header.Set(api.HeaderForwardedBy, f.id)
 		},
