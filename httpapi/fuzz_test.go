@@ -12,9 +12,12 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
@@ -103,11 +106,33 @@ func instancePath(ns, group, service, addr string) string {
 		"/services/" + url.PathEscape(service) + "/instances/" + url.PathEscape(addr)
 }
 
+// cleanText fails unless every string is valid UTF-8 without control characters: what
+// the API accepts never carries bytes a client's terminal or JSON decoder would
+// mangle.
+func cleanText(t *testing.T, what string, ss ...string) {
+	t.Helper()
+	for _, s := range ss {
+		if !utf8.ValidString(s) || strings.IndexFunc(s, unicode.IsControl) >= 0 {
+			t.Fatalf("accepted %s holds %q", what, s)
+		}
+	}
+}
+
+// mapText lists a map's keys and values.
+func mapText(m map[string]string) []string {
+	out := make([]string, 0, 2*len(m))
+	for k, v := range m {
+		out = append(out, k, v)
+	}
+	return out
+}
+
 // FuzzDecodeInstanceRequest sends arbitrary instance PUTs and PATCHes (path parts and
 // JSON body) through the native API's routing and decoding. The API never answers a
-// 5xx or panics; every refusal is a JSON error; and every request it accepts becomes a
-// command whose instance (or patched instance) passes the store's validation, which
-// the store then accepts.
+// 5xx or panics; every refusal is a JSON error; and every request it accepts has a body
+// of valid Unicode text and becomes a command whose instance (or patch) passes the
+// admission rules, holds no invalid UTF-8 or control character, and is accepted by the
+// store.
 func FuzzDecodeInstanceRequest(f *testing.F) {
 	seeds := []struct {
 		patch                    bool
@@ -145,14 +170,19 @@ func FuzzDecodeInstanceRequest(f *testing.F) {
 		if rec.Code != http.StatusOK {
 			return
 		}
+		if off, what := httpx.LossyJSONString(body); off >= 0 || !utf8.Valid(body) {
+			t.Fatalf("accepted a body with %s at offset %d: %q", what, off, body)
+		}
 		switch m := a.last.Msg.(type) {
 		case fsm.RegisterInstanceRequest:
 			if patch {
 				t.Fatalf("a PATCH became %T", m)
 			}
-			if err := limits.ValidateInstance(m.Instance); err != nil {
-				t.Fatalf("accepted registration %+v fails validation: %v", m.Instance, err)
+			if err := limits.AdmitInstance(m.Instance); err != nil {
+				t.Fatalf("accepted registration %+v fails admission: %v", m.Instance, err)
 			}
+			cleanText(t, "registration", append(mapText(m.Instance.Metadata),
+				m.Instance.Namespace, m.Instance.Group, m.Instance.Service, m.Instance.IP, m.Instance.Cluster)...)
 			if m.Instance.Namespace != ns || m.Instance.Group != group || m.Instance.Service != service {
 				t.Fatalf("registration names %v, the path %q/%q/%q", m.Instance.ServiceKey(), ns, group, service)
 			}
@@ -168,6 +198,12 @@ func FuzzDecodeInstanceRequest(f *testing.F) {
 			if err := limits.ValidateInstance(m.Patch.ApplyTo(base)); err != nil {
 				t.Fatalf("accepted patch %+v makes a valid instance invalid: %v", m.Patch, err)
 			}
+			if err := limits.AdmitPatch(m.Patch); err != nil {
+				t.Fatalf("accepted patch %+v fails admission: %v", m.Patch, err)
+			}
+			if m.Patch.Metadata != nil {
+				cleanText(t, "patch", mapText(*m.Patch.Metadata)...)
+			}
 		default:
 			t.Fatalf("a 200 for %s without a command (last %T)", method, a.last.Msg)
 		}
@@ -178,7 +214,8 @@ func FuzzDecodeInstanceRequest(f *testing.F) {
 // FuzzDecodeClusterRequest sends arbitrary cluster PUTs (cluster name and JSON body,
 // health-check spec included) through the native API. The API never answers a 5xx or
 // panics, and every accepted cluster carries a complete health check (defaults
-// filled), passes the store's validation, and is stored exactly as accepted.
+// filled), passes the admission rules, holds no invalid UTF-8 or control character in
+// its path, headers or metadata, and is stored exactly as accepted.
 func FuzzDecodeClusterRequest(f *testing.F) {
 	seeds := []struct{ name, body string }{
 		{"DEFAULT", `{"healthCheck":{"type":"none"}}`},
@@ -215,9 +252,10 @@ func FuzzDecodeClusterRequest(f *testing.F) {
 			t.Fatalf("a 200 without a cluster command (last %T)", a.last.Msg)
 		}
 		c := m.Cluster
-		if err := limits.ValidateCluster(c); err != nil {
-			t.Fatalf("accepted cluster %+v fails validation: %v", c, err)
+		if err := limits.AdmitCluster(c); err != nil {
+			t.Fatalf("accepted cluster %+v fails admission: %v", c, err)
 		}
+		cleanText(t, "cluster", append(append(mapText(c.Metadata), mapText(c.HealthCheck.Headers)...), c.HealthCheck.Path)...)
 		if d := c.HealthCheck.WithDefaults(); !reflect.DeepEqual(d, c.HealthCheck) {
 			t.Fatalf("accepted health check %+v lacks defaults (%+v)", c.HealthCheck, d)
 		}
@@ -248,9 +286,10 @@ func sameHealthCheck(a, b model.HealthCheck) bool {
 
 // FuzzHealthCheckSpec converts arbitrary health-check specs with healthCheckFromSpec.
 // A refusal is a validation error naming a healthCheck field. An accepted spec is
-// complete (its defaults are a fixed point), passes ValidateHealthCheck, survives a
-// JSON round trip unchanged, behaves the same when sent as JSON through the cluster
-// route, and is stored by the store exactly as accepted.
+// complete (its defaults are a fixed point), passes the admission rules, holds no
+// invalid UTF-8 or control character, survives a JSON round trip unchanged, behaves the
+// same when sent as JSON through the cluster route, and is stored by the store exactly
+// as accepted.
 func FuzzHealthCheckSpec(f *testing.F) {
 	type seed struct {
 		typ            string
@@ -289,9 +328,10 @@ func FuzzHealthCheckSpec(f *testing.F) {
 			}
 			return
 		}
-		if err := model.ValidateHealthCheck(hc); err != nil {
-			t.Fatalf("accepted %+v fails ValidateHealthCheck: %v", hc, err)
+		if err := model.AdmitHealthCheck(hc); err != nil {
+			t.Fatalf("accepted %+v fails AdmitHealthCheck: %v", hc, err)
 		}
+		cleanText(t, "health check", append(mapText(hc.Headers), hc.Path)...)
 		if d := hc.WithDefaults(); !reflect.DeepEqual(d, hc) {
 			t.Fatalf("accepted %+v is not complete: WithDefaults gives %+v", hc, d)
 		}
@@ -300,7 +340,7 @@ func FuzzHealthCheckSpec(f *testing.F) {
 			t.Fatalf("accepted %+v does not encode: %v", hc, err)
 		}
 		if !utf8Clean(spec) {
-			return // invalid UTF-8 cannot travel as JSON unchanged (it becomes U+FFFD)
+			t.Fatalf("accepted %+v, whose strings do not survive JSON (invalid UTF-8)", spec)
 		}
 		var back model.HealthCheck
 		if err := json.Unmarshal(raw, &back); err != nil || !reflect.DeepEqual(back, hc) {

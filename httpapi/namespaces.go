@@ -51,7 +51,7 @@ func (s *server) putNamespace(w http.ResponseWriter, r *http.Request) error {
 	if ns.Name == "" {
 		ns.Name = id
 	}
-	if err := model.ValidateNamespaceRecord(ns); err != nil {
+	if err := model.AdmitNamespaceRecord(ns); err != nil {
 		return err
 	}
 	return written(w)(s.reg.UpsertNamespace(r.Context(), ns))

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
 )
 
@@ -84,17 +85,16 @@ func parseAddr(addr string) (string, int, error) {
 	if err := model.ValidateIP(host); err != nil {
 		return "", 0, err
 	}
-	port, err := strconv.Atoi(p)
+	port, err := model.ParsePort("port", p)
 	if err != nil {
-		return "", 0, invalid("port", "must be a number between 1 and 65535, got %q", p)
-	}
-	if err := model.ValidatePort(port); err != nil {
 		return "", 0, err
 	}
 	return host, port, nil
 }
 
-// pageParams parses ?page= (≥ 1, default 1) and ?size= (1..MaxPageSize, default DefaultPageSize).
+// pageParams parses ?page= (≥ 1, default 1) and ?size= (1..MaxPageSize, default
+// DefaultPageSize). A page starting beyond httpx.MaxPageOffset is refused: (page-1)*size
+// could overflow and wrap around to the first page.
 func pageParams(r *http.Request) (page, size int, err error) {
 	q := r.URL.Query()
 	page, size = 1, DefaultPageSize
@@ -109,6 +109,9 @@ func pageParams(r *http.Request) (page, size int, err error) {
 		if err != nil || size < 1 || size > MaxPageSize {
 			return 0, 0, invalid("size", "must be an integer between 1 and %d, got %q", MaxPageSize, v)
 		}
+	}
+	if _, err := httpx.PageOffset("page", page, size); err != nil {
+		return 0, 0, err
 	}
 	return page, size, nil
 }

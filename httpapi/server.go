@@ -265,7 +265,9 @@ func (s *server) CloseIdleConnections() {
 // routes builds the router. Every route appears in docs/openapi.yaml.
 func (s *server) routes() *chi.Mux {
 	r := chi.NewRouter()
-	r.Use(httpx.Recoverer(s.log, s.writeError), httpx.ServedBy(s.id), s.metrics.Middleware)
+	// A malformed query string is refused here, before a route reads it or a follower
+	// forwards it (the proxy would drop what it cannot parse).
+	r.Use(httpx.Recoverer(s.log, s.writeError), httpx.ServedBy(s.id), s.metrics.Middleware, httpx.StrictQuery(s.writeError))
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(httpx.MethodNotAllowed(r, s.writeError))
 

@@ -68,8 +68,8 @@ func (s *server) putCluster(w http.ResponseWriter, r *http.Request) error {
 	return written(w)(s.reg.UpsertCluster(r.Context(), c, cond))
 }
 
-// healthCheckFromSpec turns the wire spec into a validated model.HealthCheck with the
-// defaults filled in. The type is matched case-insensitively.
+// healthCheckFromSpec turns the wire spec into a model.HealthCheck with the defaults
+// filled in, checked under the admission rules. The type is matched case-insensitively.
 func healthCheckFromSpec(spec *api.HealthCheckSpec) (model.HealthCheck, error) {
 	var hc model.HealthCheck
 	if spec != nil {
@@ -91,7 +91,7 @@ func healthCheckFromSpec(spec *api.HealthCheckSpec) (model.HealthCheck, error) {
 		}
 	}
 	hc = hc.WithDefaults()
-	return hc, model.ValidateHealthCheck(hc)
+	return hc, model.AdmitHealthCheck(hc)
 }
 
 // parseSpecDuration parses a Go duration string ("" is 0: the default).
