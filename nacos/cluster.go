@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/registry"
 )
@@ -62,6 +63,10 @@ func parseNacosHealthChecker(raw string) (model.HealthCheck, error) {
 	dec := json.NewDecoder(strings.NewReader(raw))
 	if err := dec.Decode(&in); err != nil {
 		return model.HealthCheck{}, nacosInvalid("Param 'healthChecker' is not a valid health checker JSON object: %v", err)
+	}
+	// The decoder turns an unpaired surrogate escape into U+FFFD without a word.
+	if off, what := httpx.LossyJSONString([]byte(raw)); off >= 0 {
+		return model.HealthCheck{}, nacosInvalid("Param 'healthChecker' is illegal: it has %s at offset %d", what, off)
 	}
 	var hc model.HealthCheck
 	switch t := strings.ToUpper(strings.TrimSpace(in.Type)); t {
@@ -119,6 +124,11 @@ func (s *handler) nacosPutCluster(w http.ResponseWriter, r *http.Request, p naco
 	if err != nil {
 		return nil, err
 	}
+	// A cluster is written into its service: a name the admission rules refuse is
+	// refused as such, not as a service that does not exist.
+	if err := model.AdmitServiceKey(key); err != nil {
+		return nil, err
+	}
 	name := p.str("clusterName", "cluster")
 	if name == "" {
 		return nil, nacosMissing("clusterName", "String")
@@ -139,15 +149,12 @@ func (s *handler) nacosPutCluster(w http.ResponseWriter, r *http.Request, p naco
 		return nil, err
 	}
 	if present && !useInstancePort {
-		port, ok, err := p.integer("checkPort")
+		port, ok, err := p.port("checkPort")
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
 			return nil, nacosMissing("checkPort", "int")
-		}
-		if port < 1 || port > 65535 {
-			return nil, nacosInvalid("Param 'checkPort' must be between 1 and 65535 when useInstancePort4Check is false, got %d", port)
 		}
 		hc.Port = port
 	}

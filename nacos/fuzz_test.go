@@ -6,7 +6,10 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -17,8 +20,9 @@ import (
 
 // FuzzNacosParams feeds arbitrary query strings and form bodies to the Nacos parameter
 // parsing. It must never panic; every refusal must be a 4xx in Nacos's shape or a store
-// validation error; and every accepted registration or service must pass the store's
-// validation, be persistent, and name the service the key resolution names.
+// validation error; every accepted parameter is valid UTF-8; and every accepted
+// registration or service must pass the admission rules, hold no invalid UTF-8 or
+// control character, be persistent, and name the service the key resolution names.
 func FuzzNacosParams(f *testing.F) {
 	seeds := [][2]string{
 		{"serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=false", ""},
@@ -32,6 +36,9 @@ func FuzzNacosParams(f *testing.F) {
 		{"serviceName=orders&protectThreshold=0.5&selector=%7B%22type%22%3A%22none%22%7D", ""},
 		{"serviceName=orders&ip=127.100.0.1&port=80&ephemeral=false&healthChecker=%7B%22type%22%3A%22HTTP%22%2C%22headers%22%3A%22a%3Ab%7Cc%22%7D", ""},
 		{"a=%zz", "b=;c"},
+		{"serviceName=..&ip=127.100.0.1&port=%2B80&ephemeral=false", "metadata=k%3D%1B%5B31m"},
+		{"serviceName=a%E2%80%AEb&ip=127.100.0.1&port=080&ephemeral=false", "metadata=%FF%3D1,%FE%3D2"},
+		{"serviceName=orders&ip=127.100.0.1&port=80&ephemeral=false", `metadata={"k":"\ud800"}`},
 	}
 	for _, s := range seeds {
 		f.Add(s[0], s[1])
@@ -49,13 +56,24 @@ func FuzzNacosParams(f *testing.F) {
 			checkRefusal(t, err)
 			return
 		}
+		for k, vs := range p.vals {
+			for _, v := range vs {
+				if !utf8.ValidString(k) || !utf8.ValidString(v) {
+					t.Fatalf("accepted parameter %q=%q", k, v)
+				}
+			}
+		}
 
 		in, err := nacosRegistration(p, limits)
 		if err != nil {
 			checkRefusal(t, err)
 		} else {
-			if err := limits.ValidateInstance(in); err != nil {
-				t.Fatalf("accepted registration %+v fails store validation: %v", in, err)
+			if err := limits.AdmitInstance(in); err != nil {
+				t.Fatalf("accepted registration %+v fails admission: %v", in, err)
+			}
+			noControl(t, "registration", in.Namespace, in.Group, in.Service, in.IP, in.Cluster)
+			for k, v := range in.Metadata {
+				noControl(t, "registration metadata", k, v)
 			}
 			key, err := nacosServiceKey(p)
 			if err != nil || key != in.ServiceKey() {
@@ -68,8 +86,12 @@ func FuzzNacosParams(f *testing.F) {
 
 		if svc, err := nacosServiceForm(p, limits); err != nil {
 			checkRefusal(t, err)
-		} else if err := limits.ValidateService(svc); err != nil {
-			t.Fatalf("accepted service %+v fails store validation: %v", svc, err)
+		} else if err := limits.AdmitService(svc); err != nil {
+			t.Fatalf("accepted service %+v fails admission: %v", svc, err)
+		} else {
+			for k, v := range svc.Metadata {
+				noControl(t, "service metadata", k, v)
+			}
 		}
 
 		if raw := p.str("healthChecker"); raw != "" {
@@ -78,6 +100,16 @@ func FuzzNacosParams(f *testing.F) {
 			}
 		}
 	})
+}
+
+// noControl fails unless every string is valid UTF-8 without control characters.
+func noControl(t *testing.T, what string, ss ...string) {
+	t.Helper()
+	for _, s := range ss {
+		if !utf8.ValidString(s) || strings.IndexFunc(s, unicode.IsControl) >= 0 {
+			t.Fatalf("accepted %s holds %q", what, s)
+		}
+	}
 }
 
 // checkRefusal fails unless err is a 4xx Nacos error with a known code or a store

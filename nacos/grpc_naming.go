@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/nacos/nacospb"
 )
@@ -189,11 +190,14 @@ func (g *GRPCServer) serviceList(ctx context.Context, _ *rpcSession, _ *nacospb.
 	if err != nil {
 		return rpcServiceListResponse, rpcServiceListAnswer{rpcResponse: paramInvalid(err)}
 	}
-	g.catchUp(ctx)
 	page, size := max(req.PageNo, 1), req.PageSize
 	if size == 0 {
 		size = rpcDefaultServiceListPageSize
 	}
+	if _, err := httpx.PageOffset("pageNo", page, size); err != nil {
+		return rpcServiceListResponse, rpcServiceListAnswer{rpcResponse: paramInvalid(err)}
+	}
+	g.catchUp(ctx)
 	_, list, total, err := g.cfg.Store.Services(nil, ns, group, page, size)
 	if errors.Is(err, model.ErrNotFound) {
 		list, total, err = nil, 0, nil

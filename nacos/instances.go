@@ -202,9 +202,13 @@ func (s *handler) nacosListInstances(w http.ResponseWriter, r *http.Request, p n
 	if err != nil {
 		return nil, err
 	}
-	clusters := p.str("clusters")
+	param := "clusters"
 	if nacosV2(r) {
-		clusters = p.str("clusterName")
+		param = "clusterName"
+	}
+	clusters, err := p.clusterFilter(param)
+	if err != nil {
+		return nil, err
 	}
 	healthyOnly, _, err := p.boolean("healthyOnly")
 	if err != nil {

@@ -9,8 +9,10 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
@@ -25,8 +27,12 @@ type nacosParams struct {
 }
 
 // parseNacosParams merges the query string and the buffered form body. A malformed
-// query or body, or a body that is not a form, is a 400 naming the problem.
+// query or body, a name or value that is not valid UTF-8, or a body that is not a form,
+// is a 400 naming the problem.
 func parseNacosParams(r *http.Request) (nacosParams, error) {
+	if err := httpx.CheckQuery(r.URL.RawQuery); err != nil {
+		return nacosParams{}, err
+	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return nacosParams{}, nacosInvalid("malformed query string: %v", err)
@@ -46,10 +52,39 @@ func parseNacosParams(r *http.Request) (nacosParams, error) {
 	if err != nil {
 		return nacosParams{}, nacosInvalid("malformed form body: %v", err)
 	}
+	if err := checkFormText(form); err != nil {
+		return nacosParams{}, err
+	}
 	for k, vs := range form {
 		q[k] = append(q[k], vs...)
 	}
 	return nacosParams{vals: q}, nil
+}
+
+// checkFormText refuses a form whose names or values are not valid UTF-8 once
+// unescaped (the first such name in sorted order), as httpx.CheckQuery does for the
+// query string: Roster stores text, and such bytes could only be stored changed.
+func checkFormText(form url.Values) error {
+	names := make([]string, 0, len(form))
+	for k := range form {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		if !utf8.ValidString(k) {
+			return nacosInvalid("malformed form body: a parameter name is not valid UTF-8")
+		}
+		for _, v := range form[k] {
+			switch {
+			case utf8.ValidString(v):
+			case k == "":
+				return nacosInvalid("malformed form body: a value is not valid UTF-8")
+			default:
+				return model.Invalid(k, "must be valid UTF-8")
+			}
+		}
+	}
+	return nil
 }
 
 // str returns the first non-blank value among names (trimmed), or "".
@@ -109,6 +144,66 @@ func (p nacosParams) integer(name string) (value int, present bool, err error) {
 		return 0, true, nacosInvalid("Param '%s' must be an integer, got %q", name, v)
 	}
 	return i, true, nil
+}
+
+// page reads the paging parameters of a list: pageNo (default 1) must be at least 1
+// and pageSize (default defSize) at least 0, and the page must start within
+// httpx.MaxPageOffset (a larger (pageNo-1)*pageSize could overflow and wrap around).
+// Nacos reads a page number below 1 as the first page and fails on a negative size;
+// Roster refuses both, naming the parameter.
+func (p nacosParams) page(defSize int) (page, size int, err error) {
+	page, size = 1, defSize
+	if v, ok, err := p.integer("pageNo"); err != nil {
+		return 0, 0, err
+	} else if ok {
+		if v < 1 {
+			return 0, 0, nacosInvalid("Param 'pageNo' must be at least 1, got %d", v)
+		}
+		page = v
+	}
+	if v, ok, err := p.integer("pageSize"); err != nil {
+		return 0, 0, err
+	} else if ok {
+		if v < 0 {
+			return 0, 0, nacosInvalid("Param 'pageSize' must not be negative, got %d", v)
+		}
+		size = v
+	}
+	if _, err := httpx.PageOffset("pageNo", page, size); err != nil {
+		return 0, 0, err
+	}
+	return page, size, nil
+}
+
+// clusterFilter reads a list's cluster filter (the comma-separated names of name) and
+// refuses a name that is not a valid cluster name, naming the parameter: an instance
+// list is cached and pushed under it.
+func (p nacosParams) clusterFilter(name string) (string, error) {
+	v := p.str(name)
+	for _, c := range strings.Split(v, ",") {
+		if c = strings.TrimSpace(c); c == "" {
+			continue
+		}
+		if err := model.ValidateClusterName(c); err != nil {
+			var ve *model.ValidationError
+			if errors.As(err, &ve) {
+				return "", model.Invalid(name, "%q is not a cluster name: %s", c, ve.Message)
+			}
+			return "", err
+		}
+	}
+	return v, nil
+}
+
+// port parses an optional port parameter strictly (model.ParsePort: digits only, no
+// sign or leading zeros; the surrounding blanks every value loses are not part of it).
+func (p nacosParams) port(name string) (value int, present bool, err error) {
+	v := p.str(name)
+	if v == "" {
+		return 0, false, nil
+	}
+	port, err := model.ParsePort(name, v)
+	return port, true, err
 }
 
 // float parses an optional finite number.
@@ -174,7 +269,7 @@ func nacosInstanceRef(p nacosParams) (model.InstanceRef, error) {
 	if err != nil {
 		return model.InstanceRef{}, err
 	}
-	port, _, err := p.integer("port")
+	port, _, err := p.port("port")
 	if err != nil {
 		return model.InstanceRef{}, err
 	}
@@ -219,6 +314,11 @@ func jsonMetadata(raw string, code int) (map[string]string, bool, error) {
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, false, nil
+	}
+	// The decoder turns an unpaired surrogate escape into U+FFFD without a word.
+	if off, what := httpx.LossyJSONString([]byte(raw)); off >= 0 {
+		return nil, true, nacosErr(http.StatusBadRequest, code,
+			"metadata format incorrect:%s (%s at offset %d)", raw, what, off)
 	}
 	md := make(map[string]string, len(obj))
 	for k, v := range obj {
@@ -304,7 +404,7 @@ func parseNacosInstanceForm(p nacosParams, limits model.Limits) (nacosInstanceFo
 		if err != nil {
 			return f, err
 		}
-		if err := limits.ValidateMetadata("metadata", md); err != nil {
+		if err := limits.AdmitMetadata("metadata", md); err != nil {
 			return f, err
 		}
 		f.metadata = &md
@@ -313,8 +413,8 @@ func parseNacosInstanceForm(p nacosParams, limits model.Limits) (nacosInstanceFo
 }
 
 // nacosRegistration builds the instance a Nacos registration describes, with Nacos's
-// defaults (cluster DEFAULT, weight 1, enabled, healthy, no metadata), validated with
-// the store's rules. An ephemeral registration, explicit or by Nacos's default when
+// defaults (cluster DEFAULT, weight 1, enabled, healthy, no metadata), checked under
+// the admission rules (model.AdmitInstance). An ephemeral registration, explicit or by Nacos's default when
 // ephemeral is absent, is refused with Nacos's wording: Roster keeps persistent
 // instances only.
 func nacosRegistration(p nacosParams, limits model.Limits) (model.Instance, error) {
@@ -342,7 +442,7 @@ func nacosRegistration(p nacosParams, limits model.Limits) (model.Instance, erro
 	if f.metadata != nil && len(*f.metadata) > 0 {
 		in.Metadata = *f.metadata
 	}
-	if err := limits.ValidateInstance(in); err != nil {
+	if err := limits.AdmitInstance(in); err != nil {
 		return model.Instance{}, err
 	}
 	if f.ephemeral == nil || *f.ephemeral {

@@ -27,7 +27,10 @@ type nacosHandlerFunc func(w http.ResponseWriter, r *http.Request, p nacosParams
 func (s *handler) routes() *chi.Mux {
 	r := chi.NewRouter()
 	fail := func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, nacosOther) }
-	r.Use(httpx.Recoverer(s.log, fail), httpx.ServedBy(s.id), s.metrics.Middleware, httpx.BufferBody(s.cfg.MaxBodyBytes, nil, fail))
+	// A malformed query string is refused here, before a route reads it or a follower
+	// forwards it (the proxy would drop what it cannot parse).
+	r.Use(httpx.Recoverer(s.log, fail), httpx.ServedBy(s.id), s.metrics.Middleware, httpx.StrictQuery(fail),
+		httpx.BufferBody(s.cfg.MaxBodyBytes, nil, fail))
 	r.NotFound(s.nacosNotFound)
 	r.MethodNotAllowed(httpx.MethodNotAllowed(r, fail))
 

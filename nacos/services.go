@@ -45,7 +45,7 @@ func nacosServiceForm(p nacosParams, limits model.Limits) (model.Service, error)
 	} else if eph {
 		return svc, nacosInvalid("Roster keeps persistent services only: ephemeral must be false")
 	}
-	if err := limits.ValidateService(svc); err != nil {
+	if err := limits.AdmitService(svc); err != nil {
 		return svc, err
 	}
 	return svc, nil
@@ -276,8 +276,9 @@ type nacosServiceListV2 struct {
 // nacosListServices serves GET .../service/list: the names (without group) of one
 // group's services (groupName, default DEFAULT_GROUP), one page at a time, and how many
 // there are. v1 requires pageNo and pageSize, as Nacos does; v2 defaults them to 1 and
-// 20 and caps pageSize at 500. A page number below 1 is the first page; a page size of 0
-// or less is an empty page. An unknown namespace has no services.
+// 20 and caps pageSize at 500. pageNo is at least 1 and pageSize at least 0
+// (nacosParams.page); a page size of 0 is an empty page that still counts. An unknown
+// namespace has no services.
 func (s *handler) nacosListServices(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	ns := p.str("namespaceId")
 	if ns == "" {
@@ -297,34 +298,26 @@ func (s *handler) nacosListServices(w http.ResponseWriter, r *http.Request, p na
 		return nil, err
 	}
 	v2 := nacosV2(r)
-	page, size := 1, nacosV2DefaultPageSize
-	for _, pp := range []struct {
-		name string
-		dst  *int
-	}{{"pageNo", &page}, {"pageSize", &size}} {
-		if !v2 {
-			if _, err := p.required(pp.name, "int"); err != nil {
+	if !v2 {
+		for _, name := range []string{"pageNo", "pageSize"} {
+			if _, err := p.required(name, "int"); err != nil {
 				return nil, err
 			}
 		}
-		v, ok, err := p.integer(pp.name)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			*pp.dst = v
-		}
+	}
+	page, size, err := p.page(nacosV2DefaultPageSize)
+	if err != nil {
+		return nil, err
 	}
 	if v2 {
 		size = min(size, nacosV2MaxPageSize)
 	}
-	page = max(page, 1)
 	var (
 		list  []model.Service
 		total int
 	)
-	_, err := s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
-		// A page size of 0 or less shows no names but still counts them.
+	_, err = s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
+		// A page size of 0 shows no names but still counts them.
 		pg, sz := page, size
 		if sz <= 0 {
 			pg, sz = 1, 1

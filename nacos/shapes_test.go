@@ -2,6 +2,7 @@ package nacos
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/rosterhq/roster/raftnode"
@@ -161,7 +162,7 @@ func TestNacosAPI_ServiceListPaging(t *testing.T) {
 	if l1.Count != 3 || len(l1.Doms) != 1 || l1.Doms[0] != "c" {
 		t.Fatalf("page 2: %+v", l1)
 	}
-	mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/service/list?pageNo=0&pageSize=0", "", http.StatusOK).decode(t, &l1)
+	mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/service/list?pageNo=1&pageSize=0", "", http.StatusOK).decode(t, &l1)
 	if l1.Count != 3 || len(l1.Doms) != 0 || l1.Doms == nil {
 		t.Fatalf("page size 0: %+v", l1)
 	}
@@ -176,6 +177,23 @@ func TestNacosAPI_ServiceListPaging(t *testing.T) {
 	resp := mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/service/list?pageSize=10", "", http.StatusBadRequest)
 	if string(resp.Body) != "caused: Required parameter 'pageNo' type int is not present;" {
 		t.Fatalf("body %q", resp.Body)
+	}
+	// A page below 1, a negative size and a page starting past any list are refused
+	// naming the parameter (Nacos reads pageNo 0 as the first page; (pageNo-1)*pageSize
+	// could wrap around to it).
+	for _, tt := range []struct{ query, param string }{
+		{"pageNo=0&pageSize=10", "pageNo"},
+		{"pageNo=-3&pageSize=10", "pageNo"},
+		{"pageNo=1&pageSize=-1", "pageSize"},
+		{"pageNo=4611686018427387905&pageSize=1000", "pageNo"},
+		{"pageNo=9223372036854775807&pageSize=9223372036854775807", "pageNo"},
+	} {
+		for _, v := range []string{"v1", "v2"} {
+			resp := mustNacos(t, h, http.MethodGet, "/nacos/"+v+"/ns/service/list?"+tt.query, "", http.StatusBadRequest)
+			if !strings.Contains(string(resp.Body), "'"+tt.param+"'") {
+				t.Errorf("%s %s: %s, want it to name %s", v, tt.query, resp.Body, tt.param)
+			}
+		}
 	}
 	_, _, data := mustNacos(t, h, http.MethodGet, "/nacos/v2/ns/service/list", "", http.StatusOK).envelope(t)
 	var l2 nacosServiceListV2

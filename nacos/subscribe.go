@@ -55,6 +55,11 @@ func (s *handler) nacosPushRoute(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		clusters, err := p.clusterFilter("clusters")
+		if err != nil {
+			next.ServeHTTP(w, r)
+			return
+		}
 		healthyOnly, _, err := p.boolean("healthyOnly")
 		if err != nil {
 			next.ServeHTTP(w, r)
@@ -66,7 +71,7 @@ func (s *handler) nacosPushRoute(next http.Handler) http.Handler {
 			return
 		}
 		sub, ok := s.push.subscribe(pushQuery{
-			service: key, clusters: p.str("clusters"), healthyOnly: healthyOnly, addr: addr,
+			service: key, clusters: clusters, healthyOnly: healthyOnly, addr: addr,
 			agent: agent, app: p.str("app"),
 		})
 		if !ok {
@@ -125,9 +130,9 @@ type nacosSubscribersV1 struct {
 
 // nacosSubscribers serves GET /nacos/v1/ns/service/subscribers: the clients this node
 // pushes the service's changes to, one page (pageNo, default 1; pageSize, default 1000)
-// at a time, with their number. A page number below 1 is the first page; a page size of
-// 0 or less is an empty page. aggregation is accepted, but only this node's subscribers
-// are listed (Nacos asks every member by default).
+// at a time, with their number. pageNo is at least 1 and pageSize at least 0
+// (nacosParams.page); a page size of 0 is an empty page. aggregation is accepted, but
+// only this node's subscribers are listed (Nacos asks every member by default).
 func (s *handler) nacosSubscribers(_ http.ResponseWriter, _ *http.Request, p nacosParams) (any, error) {
 	key, err := nacosServiceKey(p)
 	if err != nil {
@@ -136,16 +141,9 @@ func (s *handler) nacosSubscribers(_ http.ResponseWriter, _ *http.Request, p nac
 	if _, _, err := p.boolean("aggregation"); err != nil {
 		return nil, err
 	}
-	page, size := 1, nacosSubscribersPageSize
-	if v, ok, err := p.integer("pageNo"); err != nil {
+	page, size, err := p.page(nacosSubscribersPageSize)
+	if err != nil {
 		return nil, err
-	} else if ok {
-		page = max(v, 1)
-	}
-	if v, ok, err := p.integer("pageSize"); err != nil {
-		return nil, err
-	} else if ok {
-		size = v
 	}
 	var all []pushSubscriber
 	if s.push != nil {

@@ -389,9 +389,9 @@ func TestNacosPush_Subscribers(t *testing.T) {
 	}{
 		{"serviceName=orders&pageNo=2&pageSize=2", 3, all.Subscribers[2:]},
 		{"serviceName=orders&pageNo=1&pageSize=2", 3, all.Subscribers[:2]},
-		{"serviceName=orders&pageNo=0&pageSize=1", 3, all.Subscribers[:1]},
 		{"serviceName=orders&pageNo=3&pageSize=2", 3, nil},
-		{"serviceName=orders&pageNo=9223372036854775807&pageSize=9223372036854775807", 3, nil},
+		{"serviceName=orders&pageNo=2147483648&pageSize=1", 3, nil},
+		{"serviceName=orders&pageNo=9223372036854775807&pageSize=0", 3, nil},
 		{"serviceName=orders&pageNo=1&pageSize=9223372036854775807", 3, all.Subscribers},
 		{"serviceName=orders&pageSize=0", 3, nil},
 		{"serviceName=DEFAULT_GROUP@@orders&aggregation=false", 3, all.Subscribers},
@@ -413,6 +413,11 @@ func TestNacosPush_Subscribers(t *testing.T) {
 		{"", http.StatusBadRequest},
 		{"serviceName=orders&pageNo=x", http.StatusBadRequest},
 		{"serviceName=orders&pageSize=1.5", http.StatusBadRequest},
+		{"serviceName=orders&pageNo=0&pageSize=1", http.StatusBadRequest},
+		{"serviceName=orders&pageNo=-1", http.StatusBadRequest},
+		{"serviceName=orders&pageSize=-1", http.StatusBadRequest},
+		{"serviceName=orders&pageNo=2147483649&pageSize=1", http.StatusBadRequest},
+		{"serviceName=orders&pageNo=9223372036854775807&pageSize=9223372036854775807", http.StatusBadRequest},
 		{"serviceName=orders&aggregation=maybe", http.StatusBadRequest},
 		{"serviceName=a@@b&groupName=c", http.StatusBadRequest},
 	} {
