@@ -43,7 +43,7 @@ func (a *app) healthCmd() *cobra.Command {
 				return err
 			}
 			if !res.Probing {
-				fmt.Fprintf(a.stderr, "note: the leader (%s) has not started probing yet\n", res.Leader)
+				fmt.Fprintf(a.stderr, "note: the leader (%s) has not started probing yet\n", safeText(res.Leader))
 			}
 			return nil
 		},

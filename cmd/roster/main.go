@@ -42,8 +42,9 @@ func run(ctx context.Context, args []string, a *app) int {
 	return 0
 }
 
+// printError prints err escaped: a server's message may quote data (safeText).
 func printError(w io.Writer, err error) {
-	fmt.Fprintf(w, "roster: %s\n", err)
+	fmt.Fprintf(w, "roster: %s\n", safeText(err.Error()))
 }
 
 // quietError fails the command without a message (the command has printed what it had

@@ -237,12 +237,7 @@ type nacosServiceInfo struct {
 
 func (w *nacosWatcher) print(event string, raw json.RawMessage) error {
 	if w.json {
-		b, err := json.Marshal(map[string]any{"event": event, "serviceInfo": raw})
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintln(w.out, string(b))
-		return err
+		return writeJSONLine(w.out, map[string]any{"event": event, "serviceInfo": raw})
 	}
 	var info nacosServiceInfo
 	if err := json.Unmarshal(raw, &info); err != nil {
@@ -252,7 +247,7 @@ func (w *nacosWatcher) print(event string, raw json.RawMessage) error {
 	if info.Reached {
 		threshold = ", protect threshold reached"
 	}
-	fmt.Fprintf(w.out, "%s %s@@%s clusters=%q lastRefTime=%d: %d instance(s)%s\n", event, info.GroupName, info.Name,
+	fmt.Fprintf(w.out, "%s %s@@%s clusters=%q lastRefTime=%d: %d instance(s)%s\n", event, safeText(info.GroupName), safeText(info.Name),
 		info.Clusters, info.LastRefTime, len(info.Hosts), threshold)
 	t := newTable(w.out, "ADDRESS", "CLUSTER", "WEIGHT", "HEALTHY", "ENABLED", "METADATA")
 	for _, h := range info.Hosts {

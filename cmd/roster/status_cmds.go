@@ -81,7 +81,7 @@ func (a *app) readyCmd() *cobra.Command {
 					return err
 				}
 			} else if r.Ready {
-				fmt.Fprintf(a.stdout, "ready (leader %s, applied index %d)\n", orDash(r.Leader), r.AppliedIndex)
+				fmt.Fprintf(a.stdout, "ready (leader %s, applied index %d)\n", safeText(orDash(r.Leader)), r.AppliedIndex)
 			}
 			if r.Ready {
 				return nil

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -98,13 +97,13 @@ func (a *app) printInstancesEvent(service string, ev client.InstancesEvent) erro
 		if !ev.NotFound {
 			line.Data = ev.Instances
 		}
-		return json.NewEncoder(a.stdout).Encode(line) // one line per change
+		return writeJSONLine(a.stdout, line) // one line per change
 	}
 	if ev.NotFound {
-		_, err := fmt.Fprintf(a.stdout, "# index %d at %s from %s: service %s does not exist\n\n", ev.Index, now, ev.Node, service)
+		_, err := fmt.Fprintf(a.stdout, "# index %d at %s from %s: service %s does not exist\n\n", ev.Index, now, safeText(ev.Node), safeText(service))
 		return err
 	}
-	fmt.Fprintf(a.stdout, "# index %d at %s from %s: %d instance(s)\n", ev.Index, now, ev.Node, len(ev.Instances.Instances))
+	fmt.Fprintf(a.stdout, "# index %d at %s from %s: %d instance(s)\n", ev.Index, now, safeText(ev.Node), len(ev.Instances.Instances))
 	t := newTable(a.stdout, "ADDRESS", "CLUSTER", "WEIGHT", "ENABLED", "HEALTHY", "METADATA")
 	for _, in := range ev.Instances.Instances {
 		t.row(in.Addr(), in.Cluster, formatFloat(in.Weight), fmt.Sprint(in.Enabled), fmt.Sprint(in.Healthy), formatMeta(in.Metadata))
@@ -126,13 +125,13 @@ func (a *app) printServicesEvent(ev client.ServicesEvent) error {
 		if !ev.NotFound {
 			line.Data = ev.Services
 		}
-		return json.NewEncoder(a.stdout).Encode(line) // one line per change
+		return writeJSONLine(a.stdout, line) // one line per change
 	}
 	if ev.NotFound {
-		_, err := fmt.Fprintf(a.stdout, "# index %d at %s from %s: the namespace does not exist\n\n", ev.Index, now, ev.Node)
+		_, err := fmt.Fprintf(a.stdout, "# index %d at %s from %s: the namespace does not exist\n\n", ev.Index, now, safeText(ev.Node))
 		return err
 	}
-	fmt.Fprintf(a.stdout, "# index %d at %s from %s: %d service(s)\n", ev.Index, now, ev.Node, ev.Services.Total)
+	fmt.Fprintf(a.stdout, "# index %d at %s from %s: %d service(s)\n", ev.Index, now, safeText(ev.Node), ev.Services.Total)
 	t := newTable(a.stdout, "GROUP", "SERVICE", "MODIFY INDEX")
 	for _, s := range ev.Services.Services {
 		t.row(s.Group, s.Name, fmt.Sprint(s.ModifyIndex))
