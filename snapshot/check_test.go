@@ -3,7 +3,6 @@ package snapshot
 import (
 	"bytes"
 	"errors"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -11,8 +10,9 @@ import (
 	"github.com/rosterhq/roster/store"
 )
 
-// mustStateFile returns a real state file: namespace "public" with one service of
-// two instances, applied up to index 6.
+// mustStateFile returns a real state file as an archive holds it (Snapshot.WriteTo,
+// which stops at bbolt's high-water mark, without the zeros bbolt preallocates beyond
+// it): namespace "public" with one service of two instances, applied up to index 6.
 func mustStateFile(t *testing.T) []byte {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "state.db")
@@ -34,14 +34,17 @@ func mustStateFile(t *testing.T) []byte {
 			t.Fatalf("registering %s: %v", ip, err)
 		}
 	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(path)
+	defer func() { _ = st.Close() }()
+	sn, err := st.Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b
+	defer func() { _ = sn.Close() }()
+	var b bytes.Buffer
+	if _, err := sn.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
 }
 
 // TestCheckState checks that a real state file whose meta.json agrees passes, and

@@ -25,5 +25,23 @@
 // return success, so a restore can be refused before anything changes. Every problem
 // with the archive itself is reported as a *[FormatError] that matches
 // [ErrInvalidArchive] and names the member and what is wrong with it; I/O errors of
-// the source and of the local disk are returned as they are.
+// the source are returned as they are.
+//
+// # Limits
+//
+// An archive comes from outside, so every number in it is bounded before it is used:
+// meta.json's index and term by [MaxIndex] and [MaxTerm] (2^53-1: exact in JSON, far
+// from overflowing the arithmetic Raft does with them), the size of state.db by
+// [MaxStateSize], each count by [MaxCount], createdAt to the years 1970-2261 and
+// rosterVersion to [MaxRosterVersionLen] printable bytes. [Write] refuses to produce
+// an archive beyond them and [Read] refuses to accept one. A restore accepts an index
+// up to [MaxRestoreIndex] only, half the range, so that the restored cluster keeps
+// room to write and to save valid archives.
+//
+// What [Read] writes to disk is bounded too: state.db may not outgrow
+// [ReadOptions].MaxExpansion times the compressed bytes behind it ([DefaultMaxExpansion]
+// by default; checked before extraction when the archive's size is known, and before
+// every write), and with [ReadOptions].MinFree it must fit on the disk beyond a reserve
+// ([ErrNoSpace] otherwise; see [CheckSpace]). Errors of local files name no path: they
+// may be answered to whoever sent the archive.
 package snapshot

@@ -7,13 +7,15 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 )
 
 // FuzzRead checks that Read never panics, reports every failure on in-memory input
-// as a *FormatError without leaving files behind, and, when it accepts an input,
-// that the input really is a valid archive: checked here with the standard library
-// alone.
+// as a *FormatError that names no local path, without leaving files behind, and,
+// when it accepts an input, that the input really is a valid archive (checked here
+// with the standard library alone) whose numbers are within the format's limits and
+// whose state.db expands no more than DefaultMaxExpansion allows.
 func FuzzRead(f *testing.F) {
 	valid := mustWrite(f, testState(2000))
 	meta := mustMetaJSON(f, 5)
@@ -30,6 +32,8 @@ func FuzzRead(f *testing.F) {
 	f.Add(rawArchive{members: members(meta, "stat"), stored: true}.bytes(f))
 	f.Add([]byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255})
 	f.Add([]byte{})
+	f.Add(bomb(f, 4<<20))
+	f.Add(rawArchive{members: members(strings.Replace(meta, `"index": 4242`, `"index": 18446744073709551615`, 1), "state"), stored: true}.bytes(f))
 
 	dir := f.TempDir() // one per fuzzing process, whose inputs run one at a time
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -39,10 +43,22 @@ func FuzzRead(f *testing.F) {
 			if !errors.As(err, &fe) || !errors.Is(err, ErrInvalidArchive) {
 				t.Fatalf("in-memory input failed with %T %v, want a *FormatError", err, err)
 			}
+			if strings.Contains(err.Error(), dir) {
+				t.Fatalf("error %q names the extraction directory", err)
+			}
 			mustBeEmpty(t, dir)
 			return
 		}
 		defer a.Close()
+		if err := a.Meta.checkBounds(); err != nil {
+			t.Fatalf("accepted an archive beyond the limits: %v", err)
+		}
+		if a.Meta.Index > MaxIndex || a.Meta.Term > MaxTerm || a.Meta.Size > MaxStateSize {
+			t.Fatalf("accepted index %d, term %d, size %d", a.Meta.Index, a.Meta.Term, a.Meta.Size)
+		}
+		if a.Meta.Size > DefaultMaxExpansion*int64(len(data))+expansionAllowance {
+			t.Fatalf("accepted a state.db of %d bytes from %d bytes of archive", a.Meta.Size, len(data))
+		}
 
 		names, bodies := untar(t, gunzip(t, data))
 		if want := []string{"meta.json", "state.db", "SHA256SUMS"}; !slices.Equal(names, want) {

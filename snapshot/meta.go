@@ -37,29 +37,32 @@ const (
 type Meta struct {
 	// FormatVersion is the archive format version; Read accepts only FormatVersion.
 	FormatVersion int `json:"formatVersion"`
-	// Index and Term identify the Raft log position the state reflects.
+	// Index and Term identify the Raft log position the state reflects; at most
+	// MaxIndex and MaxTerm.
 	Index uint64 `json:"index"`
 	Term  uint64 `json:"term"`
-	// RosterVersion is the version of the Roster build that wrote the archive.
+	// RosterVersion is the version of the Roster build that wrote the archive: printable
+	// text of at most MaxRosterVersionLen bytes.
 	RosterVersion string `json:"rosterVersion"`
-	// CreatedAt is when the archive was written (RFC 3339, UTC).
+	// CreatedAt is when the archive was written (RFC 3339, UTC), from 1970 to 2261.
 	CreatedAt time.Time `json:"createdAt"`
-	// Size is the size of state.db in bytes.
+	// Size is the size of state.db in bytes, at most MaxStateSize.
 	Size int64 `json:"size"`
 	// Counts summarises the state, for display before a restore.
 	Counts Counts `json:"counts"`
 }
 
 // Counts is the number of namespaces, services and instances in state.db, as recorded
-// by the writer. Read checks that they are not negative; comparing them with the
-// state itself is up to ReadOptions.Check.
+// by the writer. Read checks that they are between 0 and MaxCount; comparing them with
+// the state itself is up to ReadOptions.Check.
 type Counts struct {
 	Namespaces int `json:"namespaces"`
 	Services   int `json:"services"`
 	Instances  int `json:"instances"`
 }
 
-// validate checks the values the JSON types do not constrain.
+// validate checks the values the JSON types do not constrain: no negative size or
+// count, and every number within the limits of limits.go.
 func (m Meta) validate() error {
 	if m.FormatVersion != FormatVersion {
 		return unsupportedVersion(m.FormatVersion)
@@ -74,7 +77,7 @@ func (m Meta) validate() error {
 	case m.Counts.Instances < 0:
 		return fmt.Errorf("counts.instances is negative (%d)", m.Counts.Instances)
 	}
-	return nil
+	return m.checkBounds()
 }
 
 func unsupportedVersion(v int) error {
