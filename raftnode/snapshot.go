@@ -12,6 +12,7 @@ import (
 
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/snapshot"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -111,6 +112,18 @@ func (n *Node) lastSnapshot() (uint64, uint64, error) {
 // raft.Restore cannot be interrupted: ctx bounds it only through its deadline (as the
 // enqueue timeout), and the caller should not cancel ctx when its client goes away.
 // In-flight writes fail with ErrLeadershipLost.
+//
+// Before anything is read from r, index must be at most snapshot.MaxRestoreIndex, term
+// at most snapshot.MaxTerm and size at most snapshot.MaxStateSize (a
+// *model.ValidationError naming the argument otherwise), and the data directory must
+// have room for the two copies of the state the restore writes (the Raft snapshot and
+// the installed state file) beyond snapshot.DefaultMinFree (an error matching
+// snapshot.ErrNoSpace otherwise). A bad index cannot be taken back: Raft makes
+// max(last index, index)+1 the index of the restored snapshot and appends every later
+// entry after it, so an index near 2^64 wraps the log around, and one near the
+// archive format's MaxIndex leaves the cluster no room to save valid archives. The
+// archive reader already refuses an index beyond MaxIndex; this is the last check
+// before Raft.
 func (n *Node) RestoreState(ctx context.Context, index, term uint64, r io.Reader, size int64) (uint64, error) {
 	if n.isClosed() {
 		return 0, ErrShutdown
@@ -118,8 +131,11 @@ func (n *Node) RestoreState(ctx context.Context, index, term uint64, r io.Reader
 	if n.raft.State() != raft.Leader {
 		return 0, n.notLeaderErr(nil)
 	}
-	if size < 0 {
-		return 0, fmt.Errorf("raftnode: restore: negative size %d", size)
+	if err := checkRestoreBounds(index, term, size); err != nil {
+		return 0, err
+	}
+	if err := snapshot.CheckSpace(n.cfg.DataDir, 2*size, snapshot.DefaultMinFree); err != nil {
+		return 0, fmt.Errorf("raftnode: restore: %w", err)
 	}
 	servers, err := n.configuration(ctx)
 	if err != nil {
@@ -150,6 +166,21 @@ func (n *Node) RestoreState(ctx context.Context, index, term uint64, r io.Reader
 		n.log.Warn("member table not reconciled after the restore; members re-announce themselves", "error", err)
 	}
 	return idx, nil
+}
+
+// checkRestoreBounds checks the position and size of a state to restore against the
+// limits of the snapshot archive, which keep Raft's index arithmetic far from overflow.
+func checkRestoreBounds(index, term uint64, size int64) error {
+	switch {
+	case index > snapshot.MaxRestoreIndex:
+		return model.Invalid("index", "a restored state's index is %d, above the limit of %d (half the archive format's "+
+			"range, so that the cluster can keep writing after the restore)", index, uint64(snapshot.MaxRestoreIndex))
+	case term > snapshot.MaxTerm:
+		return model.Invalid("term", "a restored state's term is %d, above the limit of %d", term, uint64(snapshot.MaxTerm))
+	case size < 0 || size > snapshot.MaxStateSize:
+		return model.Invalid("size", "a restored state's size is %d bytes, outside 0 to %d", size, int64(snapshot.MaxStateSize))
+	}
+	return nil
 }
 
 // reconcileMembers makes the member table match the Raft configuration servers after a
