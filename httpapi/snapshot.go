@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -25,6 +26,15 @@ import (
 const (
 	DefaultSnapshotMaxBytes      = 4 << 30
 	DefaultSnapshotMaxStateBytes = 16 << 30
+	// DefaultSnapshotUploadIdle is how long an upload may send nothing before it is cut
+	// off: far longer than any pause of a working connection, short enough that a
+	// stalled client does not keep a connection and a partial file for long.
+	DefaultSnapshotUploadIdle = 30 * time.Second
+	// DefaultSnapshotUploadMinRate is the lowest average rate of an upload after its
+	// first DefaultSnapshotUploadIdle: 16 KiB/s, a 100 MiB archive in under two hours.
+	// Any real link is far faster; a client trickling bytes to stay under the idle
+	// timeout is not.
+	DefaultSnapshotUploadMinRate = 16 << 10
 )
 
 // maxRefusedDrain bounds how much of a refused upload is read and discarded before the
@@ -51,14 +61,30 @@ type SnapshotConfig struct {
 	// Snapshotter (else both routes answer 503).
 	Node Snapshotter
 	// Dir receives the state.db of an uploaded archive while it is checked
-	// (os.TempDir() when empty). An upload is streamed there, never held in memory, so
-	// Dir belongs on a disk with room for the largest state.
+	// (os.TempDir() when empty). An upload is streamed there, never held in memory; how
+	// much it may write is bounded by MaxStateBytes, MaxExpansion and MinFreeBytes.
 	Dir string
 	// MaxBytes bounds an uploaded archive (default 4 GiB); a larger one is a 413.
 	MaxBytes int64
 	// MaxStateBytes bounds the state.db inside an uploaded archive (default 16 GiB); a
 	// larger one is a 400, refused before it is extracted.
 	MaxStateBytes int64
+	// MaxExpansion bounds how many times larger than the uploaded bytes the extracted
+	// state.db may grow (default snapshot.DefaultMaxExpansion, 256): a gzip bomb is a
+	// 400, cut off before it writes more than that.
+	MaxExpansion int64
+	// MinFreeBytes is the free space an upload leaves on the file system of Dir
+	// (default snapshot.DefaultMinFree, 512 MiB): an archive whose state.db does not fit
+	// beyond it is a 413, refused before extraction or as soon as the disk fills up
+	// while it is written.
+	MinFreeBytes int64
+	// UploadIdleTimeout cuts off an upload that sends nothing for this long (default
+	// DefaultSnapshotUploadIdle, 30s), with a 408.
+	UploadIdleTimeout time.Duration
+	// UploadMinRate is the lowest average rate, in bytes per second, of an upload once
+	// its first UploadIdleTimeout has passed (default DefaultSnapshotUploadMinRate,
+	// 16 KiB/s); a slower one is cut off with a 408.
+	UploadMinRate int64
 	// RestoreTimeout bounds the Raft restore once the archive is checked; 0 means no
 	// bound. A restore cannot be stopped once it began, whatever happens to the client.
 	RestoreTimeout time.Duration
@@ -66,8 +92,9 @@ type SnapshotConfig struct {
 
 // withDefaults fills the zero fields; node is Config.Node.
 func (c SnapshotConfig) withDefaults(node Consensus) (SnapshotConfig, error) {
-	if c.MaxBytes < 0 || c.MaxStateBytes < 0 || c.RestoreTimeout < 0 {
-		return c, errors.New("httpapi: snapshot limits and timeout must not be negative")
+	if c.MaxBytes < 0 || c.MaxStateBytes < 0 || c.MaxExpansion < 0 || c.MinFreeBytes < 0 ||
+		c.UploadIdleTimeout < 0 || c.UploadMinRate < 0 || c.RestoreTimeout < 0 {
+		return c, errors.New("httpapi: snapshot limits and timeouts must not be negative")
 	}
 	if c.Node == nil {
 		c.Node, _ = node.(Snapshotter)
@@ -77,6 +104,18 @@ func (c SnapshotConfig) withDefaults(node Consensus) (SnapshotConfig, error) {
 	}
 	if c.MaxStateBytes == 0 {
 		c.MaxStateBytes = DefaultSnapshotMaxStateBytes
+	}
+	if c.MaxExpansion == 0 {
+		c.MaxExpansion = snapshot.DefaultMaxExpansion
+	}
+	if c.MinFreeBytes == 0 {
+		c.MinFreeBytes = snapshot.DefaultMinFree
+	}
+	if c.UploadIdleTimeout == 0 {
+		c.UploadIdleTimeout = DefaultSnapshotUploadIdle
+	}
+	if c.UploadMinRate == 0 {
+		c.UploadMinRate = DefaultSnapshotUploadMinRate
 	}
 	return c, nil
 }
@@ -97,7 +136,9 @@ func (s *server) snapshotRoutes(r chi.Router) {
 type snapshotHandler struct {
 	s   *server
 	cfg SnapshotConfig
-	// restoring is set from the start of an upload until its restore ended.
+	// restoring is set while a verified archive is being restored through Raft: from
+	// the moment it is handed over until the restore ended. An upload being received
+	// or checked does not hold it, so a slow client cannot block other restores.
 	restoring atomic.Bool
 }
 
@@ -192,13 +233,23 @@ func writeArchive(w io.Writer, meta snapshot.Meta, view *raftnode.StateSnapshot)
 }
 
 // put serves PUT /v1/snapshot: restore the whole cluster from an archive. The leader
-// streams the body to disk and checks the whole archive (format, checksums, a readable
-// state file whose counts match meta.json) before anything changes; a bad archive is a
-// 400 naming the member and the problem. A follower forwards the body, streamed, to
-// the leader. While one restore runs (upload included), another is a 409.
+// streams the body to disk and checks the whole archive (format, bounds, checksums, a
+// readable state file whose counts match meta.json) before anything changes; a bad
+// archive is a 400 naming the member and the problem. A follower forwards the body,
+// streamed, to the leader. Either way the upload is paced: one that stalls or trickles
+// is cut off with a 408. Only a fully verified archive competes for the restore: when
+// another restore is running at that moment, the answer is a 409.
 func (h *snapshotHandler) put(w http.ResponseWriter, r *http.Request) {
+	up := h.pace(w, r)
+	defer up.done()
 	if !h.s.node.IsLeader() {
-		h.s.fwd.ForwardStream(w, r, h.servePut, h.refuseUnread, h.s.writeError)
+		h.s.fwd.ForwardStream(w, r, h.servePut, h.refuseUnread, func(w http.ResponseWriter, r *http.Request, err error) {
+			if up.err != nil {
+				// The client, not the leader, failed the forwarded request.
+				err = up.err
+			}
+			h.writeError(w, r, err)
+		})
 		return
 	}
 	h.servePut(w, r)
@@ -210,42 +261,59 @@ func (h *snapshotHandler) servePut(w http.ResponseWriter, r *http.Request) {
 		h.refuseUnread(w, r, fmt.Errorf("%w: this node does not serve snapshots", httpx.ErrUnavailable))
 		return
 	}
+	start := time.Now()
+	ar, err := h.receive(w, r)
+	if err != nil {
+		h.refuse(w, r, err)
+		return
+	}
+	defer func() { _ = ar.Close() }()
+	s.log.Warn("snapshot archive received and verified", "index", ar.Meta.Index, "term", ar.Meta.Term,
+		"roster_version", ar.Meta.RosterVersion, "created_at", ar.Meta.CreatedAt, "state_bytes", ar.Meta.Size,
+		"upload", time.Since(start))
 	if !h.restoring.CompareAndSwap(false, true) {
-		h.refuseUnread(w, r, fmt.Errorf("%w: another snapshot restore is in progress", model.ErrConflict))
+		h.writeError(w, r, fmt.Errorf("%w: another snapshot restore is in progress", model.ErrConflict))
 		return
 	}
 	defer h.restoring.Store(false)
-	idx, err := h.restore(w, r)
+	idx, err := h.restore(r, ar)
 	if err != nil {
-		h.refuse(w, r, err)
+		h.writeError(w, r, err)
 		return
 	}
 	s.log.Warn("cluster restored from a snapshot archive", "index", idx)
 	writeResult(w, idx)
 }
 
-// restore reads and checks the uploaded archive, then hands its state to Raft.
-func (h *snapshotHandler) restore(w http.ResponseWriter, r *http.Request) (uint64, error) {
-	s := h.s
-	start := time.Now()
-	ar, err := snapshot.Read(http.MaxBytesReader(w, r.Body, h.cfg.MaxBytes), snapshot.ReadOptions{
+// receive reads the whole uploaded archive and checks it, its state.db extracted into
+// cfg.Dir. It takes no lock: any number of uploads may be received at once, each
+// bounded in size, in expansion, in the disk space it may use, and in time.
+func (h *snapshotHandler) receive(w http.ResponseWriter, r *http.Request) (*snapshot.Archive, error) {
+	body := r.Body
+	if up, ok := body.(*pacedBody); ok {
+		defer up.done()
+	}
+	ar, err := snapshot.Read(http.MaxBytesReader(w, body, h.cfg.MaxBytes), snapshot.ReadOptions{
 		Dir:          h.cfg.Dir,
 		MaxStateSize: h.cfg.MaxStateBytes,
+		MaxExpansion: h.cfg.MaxExpansion,
+		ArchiveSize:  r.ContentLength, // -1 when unknown: the bound is then checked as the body arrives
+		MinFree:      h.cfg.MinFreeBytes,
 		Check:        snapshot.CheckState,
 	})
 	if err != nil {
-		return 0, uploadError(err, h.cfg.MaxBytes)
+		return nil, h.uploadError(err)
 	}
-	defer func() { _ = ar.Close() }()
+	return ar, nil
+}
+
+// restore hands the state of a verified archive to Raft.
+func (h *snapshotHandler) restore(r *http.Request, ar *snapshot.Archive) (uint64, error) {
 	f, err := os.Open(ar.StatePath)
 	if err != nil {
-		return 0, fmt.Errorf("open the uploaded state: %w", err)
+		return 0, fmt.Errorf("opening the verified state: %w", err)
 	}
 	defer func() { _ = f.Close() }()
-	s.log.Warn("snapshot archive accepted; restoring", "index", ar.Meta.Index, "term", ar.Meta.Term,
-		"roster_version", ar.Meta.RosterVersion, "created_at", ar.Meta.CreatedAt, "state_bytes", ar.Meta.Size,
-		"upload", time.Since(start))
-
 	// Once Raft has the state, the restore proceeds even if the client goes away.
 	ctx := context.WithoutCancel(r.Context())
 	if h.cfg.RestoreTimeout > 0 {
@@ -258,29 +326,56 @@ func (h *snapshotHandler) restore(w http.ResponseWriter, r *http.Request) (uint6
 
 // uploadError turns an error of reading the uploaded archive into the API's errors: a
 // bad archive is a 400 whose field is the archive member at fault ("snapshot" for the
-// container itself), an archive over the limit a 413.
-func uploadError(err error, limit int64) error {
+// container itself), an archive over the limit or beyond the free disk space a 413, an
+// upload cut off for its pace a 408 (see writeError).
+func (h *snapshotHandler) uploadError(err error) error {
 	var fe *snapshot.FormatError
 	var mbe *http.MaxBytesError
+	var slow *uploadTooSlow
 	switch {
+	case errors.As(err, &slow):
+		return slow
 	case errors.As(err, &mbe):
-		return fmt.Errorf("%w: a snapshot archive may have at most %d bytes", httpx.ErrBodyTooLarge, limit)
+		return fmt.Errorf("%w: a snapshot archive may have at most %d bytes", httpx.ErrBodyTooLarge, h.cfg.MaxBytes)
 	case errors.As(err, &fe):
 		field := fe.Member
 		if field == "" {
 			field = "snapshot"
 		}
 		return &model.ValidationError{Field: field, Message: fe.Error()}
+	case errors.Is(err, snapshot.ErrNoSpace):
+		// The message of the snapshot package names no path.
+		return fmt.Errorf("%w: this node cannot take in the archive: %v", httpx.ErrBodyTooLarge, err)
 	}
 	return err
 }
 
-// refuse answers err after discarding (a bounded part of) what is left of the body.
-func (h *snapshotHandler) refuse(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Body != nil {
-		_, _ = io.CopyN(io.Discard, r.Body, maxRefusedDrain)
+// writeError answers err for PUT /v1/snapshot. An upload cut off for its pace is a 408
+// (the connection is closed: its body was not read to the end). An internal error is
+// logged and answered without its details, which may name the node's files: a client
+// has no business learning the server's paths.
+func (h *snapshotHandler) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var slow *uploadTooSlow
+	if errors.As(err, &slow) {
+		w.Header().Set("Connection", "close")
+		writeJSON(w, http.StatusRequestTimeout, api.ErrorBody{Error: api.Error{Code: api.CodeTimeout, Message: slow.Error()}})
+		return
+	}
+	if status, _, _ := httpx.Classify(err); status == http.StatusInternalServerError {
+		h.s.log.Error("snapshot restore failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		err = fmt.Errorf("snapshot restore failed on node %s: internal error (its log has the details)", h.s.cfg.NodeID)
 	}
 	h.s.writeError(w, r, err)
+}
+
+// refuse answers err after discarding (a bounded part of) what is left of the body.
+// The body is still paced, so a stalled client does not hold the handler here either.
+func (h *snapshotHandler) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	var slow *uploadTooSlow
+	if r.Body != nil && !errors.As(err, &slow) {
+		_, _ = io.CopyN(io.Discard, r.Body, maxRefusedDrain)
+	}
+	h.writeError(w, r, err)
 }
 
 // refuseUnread answers err for a request whose body was not read. A client that waits
@@ -288,8 +383,116 @@ func (h *snapshotHandler) refuse(w http.ResponseWriter, r *http.Request, err err
 // answer instead and sends nothing; any other client's body is discarded as by refuse.
 func (h *snapshotHandler) refuseUnread(w http.ResponseWriter, r *http.Request, err error) {
 	if strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
-		h.s.writeError(w, r, err)
+		h.writeError(w, r, err)
 		return
 	}
 	h.refuse(w, r, err)
+}
+
+// pace replaces r.Body with a pacedBody and returns it. Every read of the body then
+// has a deadline on the connection (http.ResponseController.SetReadDeadline): the
+// upload must deliver something within UploadIdleTimeout, and, once the first
+// UploadIdleTimeout has passed, keep an average of UploadMinRate. This holds on a
+// follower, which streams the body on to the leader and so ties the leader's read to
+// the client's pace, as on the leader.
+func (h *snapshotHandler) pace(w http.ResponseWriter, r *http.Request) *pacedBody {
+	p := &pacedBody{
+		body:    r.Body,
+		rc:      http.NewResponseController(w),
+		idle:    h.cfg.UploadIdleTimeout,
+		minRate: h.cfg.UploadMinRate,
+		now:     time.Now,
+	}
+	p.start = p.now()
+	r.Body = p
+	return p
+}
+
+// pacedBody is a request body whose reads are bounded in time; see pace.
+type pacedBody struct {
+	body    io.ReadCloser
+	rc      interface{ SetReadDeadline(time.Time) error }
+	idle    time.Duration
+	minRate int64 // bytes per second
+	now     func() time.Time
+
+	start time.Time
+	n     int64          // bytes read so far
+	err   *uploadTooSlow // set once the upload was cut off
+}
+
+// uploadTooSlow is the error of an upload cut off for its pace.
+type uploadTooSlow struct {
+	stalled  bool // nothing arrived for idle, rather than too little on average
+	idle     time.Duration
+	n        int64
+	elapsed  time.Duration
+	minRate  int64
+	deadline error // the connection's error, for the log
+}
+
+func (e *uploadTooSlow) Error() string {
+	if e.stalled {
+		return fmt.Sprintf("the snapshot upload stalled: nothing arrived for %s (%d bytes received in %s)",
+			e.idle, e.n, e.elapsed.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("the snapshot upload is too slow: %d bytes in %s, below the minimum average of %d bytes/s "+
+		"expected after the first %s", e.n, e.elapsed.Round(time.Millisecond), e.minRate, e.idle)
+}
+
+func (e *uploadTooSlow) Unwrap() error { return e.deadline }
+
+// latest returns when the next byte must have arrived for the average rate to stay at
+// least minRate after the first idle period.
+func (p *pacedBody) latest() time.Time {
+	return p.start.Add(p.idle + time.Duration(float64(p.n)/float64(p.minRate)*float64(time.Second)))
+}
+
+func (p *pacedBody) Read(b []byte) (int, error) {
+	if p.err != nil {
+		return 0, p.err
+	}
+	now := p.now()
+	deadline, stalled := now.Add(p.idle), true
+	if l := p.latest(); l.Before(deadline) {
+		// An upload that never sent a byte stalled, whichever deadline comes first.
+		deadline, stalled = l, p.n == 0
+	}
+	if !now.Before(deadline) {
+		return 0, p.cut(now, stalled, nil)
+	}
+	// Not every ResponseWriter supports deadlines (a recorder in tests); the rate is
+	// then still checked after each read.
+	_ = p.rc.SetReadDeadline(deadline)
+	n, err := p.body.Read(b)
+	p.n += int64(n)
+	switch {
+	case err != nil && isTimeout(err):
+		return n, p.cut(p.now(), stalled, err)
+	case err == io.EOF:
+		p.done()
+	case err == nil && !p.now().Before(p.latest()):
+		// Data arrived, but too late for the average (possible when the connection
+		// cannot take a deadline).
+		return n, p.cut(p.now(), false, nil)
+	}
+	return n, err
+}
+
+func (p *pacedBody) cut(now time.Time, stalled bool, cause error) error {
+	p.err = &uploadTooSlow{stalled: stalled, idle: p.idle, n: p.n, elapsed: now.Sub(p.start), minRate: p.minRate, deadline: cause}
+	return p.err
+}
+
+// done lifts the read deadline once the body was read, so that the server's own read
+// of the connection (which net/http starts after the body) does not time out while the
+// archive is checked and restored.
+func (p *pacedBody) done() { _ = p.rc.SetReadDeadline(time.Time{}) }
+
+func (p *pacedBody) Close() error { return p.body.Close() }
+
+// isTimeout reports whether err is a connection's read deadline passing.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
