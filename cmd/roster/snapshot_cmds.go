@@ -87,7 +87,9 @@ func (a *app) printArchive(r archiveReport) error {
 }
 
 // verifyArchive runs every check of snapshot.Inspect on the archive at path, the state
-// file check included (state.db is extracted into tempDir and removed again).
+// file check included (state.db is extracted into tempDir and removed again). The
+// file's size bounds the extraction: a state.db that would expand beyond the reader's
+// limit is refused before anything is written.
 func verifyArchive(path, tempDir string) (snapshot.Meta, int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -98,7 +100,7 @@ func verifyArchive(path, tempDir string) (snapshot.Meta, int64, error) {
 	if err != nil {
 		return snapshot.Meta{}, 0, err
 	}
-	meta, err := snapshot.Inspect(f, snapshot.ReadOptions{Dir: tempDir, Check: snapshot.CheckState})
+	meta, err := snapshot.Inspect(f, snapshot.ReadOptions{Dir: tempDir, ArchiveSize: info.Size(), Check: snapshot.CheckState})
 	if err != nil {
 		return snapshot.Meta{}, 0, err
 	}
@@ -187,7 +189,8 @@ func (a *app) snapshotInspectCmd() *cobra.Command {
 		Short: "Verify a backup archive and print what it holds (offline)",
 		Long: "Check the whole archive — gzip and tar structure, meta.json, the SHA-256 sums of meta.json\n" +
 			"and state.db, and that state.db is a readable state file holding the counts meta.json\n" +
-			"records — and print its metadata. Works on the file alone; no node is contacted.\n" +
+			"records, and that every number in meta.json is within the format's limits — and print its\n" +
+			"metadata. Works on the file alone; no node is contacted.\n" +
 			"state.db is extracted into $TMPDIR for the check and removed again. Exits 1 with the\n" +
 			"reason when the archive is bad.",
 		Args: exactArgs(1),
@@ -234,7 +237,7 @@ func (a *app) restoreSnapshot(ctx context.Context, file string) error {
 	if err != nil {
 		return err
 	}
-	meta, err := snapshot.Inspect(f, snapshot.ReadOptions{})
+	meta, err := snapshot.Inspect(f, snapshot.ReadOptions{ArchiveSize: info.Size()})
 	if err != nil {
 		return err
 	}

@@ -1,8 +1,14 @@
 package main
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +20,7 @@ import (
 	"github.com/rosterhq/roster/client"
 	"github.com/rosterhq/roster/server"
 	"github.com/rosterhq/roster/server/servertest"
+	"github.com/rosterhq/roster/snapshot"
 )
 
 // steadyTimeouts are hashicorp/raft's default timers: under the race detector on a busy
@@ -244,4 +251,92 @@ func TestRecoverCLI_RefusesRunningNodeThenRecovers(t *testing.T) {
 	if n := instanceCount(ctx, t, nd.Client(), "orders"); n != 2 {
 		t.Fatalf("%d instances after recovery, want 2", n)
 	}
+}
+
+// writeRawArchive writes an archive of metaJSON and state to a file, laid out as
+// snapshot.Write does but without its checks, and returns the file's path.
+func writeRawArchive(t *testing.T, dir, name, metaJSON string, state []byte) string {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	sums := fmt.Sprintf("%x  meta.json\n%x  state.db\n", sha256.Sum256([]byte(metaJSON)), sha256.Sum256(state))
+	for _, m := range []struct {
+		name string
+		body []byte
+	}{{"meta.json", []byte(metaJSON)}, {"state.db", state}, {"SHA256SUMS", []byte(sums)}} {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: m.name, Size: int64(len(m.body)), Mode: 0o600}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(m.body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// inspect refuses an archive whose meta.json holds a number beyond the format's limits
+// (an index near 2^64 passed it before, and wedged the cluster it was restored into),
+// and a gzip bomb before extracting it; restore refuses both without contacting the
+// node.
+func TestSnapshotCLI_RefusesNumbersBeyondLimitsAndBombs(t *testing.T) {
+	f := newFakeAPI(t, map[string]fakeRoute{"PUT /v1/snapshot": {status: 200, body: `{"index":1}`}})
+	dir := t.TempDir()
+	const meta = `{"formatVersion":1,"index":%s,"term":%s,"rosterVersion":"v1","createdAt":"2026-01-01T00:00:00Z","size":5,` +
+		`"counts":{"namespaces":0,"services":0,"instances":0}}`
+	for _, tc := range []struct {
+		name, index, term, want string
+	}{
+		{"index", "18446744073709551615", "1", `meta.json: field "index" is 18446744073709551615, above the limit of 9007199254740991`},
+		{"index-2^63", "9223372036854775808", "1", `meta.json: field "index" is 9223372036854775808, above the limit`},
+		{"term", "7", "18446744073709551615", `meta.json: field "term" is 18446744073709551615, above the limit`},
+	} {
+		file := writeRawArchive(t, dir, tc.name+".snap", fmt.Sprintf(meta, tc.index, tc.term), []byte("state"))
+		r := runCLI(t, nil, "snapshot", "inspect", file)
+		wantExit(t, r, 1)
+		if !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("inspect %s: stderr %q, want %q", tc.name, r.stderr, tc.want)
+		}
+		wantExit(t, runCLI(t, nil, "snapshot", "restore", file, "--addr", f.addr()), 1)
+	}
+
+	var bomb bytes.Buffer
+	const size = 16 << 20
+	if err := snapshot.Write(&bomb, snapshot.Meta{Index: 1, Term: 1}, io.LimitReader(zeroReader{}, size), size); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "bomb.snap")
+	if err := os.WriteFile(file, bomb.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	r := runCLI(t, map[string]string{"TMPDIR": tmp}, "snapshot", "inspect", file)
+	wantExit(t, r, 1)
+	if !strings.Contains(r.stderr, "state.db: is 16777216 bytes, more than 256 times the") {
+		t.Errorf("inspect bomb: stderr %q", r.stderr)
+	}
+	if entries, _ := os.ReadDir(tmp); len(entries) != 0 {
+		t.Errorf("inspect left %d files in $TMPDIR", len(entries))
+	}
+	wantExit(t, runCLI(t, nil, "snapshot", "restore", file, "--addr", f.addr()), 1)
+	if n := f.callCount(); n != 0 {
+		t.Fatalf("restore sent %d requests for archives it should refuse", n)
+	}
+}
+
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }
