@@ -134,6 +134,9 @@ const (
 	CodeUnsupportedMedia = "unsupported_media_type"
 	CodeNotAcceptable    = "not_acceptable"
 	CodeForbidden        = "forbidden"
+	// CodeStateMismatch: this node's state differs from its peers' (a failed state
+	// check); it serves no reads until it is rebuilt.
+	CodeStateMismatch = "state_mismatch"
 )
 
 // ErrorBody is the body of every error response: {"error":{"code","message","field"}}.
@@ -306,6 +309,13 @@ type Ready struct {
 	// ClusterID is the cluster's identity ("" until its first leader set it).
 	ClusterID string `json:"clusterId,omitempty"`
 	Reason    string `json:"reason,omitempty"`
+}
+
+// StateCheck is the body of GET /v1/status/state-check: the hash of a node's state as
+// of a CheckState entry.
+type StateCheck struct {
+	Index uint64 `json:"index"`
+	Hash  string `json:"hash"`
 }
 
 // Member is one Raft server as GET /v1/cluster/members shows it.

@@ -18,6 +18,7 @@ type handler struct {
 	cat        *catalog
 	limit      *limiter             // nil: no rate limit
 	staleness  func() time.Duration // this node's time since it last heard from the leader (<0: never)
+	alarm      func() error         // non-nil error: this node's state is wrong, answer nothing
 }
 
 func newHandler(cfg Config, cat *catalog, staleness func() time.Duration) *handler {
@@ -96,6 +97,10 @@ func (h *handler) answer(req *dns.Msg, tcp bool, client netip.Addr) *dns.Msg {
 	switch q.Qtype {
 	case dns.TypeAXFR, dns.TypeIXFR, dns.TypeMAILA, dns.TypeMAILB:
 		m.Rcode = dns.RcodeRefused
+		return m
+	}
+	if h.alarm != nil && h.alarm() != nil {
+		m.Rcode = dns.RcodeServerFailure
 		return m
 	}
 	if h.cfg.MaxStale > 0 {

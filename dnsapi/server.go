@@ -36,6 +36,9 @@ type Options struct {
 	// Staleness returns the time since this node last heard from the leader (0 on the
 	// leader, negative if never); required when Config.MaxStale is set.
 	Staleness func() time.Duration
+	// Alarm, when set and returning an error, makes every query SERVFAIL: the node's
+	// state was found to differ from its peers'.
+	Alarm func() error
 	// Registerer receives the DNS metrics (nil: not registered).
 	Registerer prometheus.Registerer
 	// Logger receives the server's logs (nil: discarded).
@@ -78,6 +81,7 @@ func New(cfg Config, o Options) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: o.Logger}
 	s.h = newHandler(cfg, newCatalog(o.Store), o.Staleness)
+	s.h.alarm = o.Alarm
 	s.metrics, err = newMetrics(o.Registerer, func() float64 {
 		if s.h.limit == nil {
 			return 0

@@ -69,6 +69,7 @@ func examples() []example {
 		{"update_settings", UpdateSettingsType, UpdateSettingsRequest{Settings: model.Settings{MetadataMaxBytes: 4096, ModifyIndex: 12}}, &UpdateSettingsRequest{}},
 		{"cas", CASType, mustCAS(7, DeregisterInstanceRequest{Ref: ref}), &CASRequest{}},
 		{"set_cluster_id", SetClusterIDType, SetClusterIDRequest{ID: "5f2b8c1e-7a4d-4f0b-9c3e-2d1a6b8e9f00"}, &SetClusterIDRequest{}},
+		{"check_state", CheckStateType, CheckStateRequest{}, &CheckStateRequest{}},
 	}
 }
 

@@ -32,6 +32,7 @@ const (
 	UpdateSettingsType     MessageType = 13
 	CASType                MessageType = 14
 	SetClusterIDType       MessageType = 15
+	CheckStateType         MessageType = 16
 )
 
 // Command is one state-machine command: a payload struct of this package that knows its
@@ -117,6 +118,11 @@ type SetClusterIDRequest struct {
 	ID string
 }
 
+// CheckStateRequest changes nothing: every node records the hash of its state as of
+// this entry (FSM.StateCheck), so that nodes can compare their states at the same index
+// (CheckStateType).
+type CheckStateRequest struct{}
+
 // CASRequest applies the command it carries only if the modify index of the object that
 // command writes is Index, 0 meaning the object must not exist; otherwise it is refused
 // with a *model.CASError (CASType). With OnService the condition is on the modify index
@@ -168,6 +174,7 @@ func (RemoveMemberRequest) MessageType() MessageType       { return RemoveMember
 func (UpdateSettingsRequest) MessageType() MessageType     { return UpdateSettingsType }
 func (CASRequest) MessageType() MessageType                { return CASType }
 func (SetClusterIDRequest) MessageType() MessageType       { return SetClusterIDType }
+func (CheckStateRequest) MessageType() MessageType         { return CheckStateType }
 
 // String names the command type, for logs; the ignore flag shows as a "+ignorable" suffix.
 func (t MessageType) String() string {
@@ -207,6 +214,8 @@ func (t MessageType) String() string {
 		name = "CAS"
 	case SetClusterIDType:
 		name = "SetClusterID"
+	case CheckStateType:
+		name = "CheckState"
 	default:
 		name = "MessageType(" + strconv.Itoa(int(t&^IgnoreUnknownFlag)) + ")"
 	}

@@ -70,6 +70,17 @@ func (c SetClusterIDRequest) apply(_ *FSM, tx *store.Txn, _ uint64) error {
 	return tx.SetClusterID(c.ID)
 }
 
+// apply hashes the state as of this entry: the transaction holds the batch's earlier
+// entries and none of its later ones. The hash is the node's own record, not state.
+func (c CheckStateRequest) apply(f *FSM, tx *store.Txn, idx uint64) error {
+	sum, err := tx.StateHash(idx)
+	if err != nil {
+		return err
+	}
+	f.recordCheck(idx, sum)
+	return nil
+}
+
 // apply decodes the wrapped command, checks the modify index of the object it writes
 // and applies it only if the index is the expected one. A wrapped type that is not
 // conditional (or is itself a CAS) is refused as invalid: no such entry is ever written.

@@ -49,6 +49,86 @@ type FSM struct {
 	stopOnce sync.Once
 	// retryMin and retryMax bound the wait between retries of a stalled batch.
 	retryMin, retryMax time.Duration
+
+	// checks are the latest state hashes taken at CheckState entries, oldest first.
+	checks []StateCheck
+	// checked is signalled (capacity 1) when a check is recorded.
+	checked chan struct{}
+	// alarm, once set, says the state is known to be wrong (RaiseAlarm).
+	alarm error
+}
+
+// StateCheck is the hash of the state as of a CheckState entry.
+type StateCheck struct {
+	Index uint64
+	Hash  string
+}
+
+// maxChecks is how many state checks a node remembers.
+const maxChecks = 16
+
+// recordCheck keeps the hash taken at idx (a batch retried after a storage failure
+// records it again, with the same value).
+func (f *FSM) recordCheck(idx uint64, sum string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.checks {
+		if f.checks[i].Index == idx {
+			f.checks[i].Hash = sum
+			return
+		}
+	}
+	f.checks = append(f.checks, StateCheck{Index: idx, Hash: sum})
+	if len(f.checks) > maxChecks {
+		f.checks = f.checks[len(f.checks)-maxChecks:]
+	}
+	select {
+	case f.checked <- struct{}{}:
+	default:
+	}
+}
+
+// StateCheck returns the hash recorded at index idx, if this node still remembers it.
+func (f *FSM) StateCheck(idx uint64) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.checks {
+		if c.Index == idx {
+			return c.Hash, true
+		}
+	}
+	return "", false
+}
+
+// LatestStateCheck returns the newest recorded check (ok false: none yet).
+func (f *FSM) LatestStateCheck() (StateCheck, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.checks) == 0 {
+		return StateCheck{}, false
+	}
+	return f.checks[len(f.checks)-1], true
+}
+
+// Checked is signalled when a state check is recorded.
+func (f *FSM) Checked() <-chan struct{} { return f.checked }
+
+// RaiseAlarm records that this node's state is known to differ from its peers'. It
+// stays raised until the process restarts: the node reports itself not ready and stops
+// serving reads.
+func (f *FSM) RaiseAlarm(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.alarm == nil {
+		f.alarm = err
+	}
+}
+
+// Alarm returns the raised alarm, or nil.
+func (f *FSM) Alarm() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.alarm
 }
 
 var (
@@ -67,6 +147,7 @@ func New(s *store.Store, logger *slog.Logger) *FSM {
 		codec:     newMsgCodec(),
 		appliedCh: make(chan struct{}),
 		stop:      make(chan struct{}),
+		checked:   make(chan struct{}, 1),
 		retryMin:  50 * time.Millisecond,
 		retryMax:  5 * time.Second,
 	}
@@ -86,6 +167,7 @@ func New(s *store.Store, logger *slog.Logger) *FSM {
 	register[UpdateSettingsRequest](f)
 	register[CASRequest](f)
 	register[SetClusterIDRequest](f)
+	register[CheckStateRequest](f)
 	return f
 }
 

@@ -392,3 +392,36 @@ func TestApplyBatch_ClosedStoreStops(t *testing.T) {
 		t.Fatalf("result %+v, want ErrStopped", res[0])
 	}
 }
+
+// Every replica that applies a CheckState entry records the same hash for the same log,
+// taken at that entry: later entries of the same batch are not in it.
+func TestCheckState_SameHashForTheSameLog(t *testing.T) {
+	member := func(i uint64, id string) *raft.Log {
+		return cmdLog(t, i, UpsertMemberType, UpsertMemberRequest{Member: model.Member{ID: id, RaftAddr: "127.0.0.1:7848"}})
+	}
+	logs := []*raft.Log{member(1, "n1"), cmdLog(t, 2, CheckStateType, CheckStateRequest{}), member(3, "n2")}
+	a, b := New(mustNewStore(t), nil), New(mustNewStore(t), nil)
+	a.ApplyBatch(logs) // one batch
+	for _, l := range logs {
+		b.ApplyBatch([]*raft.Log{l}) // one entry at a time
+	}
+	ha, oka := a.StateCheck(2)
+	hb, okb := b.StateCheck(2)
+	if !oka || !okb || ha != hb {
+		t.Fatalf("hashes at 2: %q %v, %q %v", ha, oka, hb, okb)
+	}
+	// The hash is the state at 2: a store that applied only the first two entries agrees.
+	c := New(mustNewStore(t), nil)
+	c.ApplyBatch(logs[:2])
+	if _, hc, err := c.Store().StateHash(); err != nil || hc != ha {
+		t.Fatalf("state at 2: %q (%v), check %q", hc, err, ha)
+	}
+	if latest, ok := a.LatestStateCheck(); !ok || latest.Index != 2 {
+		t.Fatalf("latest check %+v %v", latest, ok)
+	}
+	select {
+	case <-a.Checked():
+	default:
+		t.Fatal("no notification of the check")
+	}
+}

@@ -120,6 +120,8 @@ type Config struct {
 	Watch *fanout.Hub
 	// KeepAlive is how often an idle stream gets a comment line (default DefaultKeepAlive).
 	KeepAlive time.Duration
+	// StateChecks serves GET /v1/status/state-check (nil: every check is 404).
+	StateChecks StateChecker
 	// TrustedOrigins are the origins (scheme://host[:port]) whose pages a browser may send
 	// state-changing requests from; every other cross-origin write is refused (403).
 	TrustedOrigins []string
@@ -274,6 +276,7 @@ func (s *server) routes() *chi.Mux {
 	r.Method(http.MethodGet, "/metrics", httpx.Handler(s.cfg.Metrics))
 	r.Get("/v1/status/leader", s.handle(s.getLeader))
 	r.Get("/v1/status/ready", s.handle(s.getReady))
+	r.Get("/v1/status/state-check", s.handle(s.getStateCheck))
 	r.Get("/v1/operator/probe-policy", s.handle(s.getProbePolicy))
 
 	const (

@@ -3,9 +3,11 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/httpx"
+	"github.com/rosterhq/roster/model"
 )
 
 // getLeader serves GET /v1/status/leader from this node's view (503 no_leader when none).
@@ -30,5 +32,32 @@ func (s *server) getReady(w http.ResponseWriter, _ *http.Request) error {
 		status = http.StatusServiceUnavailable
 	}
 	writeJSON(w, status, wireReady(rd))
+	return nil
+}
+
+// StateChecker is what GET /v1/status/state-check reads: the hashes of the node's state
+// taken at CheckState entries (*fsm.FSM).
+type StateChecker interface {
+	StateCheck(index uint64) (string, bool)
+}
+
+// getStateCheck serves GET /v1/status/state-check?index=N: the hash of this node's state
+// as of entry N, which every node takes at the same CheckState entries, so that nodes
+// can compare. 404 when this node has not applied that check or no longer remembers it.
+// Answered by the node that receives it, never forwarded.
+func (s *server) getStateCheck(w http.ResponseWriter, r *http.Request) error {
+	raw := r.URL.Query().Get("index")
+	idx, err := strconv.ParseUint(raw, 10, 64)
+	if err != nil || idx == 0 {
+		return model.Invalid("index", "must be the index of a state check (a positive integer), got %q", raw)
+	}
+	if s.cfg.StateChecks == nil {
+		return fmt.Errorf("state check at %d: %w", idx, model.ErrNotFound)
+	}
+	sum, ok := s.cfg.StateChecks.StateCheck(idx)
+	if !ok {
+		return fmt.Errorf("no state check at index %d on this node (not applied yet, or forgotten): %w", idx, model.ErrNotFound)
+	}
+	writeJSON(w, http.StatusOK, api.StateCheck{Index: idx, Hash: sum})
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/internal/prom"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/registry"
 )
 
 // DefaultKeepAlive is how often an idle stream gets a comment line, so that proxies and
@@ -124,6 +125,9 @@ func (s *server) serveStream(w http.ResponseWriter, r *http.Request, spec stream
 	}
 	if s.cfg.Watch == nil {
 		return fmt.Errorf("%w: this node serves no streams", httpx.ErrNotAcceptable)
+	}
+	if err := s.reg.CheckConsistency(r.Context(), registry.Stale); err != nil {
+		return err
 	}
 	var (
 		d      *detached

@@ -12,6 +12,7 @@ import (
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/raftnode"
+	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -60,6 +61,8 @@ func Classify(err error) (status int, code, field string) {
 		return http.StatusBadRequest, api.CodeInvalid, ""
 	case errors.As(err, &mbe), errors.Is(err, ErrBodyTooLarge):
 		return http.StatusRequestEntityTooLarge, api.CodeTooLarge, ""
+	case errors.Is(err, registry.ErrStateMismatch):
+		return http.StatusServiceUnavailable, api.CodeStateMismatch, ""
 	case errors.Is(err, ErrCrossOrigin):
 		return http.StatusForbidden, api.CodeForbidden, ""
 	case errors.Is(err, ErrUnsupportedMedia):

@@ -89,6 +89,9 @@ type GRPCConfig struct {
 	// committed and every write it forwarded, so that a client reads its own writes.
 	CatchUp        func(ctx context.Context) error
 	CatchUpTimeout time.Duration
+	// Alarm, when set and returning an error, refuses every request but ServerCheck with
+	// 300 (clients move to another server): the node's state differs from its peers'.
+	Alarm func() error
 	// Registerer receives the gRPC metrics; nil registers none.
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
@@ -369,6 +372,11 @@ func (g *GRPCServer) dispatch(ctx context.Context, typ string, in *nacospb.Paylo
 	h := g.handlers[typ]
 	if h == nil {
 		return rpcErrorResponse, rpcFail(rpcCodeNoHandler, rpcMessageNoHandler)
+	}
+	if g.cfg.Alarm != nil {
+		if err := g.cfg.Alarm(); err != nil {
+			return rpcErrorResponse, rpcFail(rpcCodeInvalidServerStatus, "this server's state is under an alarm and it serves nothing: "+err.Error())
+		}
 	}
 	var s *rpcSession
 	if c != nil {

@@ -171,12 +171,17 @@ func (n *Node) Ready() (bool, Readiness) {
 	rep.AppliedIndex = applied
 	rep.LeaderCommitIndex = max(n.commit.idx.Load(), commit)
 	rep.ClusterID = n.ClusterID()
-	appendErr, _ := n.append.failing()
-	var applyErr error
+	_, appendErr := n.append.failing()
+	var applyErr, alarm error
 	if s, ok := n.sm.(interface{ Stalled() error }); ok {
 		applyErr = s.Stalled()
 	}
+	if s, ok := n.sm.(interface{ Alarm() error }); ok {
+		alarm = s.Alarm()
+	}
 	switch {
+	case alarm != nil:
+		rep.Reason = alarm.Error()
 	case appendErr != nil:
 		rep.Reason = "cannot write the Raft log: " + appendErr.Error()
 	case applyErr != nil:

@@ -54,11 +54,11 @@ func (a *appendWatch) StoreLogs(ls []*raft.Log) error {
 	return a.record(a.LogStore.StoreLogs(ls))
 }
 
-// failing returns the error of the last write when it failed, and since when writes fail.
-func (a *appendWatch) failing() (error, time.Time) {
+// failing returns since when writes fail and the error of the last one, when it failed.
+func (a *appendWatch) failing() (time.Time, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.lastErr, a.since
+	return a.since, a.lastErr
 }
 
 // leaderCommit records the highest commit index a leader has sent this node.

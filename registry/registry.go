@@ -15,6 +15,7 @@ package registry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -53,13 +54,20 @@ type Config struct {
 	Raft Raft
 	// RequestTimeout bounds a write's Apply and a read's consistency check (default 10s).
 	RequestTimeout time.Duration
+	// StateAlarm, when set and returning an error, refuses every read: the node's state
+	// was found to differ from its peers' (the error wraps ErrStateMismatch).
+	StateAlarm func() error
 }
+
+// ErrStateMismatch refuses reads on a node whose state differs from its peers'.
+var ErrStateMismatch = errors.New("state_mismatch")
 
 // Registry is the application service. It is safe for concurrent use.
 type Registry struct {
 	settings SettingsSource
 	raft     Raft
 	timeout  time.Duration
+	alarm    func() error
 }
 
 // New returns a Registry.
@@ -73,7 +81,7 @@ func New(cfg Config) (*Registry, error) {
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
-	return &Registry{settings: cfg.Settings, raft: cfg.Raft, timeout: cfg.RequestTimeout}, nil
+	return &Registry{settings: cfg.Settings, raft: cfg.Raft, timeout: cfg.RequestTimeout, alarm: cfg.StateAlarm}, nil
 }
 
 // IsLeader reports whether this node is the leader: writes and reads that are not stale
@@ -150,6 +158,11 @@ func (r *Registry) Read(ctx context.Context, o ReadOptions, fn func(ws *store.Wa
 // CheckConsistency waits, within the request timeout, until reading the local state is
 // allowed in mode (for reads that do not go through Read, such as a snapshot's).
 func (r *Registry) CheckConsistency(ctx context.Context, mode Consistency) error {
+	if r.alarm != nil {
+		if err := r.alarm(); err != nil {
+			return fmt.Errorf("%w: this node serves no reads: %v", ErrStateMismatch, err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	switch mode {

@@ -73,6 +73,9 @@ type Config struct {
 	// majority, and a node that crashed rebuilds what its state file lost from its Raft
 	// snapshot and log at start. Negative: fsync every commit.
 	StateSyncInterval time.Duration
+	// StateCheckInterval is how often the leader has every node hash its state for the
+	// nodes to compare (default DefaultStateCheckInterval; integrity.go).
+	StateCheckInterval time.Duration
 	// Version is this build's version, recorded in snapshot archives.
 	Version string
 	// Snapshot configures the backup routes; an empty Dir means DataDir/snapshot-tmp.
@@ -125,6 +128,9 @@ func (c *Config) Validate() error {
 	if c.StateSyncInterval == 0 {
 		c.StateSyncInterval = DefaultStateSyncInterval
 	}
+	if c.StateCheckInterval <= 0 {
+		c.StateCheckInterval = DefaultStateCheckInterval
+	}
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		return fmt.Errorf("http-addr: %w", err)
 	}
@@ -164,7 +170,8 @@ type Server struct {
 	http     *http.Server
 	httpAddr string
 
-	stopDisk func() // ends the disk-space watch
+	stopDisk   func() // ends the disk-space watch
+	stopChecks func() // ends the comparison of state checks
 
 	closeOnce sync.Once
 	closeErr  error
@@ -207,6 +214,13 @@ func New(cfg Config) (_ *Server, err error) {
 		}
 	}
 	s.fsm = fsm.New(s.store, s.log)
+	switch alarm, err := verifyShutdownState(cfg.DataDir, s.store); {
+	case err != nil:
+		s.log.Warn("the state recorded at the last clean shutdown cannot be checked", "error", err)
+	case alarm != nil:
+		s.fsm.RaiseAlarm(alarm)
+		s.log.Error("the state file changed while the node was stopped: it serves no reads until its data directory is rebuilt (docs/operations.md)", "error", alarm)
+	}
 
 	s.ln, err = net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -260,13 +274,13 @@ func New(cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("health checks: %w", err)
 	}
-	s.registry, err = registry.New(registry.Config{Settings: s.store, Raft: s.node})
+	s.registry, err = registry.New(registry.Config{Settings: s.store, Raft: s.node, StateAlarm: s.fsm.Alarm})
 	if err != nil {
 		return nil, err
 	}
 	if cfg.DNS.Addr != "" {
 		s.dns, err = dnsapi.New(cfg.DNS, dnsapi.Options{
-			Store: s.store, Staleness: s.node.LastContact, Registerer: s.metrics, Logger: s.log,
+			Store: s.store, Staleness: s.node.LastContact, Alarm: s.fsm.Alarm, Registerer: s.metrics, Logger: s.log,
 		})
 		switch {
 		case err == nil:
@@ -287,6 +301,12 @@ func New(cfg Config) (_ *Server, err error) {
 	closers = append(closers, func() error { s.stopObs(); return nil })
 	s.node.OnLeadership(s.health.Run)
 	s.node.OnLeadership(s.seedSettings)
+	s.node.OnLeadership(s.proposeStateChecks)
+	s.metrics.MustRegister(stateCorruptGauge(s.fsm))
+	checkStop := make(chan struct{})
+	go s.compareStateChecks(checkStop)
+	closers = append(closers, func() error { close(checkStop); return nil })
+	s.stopChecks = func() { close(checkStop) }
 	s.log.Info("health probe policy", "policy", cfg.Health.Policy.String())
 
 	handler, err := s.newAPI(cfg)
@@ -300,7 +320,7 @@ func New(cfg Config) (_ *Server, err error) {
 		closers = append(closers, s.grpcLn.Close)
 		s.grpc, err = nacos.NewGRPC(nacos.GRPCConfig{
 			API: s.nacosAPI, Store: s.store, Watch: s.hub, HTTPAddr: httpAdv,
-			Registerer: s.metrics, Logger: s.log,
+			Registerer: s.metrics, Logger: s.log, Alarm: s.fsm.Alarm,
 			CatchUp: func(ctx context.Context) error { return s.node.CatchUp(ctx, s.fwd.LastWriteIndex()) },
 		})
 		if err != nil {
@@ -406,6 +426,7 @@ func (s *Server) Close() error {
 		defer cancel()
 		errs := []error{}
 		s.stopDisk()
+		s.stopChecks()
 		// Nacos gRPC clients are asked to move to another node while this one still serves.
 		if s.grpc != nil {
 			gctx, gcancel := context.WithTimeout(ctx, 3*time.Second)
@@ -429,6 +450,12 @@ func (s *Server) Close() error {
 			errs = append(errs, fmt.Errorf("raft: %w", err))
 		}
 		s.joinHTTP.CloseIdleConnections()
+		if s.fsm.Alarm() == nil {
+			// The next start checks that the state file did not change meanwhile.
+			if err := recordShutdownState(s.cfg.DataDir, s.store); err != nil {
+				s.log.Warn("recording the state at shutdown failed", "error", err)
+			}
+		}
 		if err := s.store.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("state: %w", err))
 		}
@@ -538,17 +565,18 @@ func (s *Server) newAPI(cfg Config) (http.Handler, error) {
 		return nil, err
 	}
 	native, err := httpapi.New(httpapi.Config{
-		NodeID:    cfg.NodeID,
-		Store:     s.store,
-		Node:      s.node,
-		Logger:    s.log,
-		Registry:  s.registry,
-		Forwarder: s.fwd,
-		Metrics:   s.metrics,
-		Version:   cfg.Version,
-		Snapshot:  cfg.Snapshot,
-		Health:    s.health,
-		Watch:     s.hub,
+		NodeID:      cfg.NodeID,
+		Store:       s.store,
+		Node:        s.node,
+		Logger:      s.log,
+		Registry:    s.registry,
+		Forwarder:   s.fwd,
+		Metrics:     s.metrics,
+		Version:     cfg.Version,
+		Snapshot:    cfg.Snapshot,
+		Health:      s.health,
+		StateChecks: s.fsm,
+		Watch:       s.hub,
 
 		ProbePolicy:    cfg.Health.Policy,
 		TrustedOrigins: cfg.TrustedOrigins,

@@ -73,6 +73,7 @@ func (a *app) rootCmd() *cobra.Command {
 		a.versionCmd(),
 		a.snapshotCmd(),
 		a.recoverCmd(),
+		a.checkCmd(),
 		a.demoBackendCmd(),
 		newBenchCmd(),
 	)

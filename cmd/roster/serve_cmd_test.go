@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -134,7 +135,7 @@ func TestServer_FlagsAndEnvBuildNodeOptions(t *testing.T) {
 		DNSRateBurst:       5,
 		DNSMaxStale:        time.Minute,
 	}
-	if got := node.options(t); got != want {
+	if got := node.options(t); !reflect.DeepEqual(got, want) {
 		t.Fatalf("options\n got %+v\nwant %+v", got, want)
 	}
 	if node.stopCount() != 1 {
@@ -164,7 +165,7 @@ func TestServer_Defaults(t *testing.T) {
 		ProbeDeny: healthcheck.DefaultProbeDeny,
 		DNSAddr:   "127.0.0.1:8600", DNSDomain: "roster.", DNSTTL: 5 * time.Second, DNSMaxAnswers: 64,
 		DNSRateLimit: 1000, DNSAddrOptional: true}
-	if got := node.options(t); got != want {
+	if got := node.options(t); !reflect.DeepEqual(got, want) {
 		t.Fatalf("options\n got %+v\nwant %+v", got, want)
 	}
 	if strings.Contains(stderr.String(), "level=DEBUG") {
