@@ -52,6 +52,9 @@ type Snapshotter interface {
 	// bytes that reflects the log up to index; leader only. It returns the index of
 	// the first write after the restore.
 	RestoreState(ctx context.Context, index, term uint64, r io.Reader, size int64) (uint64, error)
+	// AdoptIdentity rewrites a state file about to be restored so that it carries this
+	// cluster's id and member table, not those of the cluster it was saved from.
+	AdoptIdentity(statePath string) error
 }
 
 // SnapshotConfig configures GET and PUT /v1/snapshot. The zero value takes the
@@ -309,11 +312,20 @@ func (h *snapshotHandler) receive(w http.ResponseWriter, r *http.Request) (*snap
 
 // restore hands the state of a verified archive to Raft.
 func (h *snapshotHandler) restore(r *http.Request, ar *snapshot.Archive) (uint64, error) {
+	// The archive may come from another cluster: the restored state keeps this cluster's
+	// identity and members, so that no node ever talks to addresses read from it.
+	if err := h.cfg.Node.AdoptIdentity(ar.StatePath); err != nil {
+		return 0, fmt.Errorf("giving the archive's state this cluster's identity: %w", err)
+	}
 	f, err := os.Open(ar.StatePath)
 	if err != nil {
 		return 0, fmt.Errorf("opening the verified state: %w", err)
 	}
 	defer func() { _ = f.Close() }()
+	info, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("opening the verified state: %w", err)
+	}
 	// Once Raft has the state, the restore proceeds even if the client goes away.
 	ctx := context.WithoutCancel(r.Context())
 	if h.cfg.RestoreTimeout > 0 {
@@ -321,7 +333,7 @@ func (h *snapshotHandler) restore(r *http.Request, ar *snapshot.Archive) (uint64
 		ctx, cancel = context.WithTimeout(ctx, h.cfg.RestoreTimeout)
 		defer cancel()
 	}
-	return h.cfg.Node.RestoreState(ctx, ar.Meta.Index, ar.Meta.Term, f, ar.Meta.Size)
+	return h.cfg.Node.RestoreState(ctx, ar.Meta.Index, ar.Meta.Term, f, info.Size())
 }
 
 // uploadError turns an error of reading the uploaded archive into the API's errors: a

@@ -61,6 +61,8 @@ func (f *fakeSnapshots) SnapshotState() (*raftnode.StateSnapshot, error) {
 	return &raftnode.StateSnapshot{Snapshot: sn, Index: f.index, Term: f.term}, nil
 }
 
+func (f *fakeSnapshots) AdoptIdentity(string) error { return nil }
+
 func (f *fakeSnapshots) RestoreState(_ context.Context, index, term uint64, r io.Reader, size int64) (uint64, error) {
 	b, err := io.ReadAll(r)
 	if err != nil {

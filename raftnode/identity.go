@@ -10,8 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/store"
 )
 
 // Cluster identity. The first leader of a cluster gives it a random id (a replicated
@@ -154,4 +157,28 @@ func (n *Node) recordClusterID() {
 				"data_dir_cluster_id", have, "state_cluster_id", id)
 		}
 	}
+}
+
+// AdoptIdentity rewrites the state file at path, about to be restored, so that it
+// carries this cluster's id and its current member table instead of whatever the
+// archive held: a restore never changes a cluster's membership, and no node ever dials
+// an address it read from an archive (another cluster's, perhaps, which would then take
+// this cluster's announcements for its own). Leader only, like the restore.
+func (n *Node) AdoptIdentity(path string) error {
+	if n.raft.State() != raft.Leader {
+		return n.notLeaderErr(nil)
+	}
+	_, members, err := n.sm.Store().Members(nil)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(path, store.Options{Logger: n.log})
+	if err != nil {
+		return err
+	}
+	err = st.Update(func(tx *store.Txn) error { return tx.AdoptIdentity(n.ClusterID(), members) })
+	if cerr := st.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/rosterhq/roster/client"
 	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/raftnode"
+	"github.com/rosterhq/roster/server/servertest"
 	"github.com/rosterhq/roster/snapshot"
 	"github.com/rosterhq/roster/store"
 )
@@ -420,4 +422,82 @@ func waitProbes(ctx context.Context, t *testing.T, cl *client.Client, ok func(ap
 		return err == nil && ok(last)
 	})
 	matched = true
+}
+
+// Restoring cluster A's archive into a running cluster B changes neither cluster's
+// membership: B keeps its id and members (the archive's member table is replaced before
+// Raft sees it), and no node of B ever talks to A — A receives no join request at all.
+// (Before, B's followers read A's addresses from the restored table, announced
+// themselves to A, and A replaced a voter with B's node.)
+func TestSnapshot_RestoreFromAnotherLiveClusterChangesNoMembership(t *testing.T) {
+	a := newSnapshotCluster(t)
+	ctx := ctxT(t, 90*time.Second)
+	al := a.MustLeader()
+	last := registerUnprobed(ctx, t, a.Nodes[al].Client(), "in-a", "127.100.0.1", 1)
+	noErr(t, a.WaitApplied(ctx, last))
+	archive, _, _ := save(ctx, t, a.Nodes[al].Client(), false)
+
+	b := newSnapshotCluster(t)
+	bl := b.MustLeader()
+	var aID, bID string
+	wait.For(t, 10*time.Second, "both clusters' ids", func() bool {
+		aID, bID = a.Nodes[al].Server.Node().ClusterID(), b.Nodes[bl].Server.Node().ClusterID()
+		return aID != "" && bID != ""
+	})
+	membersOf := func(c *servertest.Cluster, i int) []raftnode.Member {
+		ms, err := c.Nodes[i].Server.Node().Members(ctx)
+		noErr(t, err)
+		for j := range ms {
+			ms[j].LastContact, ms[j].Leader = 0, false
+		}
+		return ms
+	}
+	aBefore, bBefore := membersOf(a, al), membersOf(b, bl)
+	aTable, bTable := dump(t, a.Nodes[al]).Members, dump(t, b.Nodes[bl]).Members
+	joinsOnA := func() float64 {
+		var n float64
+		for _, nd := range a.Nodes {
+			for _, status := range []string{"200", "400", "409", "503"} {
+				n += metricValue(ctx, t, nd, `roster_http_requests_total{method="POST",route="/v1/cluster/join",status="`+status+`"}`)
+			}
+		}
+		return n
+	}
+	joins := joinsOnA()
+
+	if err := b.Nodes[bl].Client().RestoreSnapshot(ctx, bytes.NewReader(archive)); err != nil {
+		t.Fatalf("restore A's archive into B: %v", err)
+	}
+	waitSettled(t, b)
+	// Watch A through a dozen registration rounds of B's followers (every 250 ms).
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for end := time.After(3 * time.Second); ; {
+		if got := membersOf(a, al); !reflect.DeepEqual(got, aBefore) {
+			t.Fatalf("A's membership changed: %+v, was %+v", got, aBefore)
+		}
+		select {
+		case <-tick.C:
+			continue
+		case <-end:
+		}
+		break
+	}
+	if got := joinsOnA(); got != joins {
+		t.Fatalf("A received %v join requests during B's restore", got-joins)
+	}
+	if got := dump(t, a.Nodes[al]).Members; !reflect.DeepEqual(got, aTable) {
+		t.Fatalf("A's member table changed: %+v, was %+v", got, aTable)
+	}
+	for _, nd := range b.Nodes {
+		if got := dump(t, nd); !reflect.DeepEqual(got.Members, bTable) || got.ClusterID != bID {
+			t.Errorf("B's node %s after the restore: members %+v, cluster %q; want %+v, %q", nd.ID, got.Members, got.ClusterID, bTable, bID)
+		}
+	}
+	if got := membersOf(b, b.MustLeader()); !reflect.DeepEqual(got, bBefore) {
+		t.Fatalf("B's membership changed: %+v, was %+v", got, bBefore)
+	}
+	if a.Nodes[al].Server.Node().ClusterID() != aID {
+		t.Fatal("A's cluster id changed")
+	}
 }
