@@ -184,8 +184,8 @@ func (g *GRPCServer) serviceList(ctx context.Context, _ *rpcSession, _ *nacospb.
 	if err == nil {
 		err = model.ValidateGroup(group)
 	}
-	if err == nil && (req.PageNo < 0 || req.PageSize < 0) {
-		err = model.Invalid("pageNo", "pageNo and pageSize must not be negative, got %d and %d", req.PageNo, req.PageSize)
+	if err == nil && req.PageSize < 0 {
+		err = model.Invalid("pageSize", "must not be negative, got %d", req.PageSize)
 	}
 	if err != nil {
 		return rpcServiceListResponse, rpcServiceListAnswer{rpcResponse: paramInvalid(err)}

@@ -426,8 +426,14 @@ func TestGRPC_Reads(t *testing.T) {
 	if num(m["count"]) != 0 || len(m["serviceNames"].([]any)) != 0 {
 		t.Fatalf("a namespace without services: %v", m)
 	}
-	typ, m = c.call(rpcServiceListRequest, map[string]any{"pageNo": -1})
+	typ, m = c.call(rpcServiceListRequest, map[string]any{"pageSize": -1})
 	result(t, typ, m, rpcServiceListResponse, 500, 400)
+	// A page number below 1 is the first page, as Nacos computes it.
+	typ, m = c.call(rpcServiceListRequest, naming("", map[string]any{"pageNo": 0, "pageSize": 10}))
+	result(t, typ, m, rpcServiceListResponse, 200, 0)
+	if num(m["count"]) != 2 || len(m["serviceNames"].([]any)) != 2 {
+		t.Fatalf("pageNo 0: %v", m)
+	}
 }
 
 // TestGRPC_InstanceRequests: ephemeral registrations are refused with the typed

@@ -146,20 +146,18 @@ func (p nacosParams) integer(name string) (value int, present bool, err error) {
 	return i, true, nil
 }
 
-// page reads the paging parameters of a list: pageNo (default 1) must be at least 1
-// and pageSize (default defSize) at least 0, and the page must start within
-// httpx.MaxPageOffset (a larger (pageNo-1)*pageSize could overflow and wrap around).
-// Nacos reads a page number below 1 as the first page and fails on a negative size;
-// Roster refuses both, naming the parameter.
+// page reads the paging parameters of a list: pageNo (default 1; below 1 it is the
+// first page, as Nacos computes max((pageNo-1)*pageSize, 0) — nacos-sdk-go v1 sends 0
+// when the application gives no page) and pageSize (default defSize) at least 0, and the
+// page must start within httpx.MaxPageOffset (a larger (pageNo-1)*pageSize could
+// overflow and wrap around). Nacos fails on a negative size; Roster refuses it with a
+// 400 naming the parameter.
 func (p nacosParams) page(defSize int) (page, size int, err error) {
 	page, size = 1, defSize
 	if v, ok, err := p.integer("pageNo"); err != nil {
 		return 0, 0, err
 	} else if ok {
-		if v < 1 {
-			return 0, 0, nacosInvalid("Param 'pageNo' must be at least 1, got %d", v)
-		}
-		page = v
+		page = max(v, 1)
 	}
 	if v, ok, err := p.integer("pageSize"); err != nil {
 		return 0, 0, err

@@ -178,12 +178,19 @@ func TestNacosAPI_ServiceListPaging(t *testing.T) {
 	if string(resp.Body) != "caused: Required parameter 'pageNo' type int is not present;" {
 		t.Fatalf("body %q", resp.Body)
 	}
-	// A page below 1, a negative size and a page starting past any list are refused
-	// naming the parameter (Nacos reads pageNo 0 as the first page; (pageNo-1)*pageSize
-	// could wrap around to it).
+	// A page below 1 is the first page, as Nacos reads it (nacos-sdk-go v1 sends pageNo=0
+	// when the application gives none).
+	for _, q := range []string{"pageNo=0&pageSize=10", "pageNo=-3&pageSize=10"} {
+		for _, v := range []string{"v1", "v2"} {
+			resp := mustNacos(t, h, http.MethodGet, "/nacos/"+v+"/ns/service/list?"+q, "", http.StatusOK)
+			if !strings.Contains(string(resp.Body), `"a"`) {
+				t.Errorf("%s %s: %s, want the first page", v, q, resp.Body)
+			}
+		}
+	}
+	// A negative size and a page starting past any list are refused naming the
+	// parameter ((pageNo-1)*pageSize could wrap around to a small offset).
 	for _, tt := range []struct{ query, param string }{
-		{"pageNo=0&pageSize=10", "pageNo"},
-		{"pageNo=-3&pageSize=10", "pageNo"},
 		{"pageNo=1&pageSize=-1", "pageSize"},
 		{"pageNo=4611686018427387905&pageSize=1000", "pageNo"},
 		{"pageNo=9223372036854775807&pageSize=9223372036854775807", "pageNo"},
