@@ -570,7 +570,7 @@ func TestGRPC_Pushes(t *testing.T) {
 // and the retry delay, a failed ack too; changes made while a push is in flight become one
 // push of the latest list.
 func TestGRPC_PushRetriesAndCoalesces(t *testing.T) {
-	e := newGRPCEnv(t, func(c *GRPCConfig) { c.PushTimeout, c.PushRetryDelay = 300*time.Millisecond, 100*time.Millisecond })
+	e := newGRPCEnv(t, func(c *GRPCConfig) { c.PushTimeout, c.PushRetryDelay = time.Second, 100*time.Millisecond })
 	c := e.connect(false)
 	c.call(rpcSubscribeServiceRequest, naming("orders", map[string]any{"subscribe": true}))
 	mustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=1&ephemeral=false")
