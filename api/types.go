@@ -134,6 +134,11 @@ const (
 	CodeUnsupportedMedia = "unsupported_media_type"
 	CodeNotAcceptable    = "not_acceptable"
 	CodeForbidden        = "forbidden"
+	// CodeTooManyRequests: the node holds its limit of blocking queries and streams;
+	// Retry-After says when to try again.
+	CodeTooManyRequests = "too_many_requests"
+	// CodeRequestTimeout: the request body did not arrive in time.
+	CodeRequestTimeout = "request_timeout"
 	// CodeStateMismatch: this node's state differs from its peers' (a failed state
 	// check); it serves no reads until it is rebuilt.
 	CodeStateMismatch = "state_mismatch"

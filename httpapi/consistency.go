@@ -42,6 +42,10 @@ func (s *server) readRoute(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if o.Blocking {
+			s.fwd.ForwardBlocking(w, r, o, next, s.writeError)
+			return
+		}
 		s.fwd.Forward(w, r, next, s.writeError)
 	})
 }

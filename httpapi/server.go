@@ -120,6 +120,8 @@ type Config struct {
 	Watch *fanout.Hub
 	// KeepAlive is how often an idle stream gets a comment line (default DefaultKeepAlive).
 	KeepAlive time.Duration
+	// BodyTimeout bounds the arrival of a request body (default httpx.DefaultBodyTimeout).
+	BodyTimeout time.Duration
 	// StateChecks serves GET /v1/status/state-check (nil: every check is 404).
 	StateChecks StateChecker
 	// TrustedOrigins are the origins (scheme://host[:port]) whose pages a browser may send
@@ -177,6 +179,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.KeepAlive <= 0 {
 		c.KeepAlive = DefaultKeepAlive
+	}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = httpx.DefaultBodyTimeout
 	}
 	if c.StreamWriters <= 0 {
 		c.StreamWriters = DefaultStreamWriters
@@ -303,7 +308,7 @@ func (s *server) routes() *chi.Mux {
 
 	// Writes: bounded JSON bodies, served by the leader.
 	r.Group(func(r chi.Router) {
-		r.Use(httpx.BufferBody(s.cfg.MaxBodyBytes, httpx.JSONBodies, s.writeError), s.fwd.LeaderOnly(s.writeError))
+		r.Use(httpx.BufferBodyWithin(s.cfg.MaxBodyBytes, s.cfg.BodyTimeout, httpx.JSONBodies, s.writeError), s.fwd.LeaderOnly(s.writeError))
 		r.Put(ns, s.handle(s.putNamespace))
 		r.Delete(ns, s.handle(s.deleteNamespace))
 		r.Put(service, s.handle(s.putService))

@@ -65,6 +65,7 @@ type detached struct {
 	sub  *fanout.Subscription
 	es   eventStream
 
+	unhold    func() // gives the stream's watcher place back (nil: none)
 	state     atomic.Int32
 	lastWrite atomic.Int64 // unix nanoseconds of the last complete write
 	keepAlive atomic.Bool  // a keep-alive comment is due
@@ -255,6 +256,9 @@ func (d *detached) close() {
 		delete(d.sr.streams, d)
 		d.sr.mu.Unlock()
 		d.sr.m.open.Dec()
+		if d.unhold != nil {
+			d.unhold()
+		}
 	})
 }
 

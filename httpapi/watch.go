@@ -129,6 +129,17 @@ func (s *server) serveStream(w http.ResponseWriter, r *http.Request, spec stream
 	if err := s.reg.CheckConsistency(r.Context(), registry.Stale); err != nil {
 		return err
 	}
+	release, err := s.reg.HoldWatcher()
+	if err != nil {
+		w.Header().Set("Retry-After", strconv.Itoa(registry.WatchRetryAfter))
+		return err
+	}
+	held := true
+	defer func() {
+		if held {
+			release()
+		}
+	}()
 	var (
 		d      *detached
 		wake   chan struct{}
@@ -182,6 +193,8 @@ func (s *server) serveStream(w http.ResponseWriter, r *http.Request, spec stream
 		sub.Close()
 		return nil
 	}
+	// The detached stream gives its place back when it closes.
+	d.unhold, held = release, false
 	// What net/http buffered of the connection is dropped with its reader: a stream's
 	// client sends nothing after its request.
 	s.streams.open.Inc()

@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 )
 
 // bodyKey holds the buffered request body in the request context.
@@ -30,7 +32,23 @@ func JSONBodies(mediaType string) bool {
 // after a leader change). With accept set, a non-empty body without a Content-Type, or
 // whose Content-Type accept refuses, is a 415; with accept nil the handler decides what
 // a body may be.
+//
+// The body must arrive within DefaultBodyTimeout (BufferBodyWithin: another bound) from
+// the moment the handler starts reading it, or the request is answered 408: a client
+// that sends its headers and then trickles its body (or never sends it) would otherwise
+// hold a connection and a goroutine for as long as it likes.
 func BufferBody(maxBytes int64, accept func(mediaType string) bool, fail ErrorWriter) func(http.Handler) http.Handler {
+	return BufferBodyWithin(maxBytes, DefaultBodyTimeout, accept, fail)
+}
+
+// DefaultBodyTimeout bounds the reading of a request body (BufferBody).
+const DefaultBodyTimeout = 30 * time.Second
+
+// ErrRequestTimeout: a request body that did not arrive in time (408).
+var ErrRequestTimeout = errors.New("request body not received in time")
+
+// BufferBodyWithin is BufferBody with the body's time bound.
+func BufferBodyWithin(maxBytes int64, timeout time.Duration, accept func(mediaType string) bool, fail ErrorWriter) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			hasBody := r.ContentLength != 0 || r.Method == http.MethodPut ||
@@ -44,12 +62,22 @@ func BufferBody(maxBytes int64, accept func(mediaType string) bool, fail ErrorWr
 			}
 			var body []byte
 			if r.Body != nil && r.Body != http.NoBody {
+				rc := http.NewResponseController(w)
+				timed := timeout > 0 && rc.SetReadDeadline(time.Now().Add(timeout)) == nil
 				b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
+				if timed {
+					_ = rc.SetReadDeadline(time.Time{})
+				}
 				if err != nil {
 					var mbe *http.MaxBytesError
-					if errors.As(err, &mbe) {
+					var ne net.Error
+					switch {
+					case errors.As(err, &mbe):
 						err = fmt.Errorf("%w: the limit is %d bytes", ErrBodyTooLarge, mbe.Limit)
-					} else {
+					case errors.As(err, &ne) && ne.Timeout():
+						w.Header().Set("Connection", "close")
+						err = fmt.Errorf("%w: the body must arrive within %s", ErrRequestTimeout, timeout)
+					default:
 						err = Invalid("body", "cannot read the request body: %v", err)
 					}
 					fail(w, r, err)

@@ -61,6 +61,10 @@ func Classify(err error) (status int, code, field string) {
 		return http.StatusBadRequest, api.CodeInvalid, ""
 	case errors.As(err, &mbe), errors.Is(err, ErrBodyTooLarge):
 		return http.StatusRequestEntityTooLarge, api.CodeTooLarge, ""
+	case errors.Is(err, ErrRequestTimeout):
+		return http.StatusRequestTimeout, api.CodeRequestTimeout, ""
+	case errors.Is(err, registry.ErrTooManyWatchers):
+		return http.StatusTooManyRequests, api.CodeTooManyRequests, ""
 	case errors.Is(err, registry.ErrStateMismatch):
 		return http.StatusServiceUnavailable, api.CodeStateMismatch, ""
 	case errors.Is(err, ErrCrossOrigin):

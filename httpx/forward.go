@@ -105,6 +105,9 @@ func NewForwarder(cfg ForwarderConfig) (*Forwarder, error) {
 	return f, nil
 }
 
+// MaxForwardConns bounds the connections a node opens to the leader to forward requests.
+const MaxForwardConns = 128
+
 // NewTransport is the shared keep-alive transport used to reach the leader. Dialing is
 // bounded so that a dead leader is a quick 503, never a hang.
 func NewTransport(requestTimeout time.Duration) *http.Transport {
@@ -113,10 +116,14 @@ func NewTransport(requestTimeout time.Duration) *http.Transport {
 		dial = 3 * time.Second
 	}
 	return &http.Transport{
-		Proxy:                 nil,
-		DialContext:           (&net.Dialer{Timeout: dial, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          256,
-		MaxIdleConnsPerHost:   64,
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: dial, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: 64,
+		// Forwarded requests share a bounded pool: a burst waits for a connection instead
+		// of opening one per request (blocking reads no longer hold one while they
+		// wait: ForwardBlocking).
+		MaxConnsPerHost:       MaxForwardConns,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   dial,
 		ExpectContinueTimeout: time.Second,

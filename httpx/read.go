@@ -2,6 +2,7 @@ package httpx
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -110,6 +111,9 @@ func Read(w http.ResponseWriter, r *http.Request, reg *registry.Registry, n Lead
 	SetLeaderHeaders(w, n, o.Mode)
 	idx, err := reg.Read(r.Context(), o.Registry(), fn)
 	if err != nil {
+		if errors.Is(err, registry.ErrTooManyWatchers) {
+			w.Header().Set("Retry-After", strconv.Itoa(registry.WatchRetryAfter))
+		}
 		return 0, err
 	}
 	SetIndex(w, idx)

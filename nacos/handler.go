@@ -66,6 +66,8 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxWait bounds the wait of a blocking read (default 5m).
 	MaxWait time.Duration
+	// BodyTimeout bounds the arrival of a request body (default httpx.DefaultBodyTimeout).
+	BodyTimeout time.Duration
 	// RequestTimeout bounds the operator routes' calls to the Raft node (default 10s).
 	RequestTimeout time.Duration
 	// Watch is the node's change fan-out, which drives the UDP pushes to Nacos 1.x
@@ -131,6 +133,9 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	if cfg.MaxWait == 0 {
 		cfg.MaxWait = DefaultMaxWait
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = httpx.DefaultBodyTimeout
 	}
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = registry.DefaultRequestTimeout

@@ -30,7 +30,7 @@ func (s *handler) routes() *chi.Mux {
 	// A malformed query string is refused here, before a route reads it or a follower
 	// forwards it (the proxy would drop what it cannot parse).
 	r.Use(httpx.Recoverer(s.log, fail), httpx.ServedBy(s.id), s.metrics.Middleware, httpx.StrictQuery(fail),
-		httpx.BufferBody(s.cfg.MaxBodyBytes, nil, fail))
+		httpx.BufferBodyWithin(s.cfg.MaxBodyBytes, s.cfg.BodyTimeout, nil, fail))
 	r.NotFound(s.nacosNotFound)
 	r.MethodNotAllowed(httpx.MethodNotAllowed(r, fail))
 
@@ -114,11 +114,17 @@ func (s *handler) nacosReadRoute(next http.Handler) http.Handler {
 func (s *handler) nacosReadRouteWith(before func(http.Handler) http.Handler) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		var serve http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if o := httpx.ReadOptionsOf(r, httpx.ReadOptions{}); o.Mode == api.ConsistencyStale || s.node.IsLeader() {
+			o := httpx.ReadOptionsOf(r, httpx.ReadOptions{})
+			if o.Mode == api.ConsistencyStale || s.node.IsLeader() {
 				next.ServeHTTP(w, r)
 				return
 			}
-			s.fwd.Forward(w, r, next, func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, nacosOther) })
+			fail := func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, nacosOther) }
+			if o.Blocking {
+				s.fwd.ForwardBlocking(w, r, o, next, fail)
+				return
+			}
+			s.fwd.Forward(w, r, next, fail)
 		})
 		if before != nil {
 			serve = before(serve)

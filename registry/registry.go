@@ -57,6 +57,9 @@ type Config struct {
 	// StateAlarm, when set and returning an error, refuses every read: the node's state
 	// was found to differ from its peers' (the error wraps ErrStateMismatch).
 	StateAlarm func() error
+	// Watchers bounds the blocking queries (and, through HoldWatcher, the streams) the
+	// node holds at once; nil: no bound.
+	Watchers *Watchers
 }
 
 // ErrStateMismatch refuses reads on a node whose state differs from its peers'.
@@ -68,6 +71,7 @@ type Registry struct {
 	raft     Raft
 	timeout  time.Duration
 	alarm    func() error
+	watchers *Watchers
 }
 
 // New returns a Registry.
@@ -81,7 +85,7 @@ func New(cfg Config) (*Registry, error) {
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
-	return &Registry{settings: cfg.Settings, raft: cfg.Raft, timeout: cfg.RequestTimeout, alarm: cfg.StateAlarm}, nil
+	return &Registry{settings: cfg.Settings, raft: cfg.Raft, timeout: cfg.RequestTimeout, alarm: cfg.StateAlarm, watchers: cfg.Watchers}, nil
 }
 
 // IsLeader reports whether this node is the leader: writes and reads that are not stale
@@ -141,6 +145,10 @@ func (r *Registry) Read(ctx context.Context, o ReadOptions, fn func(ws *store.Wa
 	if !o.Blocking {
 		return fn(nil)
 	}
+	if !r.watchers.Acquire() {
+		return 0, r.watchers.refused()
+	}
+	defer r.watchers.Release()
 	ctx, cancel := context.WithTimeout(ctx, withJitter(o.Wait))
 	defer cancel()
 	for {
@@ -153,6 +161,15 @@ func (r *Registry) Read(ctx context.Context, o ReadOptions, fn func(ws *store.Wa
 			return idx, nil
 		}
 	}
+}
+
+// HoldWatcher takes a place for a stream under the node's watcher bound; release gives
+// it back. It fails with ErrTooManyWatchers when the node holds its limit.
+func (r *Registry) HoldWatcher() (release func(), err error) {
+	if !r.watchers.Acquire() {
+		return nil, r.watchers.refused()
+	}
+	return r.watchers.Release, nil
 }
 
 // CheckConsistency waits, within the request timeout, until reading the local state is

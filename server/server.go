@@ -73,6 +73,9 @@ type Config struct {
 	// majority, and a node that crashed rebuilds what its state file lost from its Raft
 	// snapshot and log at start. Negative: fsync every commit.
 	StateSyncInterval time.Duration
+	// MaxWatchers bounds the blocking queries and streams the node holds at once
+	// (0: DefaultMaxWatchers(); negative: no bound). Beyond it they are answered 429.
+	MaxWatchers int
 	// StateCheckInterval is how often the leader has every node hash its state for the
 	// nodes to compare (default DefaultStateCheckInterval; integrity.go).
 	StateCheckInterval time.Duration
@@ -274,7 +277,15 @@ func New(cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("health checks: %w", err)
 	}
-	s.registry, err = registry.New(registry.Config{Settings: s.store, Raft: s.node, StateAlarm: s.fsm.Alarm})
+	maxWatchers := cfg.MaxWatchers
+	if maxWatchers == 0 {
+		maxWatchers = DefaultMaxWatchers()
+	}
+	watchers, err := registry.NewWatchers(maxWatchers, s.metrics)
+	if err != nil {
+		return nil, err
+	}
+	s.registry, err = registry.New(registry.Config{Settings: s.store, Raft: s.node, StateAlarm: s.fsm.Alarm, Watchers: watchers})
 	if err != nil {
 		return nil, err
 	}

@@ -59,6 +59,8 @@ type nodeOptions struct {
 	GRPCAddr string
 	// TrustedOrigins is --trusted-origins: origins whose pages may write.
 	TrustedOrigins []string
+	// MaxWatchers is --max-watchers (0: sized for the machine).
+	MaxWatchers int
 }
 
 // grpcAddrOff is the --grpc-addr value that serves no gRPC.
@@ -80,6 +82,7 @@ func (o nodeOptions) grpcAddr() string {
 // grpcFlag adds --grpc-addr and --trusted-origins.
 func grpcFlag(fs *pflag.FlagSet, o *nodeOptions) {
 	fs.StringVar(&o.GRPCAddr, "grpc-addr", "", `address of the Nacos 2.x gRPC API (default: the --http-addr host, port + 1000, as Nacos clients expect; "off": none)`)
+	fs.IntVar(&o.MaxWatchers, "max-watchers", 0, "most blocking queries and streams held at once; more are answered 429 (0: the open-file limit less 1024, at most 100000; negative: no limit)")
 	fs.StringSliceVar(&o.TrustedOrigins, "trusted-origins", nil, "origins (scheme://host[:port], comma-separated) whose web pages may send writes; browsers' writes from any other origin are refused")
 }
 

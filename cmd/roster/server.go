@@ -50,6 +50,7 @@ func startNode(o nodeOptions, log *slog.Logger) (string, func() error, error) {
 		DNSOptional:       o.DNSAddrOptional,
 		GRPCAddr:          o.grpcAddr(),
 		TrustedOrigins:    o.TrustedOrigins,
+		MaxWatchers:       o.MaxWatchers,
 	})
 	if err != nil {
 		return "", nil, err
