@@ -142,6 +142,9 @@ const (
 	// CodeStateMismatch: this node's state differs from its peers' (a failed state
 	// check); it serves no reads until it is rebuilt.
 	CodeStateMismatch = "state_mismatch"
+	// CodeStorage: the leader could not write the change to its Raft log (a full or
+	// failing disk); it was not applied, and the leader steps down. Retry.
+	CodeStorage = "storage_failure"
 )
 
 // ErrorBody is the body of every error response: {"error":{"code","message","field"}}.

@@ -15,7 +15,7 @@ import (
 // current index.
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, code, field := httpx.Classify(err)
-	msg := err.Error()
+	msg := httpx.Message(err)
 	var ve *model.ValidationError
 	if errors.As(err, &ve) {
 		msg = ve.Message

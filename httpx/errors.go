@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/hashicorp/raft"
 
@@ -81,6 +85,8 @@ func Classify(err error) (status int, code, field string) {
 		return http.StatusConflict, api.CodeCASMismatch, ""
 	case errors.Is(err, model.ErrConflict), errors.Is(err, raftnode.ErrClusterMismatch):
 		return http.StatusConflict, api.CodeConflict, ""
+	case errors.Is(err, raftnode.ErrStorage):
+		return http.StatusServiceUnavailable, api.CodeStorage, ""
 	case errors.Is(err, ErrNoLeader), errors.Is(err, raftnode.ErrNoLeader):
 		return http.StatusServiceUnavailable, api.CodeNoLeader, ""
 	case IsNotLeader(err):
@@ -96,6 +102,41 @@ func Classify(err error) (status int, code, field string) {
 	default:
 		return http.StatusInternalServerError, api.CodeInternal, ""
 	}
+}
+
+// Message is err's text for a client: every file path of an *fs.PathError or
+// *os.LinkError in err is cut to its last element, so no answer tells where a server
+// keeps its files.
+func Message(err error) string {
+	msg := err.Error()
+	var walk func(error)
+	walk = func(e error) {
+		switch x := e.(type) {
+		case nil:
+			return
+		case *fs.PathError:
+			msg = cutPath(msg, x.Path)
+		case *os.LinkError:
+			msg = cutPath(cutPath(msg, x.Old), x.New)
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				walk(e)
+			}
+		}
+	}
+	walk(err)
+	return msg
+}
+
+func cutPath(msg, path string) string {
+	if path == "" || filepath.Base(path) == path {
+		return msg
+	}
+	return strings.ReplaceAll(msg, path, filepath.Base(path))
 }
 
 // WriteJSON writes v as the JSON body with the given status.

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
+	"os"
+	"syscall"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -50,6 +53,7 @@ func TestClassify_MapsEveryErrorKind(t *testing.T) {
 		{"timeout (consensus)", wrap(raftnode.ErrTimeout), 504, api.CodeTimeout, ""},
 		{"timeout (context)", wrap(context.DeadlineExceeded), 504, api.CodeTimeout, ""},
 		{"timeout (raft)", wrap(raft.ErrEnqueueTimeout), 504, api.CodeTimeout, ""},
+		{"leader's disk", wrap(&raftnode.DiskError{Op: "cannot write the Raft log", Err: syscall.ENOSPC}), 503, api.CodeStorage, ""},
 		{"corrupt", wrap(store.ErrCorrupt), 500, api.CodeInternal, ""},
 		{"anything else", errors.New("boom"), 500, api.CodeInternal, ""},
 	}
@@ -58,6 +62,31 @@ func TestClassify_MapsEveryErrorKind(t *testing.T) {
 			status, code, field := Classify(tc.err)
 			if status != tc.status || code != tc.code || field != tc.field {
 				t.Fatalf("Classify(%v) = %d %q %q, want %d %q %q", tc.err, status, code, field, tc.status, tc.code, tc.field)
+			}
+		})
+	}
+}
+
+// Message cuts every file path in an error to its last element.
+func TestMessage_NamesNoServerPath(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"plain", errors.New("boom"), "boom"},
+		{"path error", fmt.Errorf("save: %w", &fs.PathError{Op: "write", Path: "/var/lib/roster/state.db", Err: syscall.ENOSPC}),
+			"save: write state.db: no space left on device"},
+		{"link error", &os.LinkError{Op: "rename", Old: "/data/x/tmp-1", New: "/data/x/state.db", Err: syscall.EXDEV},
+			"rename tmp-1 state.db: invalid cross-device link"},
+		{"two paths", errors.Join(&fs.PathError{Op: "open", Path: "/a/b/c", Err: fs.ErrNotExist}, &fs.PathError{Op: "sync", Path: "/d/e", Err: syscall.EIO}),
+			"open c: file does not exist\nsync e: input/output error"},
+		{"relative name", &fs.PathError{Op: "open", Path: "meta.json", Err: fs.ErrNotExist}, "open meta.json: file does not exist"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Message(tc.err); got != tc.want {
+				t.Fatalf("Message(%v) = %q, want %q", tc.err, got, tc.want)
 			}
 		})
 	}

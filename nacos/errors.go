@@ -192,7 +192,7 @@ func (s *handler) nacosClassify(err error, res nacosResource) *nacosError {
 		return nacosValidation(ve, res)
 	}
 	status, code, _ := httpx.Classify(err)
-	out := &nacosError{status: status, code: nacosCodeServerError, msg: err.Error(), cause: err}
+	out := &nacosError{status: status, code: nacosCodeServerError, msg: httpx.Message(err), cause: err}
 	switch {
 	case errors.Is(err, httpx.ErrMethodNotAllowed):
 		out.code = nacosCodeParameterValidate

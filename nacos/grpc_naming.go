@@ -104,7 +104,7 @@ func (g *GRPCServer) view(key model.ServiceKey, clusters string, healthyOnly boo
 func (g *GRPCServer) serviceInfoAnswer(typ string, v rpcView) (string, any) {
 	info, err := v.encode(g.refs.next(time.Now()))
 	if err != nil {
-		return typ, rpcServiceInfoAnswer{rpcResponse: rpcFail(http.StatusInternalServerError, err.Error())}
+		return typ, rpcServiceInfoAnswer{rpcResponse: rpcFail(http.StatusInternalServerError, httpx.Message(err))}
 	}
 	return typ, rpcServiceInfoAnswer{rpcResponse: rpcOK(), ServiceInfo: info}
 }
@@ -138,7 +138,7 @@ func (g *GRPCServer) subscribeService(ctx context.Context, s *rpcSession, _ *nac
 		if errors.Is(err, errTooManySubscriptions) {
 			code = rpcCodeInvalidParam
 		}
-		return rpcSubscribeServiceResponse, rpcServiceInfoAnswer{rpcResponse: rpcFail(code, err.Error())}
+		return rpcSubscribeServiceResponse, rpcServiceInfoAnswer{rpcResponse: rpcFail(code, httpx.Message(err))}
 	}
 	return g.serviceInfoAnswer(rpcSubscribeServiceResponse, v)
 }
@@ -160,7 +160,7 @@ func (g *GRPCServer) queryService(ctx context.Context, _ *rpcSession, _ *nacospb
 	g.catchUp(ctx)
 	v, err := g.view(key, req.Cluster, req.HealthyOnly)
 	if err != nil {
-		return rpcQueryServiceResponse, rpcServiceInfoAnswer{rpcResponse: rpcFail(http.StatusInternalServerError, err.Error())}
+		return rpcQueryServiceResponse, rpcServiceInfoAnswer{rpcResponse: rpcFail(http.StatusInternalServerError, httpx.Message(err))}
 	}
 	return g.serviceInfoAnswer(rpcQueryServiceResponse, v)
 }
@@ -203,7 +203,7 @@ func (g *GRPCServer) serviceList(ctx context.Context, _ *rpcSession, _ *nacospb.
 		list, total, err = nil, 0, nil
 	}
 	if err != nil {
-		return rpcServiceListResponse, rpcServiceListAnswer{rpcResponse: rpcFail(http.StatusInternalServerError, err.Error())}
+		return rpcServiceListResponse, rpcServiceListAnswer{rpcResponse: rpcFail(http.StatusInternalServerError, httpx.Message(err))}
 	}
 	names := make([]string, 0, len(list))
 	for _, svc := range list {

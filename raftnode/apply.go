@@ -183,9 +183,9 @@ func (n *Node) Ready() (bool, Readiness) {
 	case alarm != nil:
 		rep.Reason = alarm.Error()
 	case appendErr != nil:
-		rep.Reason = "cannot write the Raft log: " + appendErr.Error()
+		rep.Reason = appendErr.Error()
 	case applyErr != nil:
-		rep.Reason = "cannot apply committed entries: " + applyErr.Error()
+		rep.Reason = "cannot apply committed entries: " + Pathless(applyErr)
 	case id == "":
 		rep.Reason = "no known leader"
 	case string(id) == n.cfg.NodeID && !n.leaderReady():

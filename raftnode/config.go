@@ -290,6 +290,7 @@ func (c *Config) fillTimings() error {
 		{"HeartbeatTimeout", c.HeartbeatTimeout}, {"ElectionTimeout", c.ElectionTimeout},
 		{"LeaderLeaseTimeout", c.LeaderLeaseTimeout}, {"CommitTimeout", c.CommitTimeout},
 		{"SnapshotInterval", c.SnapshotInterval}, {"ApplyTimeout", c.ApplyTimeout},
+		{"PromoteAfter", c.PromoteAfter},
 	} {
 		if d.v < 0 {
 			return configErr(d.name, "must not be negative")
@@ -341,7 +342,7 @@ func (c *Config) fillTimings() error {
 	if c.SnapshotRetain == 0 {
 		c.SnapshotRetain = DefaultSnapshotRetain
 	}
-	if c.PromoteAfter <= 0 {
+	if c.PromoteAfter == 0 {
 		c.PromoteAfter = DefaultPromoteAfter
 	}
 	if c.MaxTrailingLogs == 0 {

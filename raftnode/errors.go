@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/hashicorp/raft"
 )
@@ -32,6 +33,11 @@ var (
 	ErrNodeRunning = errors.New("node appears to be running")
 	// ErrClusterMismatch refuses a join from a server of another cluster.
 	ErrClusterMismatch = errors.New("the server belongs to another cluster")
+	// ErrStorage means the leader could not write the entry to its own Raft log (a full
+	// or failing disk): the entry was neither stored nor sent to any other server, so
+	// the write was not applied. The leader steps down; the caller may retry once
+	// another server leads. Errors that wrap it are *DiskError.
+	ErrStorage = errors.New("cannot write to the node's storage")
 )
 
 // ConfigError names the Config field (or the peer entry) that is wrong.
@@ -50,6 +56,10 @@ func configErr(field, format string, args ...any) error {
 	return &ConfigError{Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
+// raftTransferTimeout is the text of hashicorp/raft's error for a leadership transfer
+// the target did not complete in time (raft.go, leadershipTransfer).
+const raftTransferTimeout = "leadership transfer timeout"
+
 // mapRaftErr translates hashicorp/raft errors into this package's sentinels, keeping
 // the original error in the chain.
 func (n *Node) mapRaftErr(err error) error {
@@ -66,6 +76,15 @@ func (n *Node) mapRaftErr(err error) error {
 		return fmt.Errorf("%w: raft: %w", ErrShutdown, err)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return fmt.Errorf("%w: %w", ErrTimeout, err)
+	case err.Error() == raftTransferTimeout:
+		// The target did not take over within an election timeout; this node still
+		// leads. Raft has no sentinel for it.
+		return fmt.Errorf("%w: raft: %w", ErrTimeout, err)
+	}
+	// Raft answers a leader's failed log write with the log store's error flattened
+	// into text (raft.LogCache quotes it); the watch below the cache kept the error.
+	if _, werr := n.append.failing(); werr != nil && strings.Contains(err.Error(), werr.Error()) {
+		return werr
 	}
 	return err
 }

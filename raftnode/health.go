@@ -1,6 +1,9 @@
 package raftnode
 
 import (
+	"errors"
+	"io/fs"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +23,7 @@ import (
 const DefaultMaxLag = 1024
 
 // appendWatch is the log store Raft writes to, recording whether the last write failed.
+// A failed write's error becomes a *DiskError, which names no file.
 type appendWatch struct {
 	raft.LogStore
 	mu      sync.Mutex
@@ -32,6 +36,9 @@ type appendWatch struct {
 func (a *appendWatch) record(err error) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if err != nil {
+		err = &DiskError{Op: "cannot write the Raft log", Err: err}
+	}
 	switch {
 	case err == nil:
 		a.lastErr = nil
@@ -41,6 +48,36 @@ func (a *appendWatch) record(err error) error {
 		a.lastErr = err
 	}
 	return err
+}
+
+// DiskError is a failed write to this node's storage. Its message names what failed
+// and the system's reason (such as "no space left on device"), never a file path, so
+// it can be shown to clients; Unwrap gives the original error.
+type DiskError struct {
+	Op  string
+	Err error
+}
+
+func (e *DiskError) Error() string { return e.Op + ": " + Pathless(e.Err) }
+
+// Unwrap returns the storage's own error.
+func (e *DiskError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrStorage) true.
+func (e *DiskError) Is(target error) bool { return target == ErrStorage }
+
+// Pathless is err's message without the file paths of the *fs.PathError and
+// *os.LinkError in it: the operation and the system's reason only.
+func Pathless(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Op + ": " + pe.Err.Error()
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Op + ": " + le.Err.Error()
+	}
+	return err.Error()
 }
 
 // StoreLog writes one entry.

@@ -2,11 +2,15 @@ package raftnode
 
 import (
 	"errors"
+	"io/fs"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/internal/wait"
+	"github.com/rosterhq/roster/model"
 )
 
 // A follower whose Raft log cannot be written (a full disk) is not ready, says why, and
@@ -74,5 +78,37 @@ func TestReady_LagBehindTheLeader(t *testing.T) {
 	ready, rep = f.N().Ready()
 	if ready || !strings.Contains(rep.Reason, "behind the leader") || rep.LeaderCommitIndex != ahead {
 		t.Fatalf("follower 10 entries behind: ready %v, %+v", ready, rep)
+	}
+}
+
+// A leader that cannot write an entry to its own log answers ErrStorage: a *DiskError
+// naming the failing write and the system's reason but no file path. The entry was not
+// applied anywhere, and the cluster carries on under another leader.
+func TestApply_LeaderThatCannotWriteItsLog(t *testing.T) {
+	c := mustNewCluster(t, 3)
+	leader := c.waitForLeader(10 * time.Second)
+	var full error = &fs.PathError{Op: "write", Path: "/srv/secret-place/raft/raft.db", Err: syscall.ENOSPC}
+	leader.N().append.fault.Store(&full)
+	_, err := leader.N().Apply(ctxTimeout(t, 10*time.Second), fsm.UpsertNamespaceRequest{
+		Namespace: model.Namespace{ID: "never", Name: "never"},
+	})
+	var de *DiskError
+	if !errors.Is(err, ErrStorage) || !errors.As(err, &de) || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("apply on a leader whose log cannot be written: %v (%T); want ErrStorage, a *DiskError wrapping ENOSPC", err, err)
+	}
+	if msg := err.Error(); strings.Contains(msg, "secret-place") || !strings.Contains(msg, "no space left on device") {
+		t.Fatalf("error %q names a path or not the reason", msg)
+	}
+	if ready, rep := leader.N().Ready(); ready || strings.Contains(rep.Reason, "secret-place") || !strings.Contains(rep.Reason, "cannot write the Raft log") {
+		t.Fatalf("the failing leader's readiness: ready %v, %+v", ready, rep)
+	}
+	leader.N().append.fault.Store(nil)
+	next := c.waitForLeader(10 * time.Second)
+	mustApplyNamespace(t, next.N(), "after")
+	for _, tn := range c.nodes {
+		wait.For(t, 10*time.Second, tn.N().ID()+" to apply the next write", func() bool { return hasNamespace(tn, "after") })
+		if hasNamespace(tn, "never") {
+			t.Fatalf("%s applied the write its leader could not log", tn.N().ID())
+		}
 	}
 }

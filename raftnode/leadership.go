@@ -155,7 +155,7 @@ func (n *Node) establish(ctx context.Context, gen uint64) {
 
 // isRaftErr reports whether err came from replication rather than from the state machine.
 func isRaftErr(err error) bool {
-	for _, s := range []error{ErrNotLeader, ErrLeadershipLost, ErrTimeout, ErrShutdown} {
+	for _, s := range []error{ErrNotLeader, ErrLeadershipLost, ErrTimeout, ErrShutdown, ErrStorage} {
 		if errors.Is(err, s) {
 			return true
 		}

@@ -161,9 +161,16 @@ func (n *Node) open() (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	n.bolt, n.logs = st.bolt, st.logs
-	n.append = &appendWatch{LogStore: st.logs}
-	bolt, cache, snaps := st.bolt, raft.LogStore(n.append), st.snaps
+	// The watch sits between the cache and bolt, where it sees bolt's own errors (the
+	// cache flattens them into text).
+	n.append = &appendWatch{LogStore: st.bolt}
+	watched, err := raft.NewLogCache(logCacheSize, n.append)
+	if err != nil {
+		_ = st.bolt.Close()
+		return false, fmt.Errorf("raftnode: log cache: %w", err)
+	}
+	n.bolt, n.logs = st.bolt, watched
+	bolt, cache, snaps := st.bolt, raft.LogStore(watched), st.snaps
 
 	existing, err := raft.HasExistingState(cache, bolt, snaps)
 	if err != nil {
