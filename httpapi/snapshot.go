@@ -77,7 +77,8 @@ type SnapshotConfig struct {
 	// 400, cut off before it writes more than that.
 	MaxExpansion int64
 	// MinFreeBytes is the free space an upload leaves on the file system of Dir
-	// (default snapshot.DefaultMinFree, 512 MiB): an archive whose state.db does not fit
+	// (default snapshot.DefaultMinFree: 512 MiB, or an eighth of a smaller disk): an
+	// archive whose state.db does not fit
 	// beyond it is a 413, refused before extraction or as soon as the disk fills up
 	// while it is written.
 	MinFreeBytes int64

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/rosterhq/roster/internal/diskstat"
 )
 
 // metaWithField returns meta.json for testMeta and a state of size bytes, with the
@@ -133,11 +135,20 @@ func (zeros) Read(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// stubFreeSpace replaces freeSpace for the test with fn.
+// stubFreeSpace replaces freeSpace for the test with fn, on a file system of 1 PiB.
 func stubFreeSpace(t *testing.T, fn func(dir string) (int64, error)) {
 	t.Helper()
+	stubDisk(t, 1<<50, fn)
+}
+
+// stubDisk replaces freeSpace for the test with fn, on a file system of total bytes.
+func stubDisk(t *testing.T, total int64, fn func(dir string) (int64, error)) {
+	t.Helper()
 	old := freeSpace
-	freeSpace = fn
+	freeSpace = func(dir string) (diskstat.Usage, error) {
+		free, err := fn(dir)
+		return diskstat.Usage{Free: uint64(free), Total: uint64(total)}, err
+	}
 	t.Cleanup(func() { freeSpace = old })
 }
 
@@ -251,14 +262,27 @@ func TestRead_MinFree(t *testing.T) {
 	mustNoSpace(t, err, dir, "bytes are needed")
 	mustBeEmpty(t, dir)
 
+	// A small disk keeps at most an eighth of itself in reserve: 1 GiB with 200 MiB
+	// free takes a 4 MiB state despite a reserve of 512 MiB, and keeps 128 MiB.
+	stubDisk(t, 1<<30, func(string) (int64, error) { return 200 << 20, nil })
+	a, err := Read(bytes.NewReader(archive), ReadOptions{Dir: dir, MinFree: DefaultMinFree})
+	if err != nil {
+		t.Fatalf("a 4 MiB state on a 1 GiB disk with 200 MiB free: %v", err)
+	}
+	_ = a.Close()
+	stubDisk(t, 1<<30, func(string) (int64, error) { return 130 << 20, nil })
+	_, err = Read(bytes.NewReader(archive), ReadOptions{Dir: dir, MinFree: DefaultMinFree})
+	mustNoSpace(t, err, dir, "4194304 bytes are needed, and the file system has 136314880 bytes free of which 134217728 are kept in reserve")
+
 	// The real statfs: no disk has an exabyte to spare.
-	stubFreeSpace(t, statfsFree)
-	if _, err := statfsFree(dir); errors.Is(err, errSpaceUnknown) {
+	freeSpace = diskstat.Of
+	if _, err := diskstat.Of(dir); errors.Is(err, diskstat.ErrUnsupported) {
 		t.Skip("free space cannot be measured on this platform")
 	}
-	_, err = Read(bytes.NewReader(archive), ReadOptions{Dir: dir, MinFree: 1 << 60})
-	mustNoSpace(t, err, dir, "kept in reserve")
-	a, err := Read(bytes.NewReader(archive), ReadOptions{Dir: dir, MinFree: 1})
+	if err := CheckSpace(dir, 1<<60, 1); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("an exabyte fits on the test's disk: %v", err)
+	}
+	a, err = Read(bytes.NewReader(archive), ReadOptions{Dir: dir, MinFree: 1})
 	if err != nil {
 		t.Fatalf("Read with a reserve of 1 byte: %v", err)
 	}

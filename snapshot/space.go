@@ -7,47 +7,61 @@ import (
 	"math"
 	"os"
 	"syscall"
+
+	"github.com/rosterhq/roster/internal/diskstat"
 )
 
 // DefaultMinFree is the free space a restore leaves on the file system of the Raft log
-// and state, by default: 512 MiB. It is headroom for the log and the state file, which
-// keep growing while a restore runs and afterwards, and for the Raft snapshots a node
-// takes on its own.
+// and state, by default: 512 MiB, or an eighth of the file system when that is less
+// (CheckSpace applies the cap to this value only; a reserve set to anything else is
+// kept as given). It is headroom for the log and the state file, which keep growing
+// while a restore runs and afterwards, and for the Raft snapshots a node takes on its
+// own.
 const DefaultMinFree = 512 << 20
+
+// defaultReserveShare caps the default reserve at 1/defaultReserveShare of the file
+// system, so that a small disk (a 1 GiB volume) can still take in a small archive.
+const defaultReserveShare = 8
 
 // ErrNoSpace marks a refusal for lack of disk space: the archive may be fine, but the
 // node cannot take in its state without eating into the space it keeps free. The error
 // says how much is needed and how much is available, never where.
 var ErrNoSpace = errors.New("not enough free disk space")
 
-// errSpaceUnknown is what freeSpace returns on a platform where it cannot tell; the
-// space checks are then skipped (the expansion and size limits still hold).
-var errSpaceUnknown = errors.New("free disk space unknown on this platform")
-
-// freeSpace returns the bytes available to this process on the file system of dir.
-// Tests replace it.
-var freeSpace = statfsFree
+// freeSpace returns the space of the file system of dir. Tests replace it.
+var freeSpace = diskstat.Of
 
 // CheckSpace returns an error matching ErrNoSpace unless the file system of dir has at
-// least need bytes available beyond reserve. The error names neither dir nor any other
-// path: it may be answered to a client. On a platform where free space cannot be
-// measured it returns nil.
+// least need bytes available beyond reserve (DefaultMinFree: beyond an eighth of the
+// file system's size, when that is less). The error names neither dir nor any other path:
+// it may be answered to a client. On a platform where free space cannot be measured it
+// returns nil.
 func CheckSpace(dir string, need, reserve int64) error {
 	if dir == "" {
 		dir = os.TempDir()
 	}
-	free, err := freeSpace(dir)
+	u, err := freeSpace(dir)
 	switch {
-	case errors.Is(err, errSpaceUnknown):
+	case errors.Is(err, diskstat.ErrUnsupported):
 		return nil
 	case err != nil:
 		return localError("checking free disk space", err)
 	}
-	avail := free - reserve
-	if need <= avail {
+	free, total := toInt64(u.Free), toInt64(u.Total)
+	if reserve == DefaultMinFree {
+		reserve = min(reserve, total/defaultReserveShare)
+	}
+	if need <= free-reserve {
 		return nil
 	}
 	return &spaceError{need: need, free: free, reserve: reserve}
+}
+
+func toInt64(v uint64) int64 {
+	if v > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(v)
 }
 
 // spaceError is the ErrNoSpace of CheckSpace.
