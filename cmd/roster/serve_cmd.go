@@ -38,11 +38,13 @@ type nodeOptions struct {
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
-	StateSyncInterval  time.Duration
-	ProbeConcurrency   int
-	ProbeAllow         string // CIDR list; empty: every address
-	ProbeDeny          string // CIDR list; empty: healthcheck.DefaultProbeDeny, "none": nothing
-	Pprof              bool
+	// PromoteAfter is how long a joined server stays caught up before it gets a vote.
+	PromoteAfter      time.Duration
+	StateSyncInterval time.Duration
+	ProbeConcurrency  int
+	ProbeAllow        string // CIDR list; empty: every address
+	ProbeDeny         string // CIDR list; empty: healthcheck.DefaultProbeDeny, "none": nothing
+	Pprof             bool
 	// DNS interface (--dns-*); an empty DNSAddr serves no DNS.
 	DNSAddr        string
 	DNSDomain      string
@@ -89,6 +91,9 @@ func grpcFlag(fs *pflag.FlagSet, o *nodeOptions) {
 // validate checks the options that are parsed later, so that a bad value is reported
 // before anything starts.
 func (o nodeOptions) validate() error {
+	if o.PromoteAfter < 0 {
+		return fmt.Errorf("--promote-after %s: must not be negative", o.PromoteAfter)
+	}
 	if _, err := o.probePolicy(); err != nil {
 		return err
 	}
@@ -215,6 +220,7 @@ func (a *app) serverCmd() *cobra.Command {
 	fs.DurationVar(&o.HeartbeatTimeout, "raft-heartbeat-timeout", 0, fmt.Sprintf("time without leader contact before a follower calls an election (0: %s); raise it on loaded or slow machines", raftnode.DefaultHeartbeatTimeout))
 	fs.DurationVar(&o.ElectionTimeout, "raft-election-timeout", 0, fmt.Sprintf("time a candidate waits for votes (0: %s)", raftnode.DefaultElectionTimeout))
 	fs.DurationVar(&o.LeaderLeaseTimeout, "raft-leader-lease-timeout", 0, fmt.Sprintf("time a leader keeps leading without hearing from a quorum (0: %s; at most the heartbeat timeout)", raftnode.DefaultLeaderLeaseTimeout))
+	fs.DurationVar(&o.PromoteAfter, "promote-after", 0, fmt.Sprintf("how long a server added with --join must stay caught up with the leader and in contact before it gets a vote (0: %s)", raftnode.DefaultPromoteAfter))
 	fs.DurationVar(&o.StateSyncInterval, "state-sync-interval", 0, fmt.Sprintf("how often the state file is fsynced; the Raft log is fsynced on every write regardless (0: %s; negative: fsync every commit)", server.DefaultStateSyncInterval))
 	fs.BoolVar(&o.Pprof, "pprof", false, "serve Go's profiling endpoints under /debug/pprof/ on the HTTP address")
 	fs.IntVar(&o.ProbeConcurrency, "probe-concurrency", 0, fmt.Sprintf("health probes in flight at once on the leader (0: %d)", healthcheck.DefaultMaxConcurrent))

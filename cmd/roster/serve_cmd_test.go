@@ -106,7 +106,7 @@ func TestServer_FlagsAndEnvBuildNodeOptions(t *testing.T) {
 	code := run(ctx, []string{"server", "--raft-addr", "127.100.0.1:7000", "--node-id", "n9",
 		"--raft-election-timeout", "3s", "--raft-leader-lease-timeout", "1s", "--probe-concurrency", "64", "--probe-deny", "127.0.0.9/32",
 		"--dns-domain", "Example.internal", "--dns-ttl", "30s", "--dns-negative-ttl", "2s", "--dns-max-answers", "8",
-		"--dns-rate-burst", "5", "--dns-max-stale", "1m"}, a)
+		"--dns-rate-burst", "5", "--dns-max-stale", "1m", "--promote-after", "5s"}, a)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %s", code, stderr.String())
 	}
@@ -123,6 +123,7 @@ func TestServer_FlagsAndEnvBuildNodeOptions(t *testing.T) {
 		HeartbeatTimeout:   2 * time.Second,
 		ElectionTimeout:    3 * time.Second,
 		LeaderLeaseTimeout: time.Second,
+		PromoteAfter:       5 * time.Second,
 		StateSyncInterval:  -time.Second,
 		ProbeConcurrency:   64,
 		ProbeAllow:         "127.0.0.0/8,::1/128",
@@ -191,6 +192,7 @@ func TestServer_InvalidSettingsExit1WithoutStarting(t *testing.T) {
 		{[]string{"server", "--node-id", "n1", "--data-dir", "/d", "--dns-domain", "."}, nil, "dns-domain"},
 		{[]string{"dev", "--dns-addr", "8600"}, nil, "dns-addr"},
 		{[]string{"dev"}, map[string]string{"ROSTER_DNS_MAX_ANSWERS": "-1"}, "dns-max-answers"},
+		{[]string{"server", "--node-id", "n1", "--data-dir", "/d", "--promote-after", "-1s"}, nil, "roster: --promote-after -1s: must not be negative"},
 	}
 	for _, tc := range cases {
 		a, _, stderr := newTestApp(t, tc.env)

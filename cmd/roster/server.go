@@ -42,6 +42,7 @@ func startNode(o nodeOptions, log *slog.Logger) (string, func() error, error) {
 			HeartbeatTimeout:   o.HeartbeatTimeout,
 			ElectionTimeout:    o.ElectionTimeout,
 			LeaderLeaseTimeout: o.LeaderLeaseTimeout,
+			PromoteAfter:       o.PromoteAfter,
 		},
 		StateSyncInterval: o.StateSyncInterval,
 		Pprof:             o.Pprof,
