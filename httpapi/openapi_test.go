@@ -84,3 +84,33 @@ func TestOpenAPI_DocumentsEveryRoute(t *testing.T) {
 		t.Fatalf("routes missing from docs/openapi.yaml: %v\ndocumented but not routed: %v", missing, extra)
 	}
 }
+
+// TestOpenAPI_ListsEveryErrorCode checks that the Error schema's code enum in
+// docs/openapi.yaml holds exactly the codes package api defines.
+func TestOpenAPI_ListsEveryErrorCode(t *testing.T) {
+	src, err := os.ReadFile("../api/types.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var defined []string
+	for _, m := range regexp.MustCompile(`(?m)^\s*Code\w+\s*=\s*"(\w+)"`).FindAllStringSubmatch(string(src), -1) {
+		defined = append(defined, m[1])
+	}
+	doc, err := os.ReadFile("../docs/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`enum: \[(invalid_argument[^\]]*)\]`).FindStringSubmatch(string(doc))
+	if m == nil {
+		t.Fatal("docs/openapi.yaml has no enum of error codes starting with invalid_argument")
+	}
+	var documented []string
+	for _, c := range strings.Split(m[1], ",") {
+		documented = append(documented, strings.TrimSpace(c))
+	}
+	sort.Strings(defined)
+	sort.Strings(documented)
+	if strings.Join(defined, " ") != strings.Join(documented, " ") {
+		t.Fatalf("error codes in package api:\n  %v\ndocumented in the Error schema:\n  %v", defined, documented)
+	}
+}
