@@ -44,6 +44,12 @@ type ClusterConfig struct {
 	Dir string
 	// Nodes is the number of nodes (3 or 5).
 	Nodes int
+	// DiskBytes, when positive, gives each node a file system of its own of that size
+	// (a tmpfs mounted on Dir/<node>, which needs root) holding its data directory, so
+	// that a fault can fill it.
+	DiskBytes int64
+	// PromoteAfter is the nodes' --promote-after (0: the server's default).
+	PromoteAfter time.Duration
 	// Logf receives the harness's own events.
 	Logf func(format string, args ...any)
 }
@@ -104,6 +110,12 @@ type Node struct {
 
 	raft *raftProxy
 	http *httpProxy
+	// disk is the tmpfs mount holding DataDir ("" without ClusterConfig.DiskBytes).
+	disk string
+	// joinVia, when set, makes the next starts join the cluster through that HTTP
+	// address instead of bootstrapping from the peer list (the node was removed and
+	// its data wiped).
+	joinVia string
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd
@@ -127,7 +139,15 @@ func StartCluster(cfg ClusterConfig) (*Cluster, error) {
 		n.DataDir = filepath.Join(cfg.Dir, n.ID, "data")
 		n.LogPath = filepath.Join(cfg.Dir, n.ID+".log")
 		c.Nodes = append(c.Nodes, n)
-		err := os.MkdirAll(n.DataDir, 0o755)
+		err := os.MkdirAll(filepath.Dir(n.DataDir), 0o755)
+		if err == nil && cfg.DiskBytes > 0 {
+			if err = mountDisk(filepath.Dir(n.DataDir), cfg.DiskBytes); err == nil {
+				n.disk = filepath.Dir(n.DataDir)
+			}
+		}
+		if err == nil {
+			err = os.MkdirAll(n.DataDir, 0o755)
+		}
 		if err == nil {
 			n.raft, err = newRaftProxy(n.ID, c.Net, n.upstreamRaft)
 		}
@@ -238,17 +258,25 @@ func (c *Cluster) startOnce(n *Node) error {
 	}
 	n.starts++
 	fmt.Fprintf(logf, "==== harness: start %d of %s at %s (http %s, raft %s)\n", n.starts, n.ID, time.Now().Format(time.RFC3339Nano), httpAddr, raftAddr)
-	cmd := exec.Command(c.cfg.Binary, "server",
+	args := []string{"server",
 		"--node-id", n.ID,
 		"--data-dir", n.DataDir,
 		"--http-addr", httpAddr,
 		"--http-advertise", n.http.Addr(),
 		"--raft-addr", raftAddr,
 		"--raft-advertise", n.raft.Addr(),
-		"--peers", c.peers(),
 		"--log-level", "info",
 		"--probe-allow", "127.0.0.0/8,::1/128",
-	)
+	}
+	if n.joinVia != "" {
+		args = append(args, "--join", n.joinVia)
+	} else {
+		args = append(args, "--peers", c.peers())
+	}
+	if c.cfg.PromoteAfter > 0 {
+		args = append(args, "--promote-after", c.cfg.PromoteAfter.String())
+	}
+	cmd := exec.Command(c.cfg.Binary, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = os.Environ()
 	cmd.SysProcAttr = procAttr()
@@ -337,7 +365,9 @@ func (c *Cluster) signal(n *Node, sig syscall.Signal, paused bool) error {
 	return nil
 }
 
-// Close kills every process (continuing paused ones first) and closes the proxies.
+// Close kills every process (continuing paused ones first) and closes the proxies. A
+// node's own file system is unmounted, its data directory copied out first (so that
+// CopyData still finds it).
 func (c *Cluster) Close() {
 	for _, n := range c.Nodes {
 		n.mu.Lock()
@@ -357,6 +387,12 @@ func (c *Cluster) Close() {
 		}
 		if n.http != nil {
 			n.http.close()
+		}
+		if n.disk != "" {
+			if err := unmountDisk(n.disk, n.DataDir); err != nil {
+				c.logf("%s: %v", n.ID, err)
+			}
+			n.disk = ""
 		}
 	}
 }

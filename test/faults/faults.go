@@ -51,6 +51,8 @@ func AllFaults() []Fault {
 		&FlappingPartition{},
 		&SnapshotRestore{},
 		&TransferLeadership{},
+		&DiskFull{},
+		&ReplaceMember{},
 	}
 }
 

@@ -116,6 +116,34 @@ func faultRegistry(t *testing.T) func() []Fault {
 	}
 }
 
+// diskFaults returns the registry and the size of each node's own file system: the
+// disk-full fault mounts a tmpfs per node, which needs root. CI runs as root, and
+// there the fault is never left out; elsewhere, without root, it is (with a log line).
+func diskFaults(t *testing.T, registry func() []Fault) (func() []Fault, int64) {
+	uses := false
+	for _, f := range registry() {
+		uses = uses || f.Name() == (&DiskFull{}).Name()
+	}
+	switch {
+	case !uses:
+		return registry, 0
+	case CanMountDisks():
+		return registry, DefaultDiskBytes
+	case os.Getenv("CI") == "true" || os.Getenv(envOnly) != "":
+		t.Fatalf("the disk-full fault mounts a tmpfs for each node and needs root (uid %d)", os.Geteuid())
+	}
+	t.Logf("not root: the disk-full fault is left out of this run (it mounts a tmpfs for each node)")
+	return func() []Fault {
+		var out []Fault
+		for _, f := range registry() {
+			if f.Name() != (&DiskFull{}).Name() {
+				out = append(out, f)
+			}
+		}
+		return out
+	}, 0
+}
+
 // fixedSeed is the seed of the short schedule's first round.
 const fixedSeed = 20240601
 
@@ -203,6 +231,7 @@ func TestFaults_Linearizable(t *testing.T) {
 	}
 	sizes := nodeCounts(t)
 	registry := faultRegistry(t)
+	registry, disk := diskFaults(t, registry)
 	t.Logf("fault schedule: %s; seeds %v (random seed %d); cluster sizes %v; reproduce a round with %s=<seed>",
 		mode, seeds, random, sizes, envSeed)
 
@@ -223,7 +252,7 @@ func TestFaults_Linearizable(t *testing.T) {
 			seed = random + uint64(i)
 		}
 		nodes := sizes[i%len(sizes)]
-		cfg := RunConfig{Binary: binary, Dir: t.TempDir(), Nodes: nodes, Seed: seed, Faults: registry, Logf: t.Logf}
+		cfg := RunConfig{Binary: binary, Dir: t.TempDir(), Nodes: nodes, DiskBytes: disk, Seed: seed, Faults: registry, Logf: t.Logf}
 		if mode == "long" {
 			cfg.Duration = min(round, max(duration-time.Since(start), 10*time.Second))
 		}

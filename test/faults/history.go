@@ -76,7 +76,8 @@ const (
 	// (timeout, lost connection, 5xx after the request reached the cluster).
 	Unknown
 	// Failed: the request certainly had no effect (the node was not reachable, or
-	// the cluster answered that it did not apply it: 503 not_leader/no_leader). Such
+	// the cluster answered that it did not apply it: 503 not_leader, no_leader or
+	// storage_failure). Such
 	// operations are left out of the checked history.
 	Failed
 )
@@ -229,8 +230,10 @@ func classify(err error) Outcome {
 		switch {
 		case ae.Code == api.CodeNotFound:
 			return NotFound
-		case ae.Status == http.StatusServiceUnavailable && (ae.Code == api.CodeNotLeader || ae.Code == api.CodeNoLeader):
-			// The API documents that such a 503 was not applied.
+		case ae.Status == http.StatusServiceUnavailable &&
+			(ae.Code == api.CodeNotLeader || ae.Code == api.CodeNoLeader || ae.Code == api.CodeStorage):
+			// The API documents that such a 503 was not applied (storage_failure: the
+			// leader could not log the write, and nothing else saw it).
 			return Failed
 		}
 	}

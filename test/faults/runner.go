@@ -19,6 +19,12 @@ type RunConfig struct {
 	Binary, Dir string
 	// Nodes is the cluster size.
 	Nodes int
+	// DiskBytes gives each node a file system of that size (ClusterConfig.DiskBytes;
+	// the disk-full fault needs it); 0 leaves the nodes on the test's disk.
+	DiskBytes int64
+	// PromoteAfter is the nodes' --promote-after (default 2s, so that a server added
+	// back by replace-member votes again within the fault's heal).
+	PromoteAfter time.Duration
 	// Seed fixes the fault schedule, the choice of nodes and the clients' choices.
 	Seed uint64
 	// Faults is the fault registry the schedule draws from (AllFaults by default).
@@ -69,6 +75,9 @@ func (c *RunConfig) fill() {
 	if c.Faults == nil {
 		c.Faults = AllFaults
 	}
+	if c.PromoteAfter == 0 {
+		c.PromoteAfter = 2 * time.Second
+	}
 	if c.Workload.Clients == 0 {
 		c.Workload = WorkloadConfig{Clients: 6, Services: 6, Ports: 3, Think: 15 * time.Millisecond}
 	}
@@ -97,7 +106,8 @@ func Run(ctx context.Context, cfg RunConfig) (res RunResult, err error) {
 	cfg.Workload.Seed = rng.Uint64()
 	logf := cfg.Logf
 
-	c, err := StartCluster(ClusterConfig{Binary: cfg.Binary, Dir: cfg.Dir, Nodes: cfg.Nodes, Logf: logf})
+	c, err := StartCluster(ClusterConfig{Binary: cfg.Binary, Dir: cfg.Dir, Nodes: cfg.Nodes,
+		DiskBytes: cfg.DiskBytes, PromoteAfter: cfg.PromoteAfter, Logf: logf})
 	if err != nil {
 		return res, err
 	}
