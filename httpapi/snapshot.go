@@ -245,7 +245,7 @@ func writeArchive(w io.Writer, meta snapshot.Meta, view *raftnode.StateSnapshot)
 // another restore is running at that moment, the answer is a 409.
 func (h *snapshotHandler) put(w http.ResponseWriter, r *http.Request) {
 	up := h.pace(w, r)
-	defer up.done()
+	defer up.finish()
 	if !h.s.node.IsLeader() {
 		h.s.fwd.ForwardStream(w, r, h.servePut, h.refuseUnread, func(w http.ResponseWriter, r *http.Request, err error) {
 			if up.err != nil {
@@ -295,7 +295,7 @@ func (h *snapshotHandler) servePut(w http.ResponseWriter, r *http.Request) {
 func (h *snapshotHandler) receive(w http.ResponseWriter, r *http.Request) (*snapshot.Archive, error) {
 	body := r.Body
 	if up, ok := body.(*pacedBody); ok {
-		defer up.done()
+		defer up.finish()
 	}
 	ar, err := snapshot.Read(http.MaxBytesReader(w, body, h.cfg.MaxBytes), snapshot.ReadOptions{
 		Dir:          h.cfg.Dir,
@@ -432,6 +432,8 @@ type pacedBody struct {
 	start time.Time
 	n     int64          // bytes read so far
 	err   *uploadTooSlow // set once the upload was cut off
+	eof   atomic.Bool    // the whole body was read
+	ended atomic.Bool    // the handler returned (finish)
 }
 
 // uploadTooSlow is the error of an upload cut off for its pace.
@@ -465,6 +467,9 @@ func (p *pacedBody) Read(b []byte) (int, error) {
 	if p.err != nil {
 		return 0, p.err
 	}
+	if p.ended.Load() {
+		return 0, errAnswered
+	}
 	now := p.now()
 	deadline, stalled := now.Add(p.idle), true
 	if l := p.latest(); l.Before(deadline) {
@@ -483,6 +488,7 @@ func (p *pacedBody) Read(b []byte) (int, error) {
 	case err != nil && isTimeout(err):
 		return n, p.cut(p.now(), stalled, err)
 	case err == io.EOF:
+		p.eof.Store(true)
 		p.done()
 	case err == nil && !p.now().Before(p.latest()):
 		// Data arrived, but too late for the average (possible when the connection
@@ -501,6 +507,24 @@ func (p *pacedBody) cut(now time.Time, stalled bool, cause error) error {
 // of the connection (which net/http starts after the body) does not time out while the
 // archive is checked and restored.
 func (p *pacedBody) done() { _ = p.rc.SetReadDeadline(time.Time{}) }
+
+// finish is deferred by the handlers that read the body. A body read to its end keeps
+// no deadline (done). One that was not — the leader answered before the upload ended,
+// or the archive was refused part-way — gets a deadline in the past: a read still in
+// flight (a follower's forwarding writes the body from a goroutine of its own, which
+// net/http's response must wait for) ends now instead of waiting on a client that
+// stalls, and net/http closes the connection instead of draining the rest.
+func (p *pacedBody) finish() {
+	if p.eof.Load() {
+		p.done()
+		return
+	}
+	p.ended.Store(true)
+	_ = p.rc.SetReadDeadline(time.Unix(1, 0))
+}
+
+// errAnswered ends the reads of an upload whose request was already answered.
+var errAnswered = errors.New("the upload was answered before it ended")
 
 func (p *pacedBody) Close() error { return p.body.Close() }
 

@@ -267,6 +267,42 @@ func TestSnapshotPut_FollowerCutsOffStalledClient(t *testing.T) {
 	}
 }
 
+// A follower passes on the leader's answer at once when the leader answers before the
+// upload ended, even while the client stalls: here the leader cuts the forwarded
+// upload off after 300 ms and the follower, whose own limit is a minute, answers with
+// it. (The follower used to lift its read deadline when its handler returned, while
+// its forwarding still read the client's body; net/http's response waited for that
+// read, and the client waited until it gave up.)
+func TestSnapshotPut_FollowerAnswersWhenTheLeaderAnswersFirst(t *testing.T) {
+	archive := largeArchive(t)
+	leaderSnaps := newFakeSnapshots(t)
+	leaderNode := newLeaderNode("n1")
+	leaderCfg := snapshotConfig(leaderNode, leaderSnaps, t)
+	leaderCfg.Snapshot.UploadIdleTimeout = 300 * time.Millisecond
+	leaderSrv := newRecordingServer(t, mustNew(t, leaderCfg))
+	leaderNode.setLeader(true, leaderSrv.member("n1"))
+	followerCfg := snapshotConfig(newFollowerNode("n2", leaderSrv.member("n1")), nil, t)
+	followerCfg.Snapshot.UploadIdleTimeout = time.Minute
+	srv := newRecordingServer(t, mustNew(t, followerCfg))
+
+	start := time.Now()
+	ch := putAsync(t, srv.URL, newStallingBody(t, archive))
+	var r response
+	select {
+	case r = <-ch:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the follower did not pass on the leader's answer within 20s")
+	}
+	eb := r.errorBody(t)
+	if r.Code != http.StatusRequestTimeout || !strings.Contains(eb.Message, "nothing arrived for 300ms") {
+		t.Fatalf("upload through a follower, cut off by the leader: %d %+v, want the leader's 408", r.Code, eb)
+	}
+	t.Logf("answered after %v", time.Since(start).Round(time.Millisecond))
+	if n := len(leaderSnaps.calls()); n != 0 {
+		t.Fatalf("%d restores of a stalled upload", n)
+	}
+}
+
 // fakeDeadlines records the deadlines a pacedBody sets.
 type fakeDeadlines struct{ set []time.Time }
 
