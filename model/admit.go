@@ -302,3 +302,8 @@ func ParsePort(field, s string) (int, error) {
 	}
 	return n, nil
 }
+
+// CheckText applies the rule of free text (valid UTF-8 without control characters, line
+// or paragraph separators or bidi embeddings, overrides and isolates) to s, the value
+// of field; what names it in the message.
+func CheckText(field, what, s string) error { return checkText(field, what, s) }
