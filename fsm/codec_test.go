@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/model"
 )
 
@@ -70,6 +71,14 @@ func examples() []example {
 		{"cas", CASType, mustCAS(7, DeregisterInstanceRequest{Ref: ref}), &CASRequest{}},
 		{"set_cluster_id", SetClusterIDType, SetClusterIDRequest{ID: "5f2b8c1e-7a4d-4f0b-9c3e-2d1a6b8e9f00"}, &SetClusterIDRequest{}},
 		{"check_state", CheckStateType, CheckStateRequest{}, &CheckStateRequest{}},
+		{"acl_bootstrap", ACLBootstrapType, ACLBootstrapRequest{Token: acl.Token{
+			AccessorID: "0b6e3c2a-9f1d-4e57-8a2b-5c7d9e1f3a4b", SecretHash: strings.Repeat("ab", 32),
+			Description: "bootstrap management token", Management: true}}, &ACLBootstrapRequest{}},
+		{"create_token", CreateTokenType, CreateTokenRequest{Token: acl.Token{
+			AccessorID: "7d2f4a6c-1e3b-4c5d-9f8a-0b1c2d3e4f50", SecretHash: strings.Repeat("0f", 32),
+			Description: "deploy bot", Rules: acl.Rules{Namespaces: map[string]acl.Access{"public": acl.Write, "*": acl.Read},
+				Operator: acl.Read}}}, &CreateTokenRequest{}},
+		{"delete_token", DeleteTokenType, DeleteTokenRequest{AccessorID: "7d2f4a6c-1e3b-4c5d-9f8a-0b1c2d3e4f50"}, &DeleteTokenRequest{}},
 	}
 }
 

@@ -3,6 +3,7 @@ package fsm
 import (
 	"strconv"
 
+	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
@@ -33,6 +34,9 @@ const (
 	CASType                MessageType = 14
 	SetClusterIDType       MessageType = 15
 	CheckStateType         MessageType = 16
+	ACLBootstrapType       MessageType = 17
+	CreateTokenType        MessageType = 18
+	DeleteTokenType        MessageType = 19
 )
 
 // Command is one state-machine command: a payload struct of this package that knows its
@@ -118,6 +122,23 @@ type SetClusterIDRequest struct {
 	ID string
 }
 
+// ACLBootstrapRequest bootstraps ACLs with their first, management token (ACLBootstrapType);
+// a second bootstrap is refused with model.ErrConflict. The token holds its secret's
+// hash only: no secret is ever written to the log.
+type ACLBootstrapRequest struct {
+	Token acl.Token
+}
+
+// CreateTokenRequest stores a new token (CreateTokenType), its secret as a hash.
+type CreateTokenRequest struct {
+	Token acl.Token
+}
+
+// DeleteTokenRequest removes a token by accessor id (DeleteTokenType).
+type DeleteTokenRequest struct {
+	AccessorID string
+}
+
 // CheckStateRequest changes nothing: every node records the hash of its state as of
 // this entry (FSM.StateCheck), so that nodes can compare their states at the same index
 // (CheckStateType).
@@ -175,6 +196,9 @@ func (UpdateSettingsRequest) MessageType() MessageType     { return UpdateSettin
 func (CASRequest) MessageType() MessageType                { return CASType }
 func (SetClusterIDRequest) MessageType() MessageType       { return SetClusterIDType }
 func (CheckStateRequest) MessageType() MessageType         { return CheckStateType }
+func (ACLBootstrapRequest) MessageType() MessageType       { return ACLBootstrapType }
+func (CreateTokenRequest) MessageType() MessageType        { return CreateTokenType }
+func (DeleteTokenRequest) MessageType() MessageType        { return DeleteTokenType }
 
 // String names the command type, for logs; the ignore flag shows as a "+ignorable" suffix.
 func (t MessageType) String() string {
@@ -216,6 +240,12 @@ func (t MessageType) String() string {
 		name = "SetClusterID"
 	case CheckStateType:
 		name = "CheckState"
+	case ACLBootstrapType:
+		name = "ACLBootstrap"
+	case CreateTokenType:
+		name = "CreateToken"
+	case DeleteTokenType:
+		name = "DeleteToken"
 	default:
 		name = "MessageType(" + strconv.Itoa(int(t&^IgnoreUnknownFlag)) + ")"
 	}

@@ -70,6 +70,18 @@ func (c SetClusterIDRequest) apply(_ *FSM, tx *store.Txn, _ uint64) error {
 	return tx.SetClusterID(c.ID)
 }
 
+func (c ACLBootstrapRequest) apply(_ *FSM, tx *store.Txn, idx uint64) error {
+	return tx.ACLBootstrap(idx, c.Token)
+}
+
+func (c CreateTokenRequest) apply(_ *FSM, tx *store.Txn, idx uint64) error {
+	return tx.CreateToken(idx, c.Token)
+}
+
+func (c DeleteTokenRequest) apply(_ *FSM, tx *store.Txn, idx uint64) error {
+	return tx.DeleteToken(idx, c.AccessorID)
+}
+
 // apply hashes the state as of this entry: the transaction holds the batch's earlier
 // entries and none of its later ones. The hash is the node's own record, not state.
 func (c CheckStateRequest) apply(f *FSM, tx *store.Txn, idx uint64) error {

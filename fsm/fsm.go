@@ -168,6 +168,9 @@ func New(s *store.Store, logger *slog.Logger) *FSM {
 	register[CASRequest](f)
 	register[SetClusterIDRequest](f)
 	register[CheckStateRequest](f)
+	register[ACLBootstrapRequest](f)
+	register[CreateTokenRequest](f)
+	register[DeleteTokenRequest](f)
 	return f
 }
 

@@ -1,11 +1,13 @@
 package store
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
+	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/model"
 	bolt "go.etcd.io/bbolt"
 )
@@ -24,6 +26,10 @@ type State struct {
 	ClusterID    string
 	AppliedIndex uint64
 	Indexes      map[string]uint64
+	// ACLBootstrapIndex and Tokens are the ACL state (absent before the bootstrap, so
+	// that the hash of a state without ACLs is what it always was).
+	ACLBootstrapIndex uint64      `json:",omitempty"`
+	Tokens            []acl.Token `json:",omitempty"`
 }
 
 // Hash is a SHA-256 of the state's canonical JSON encoding (struct fields in order, map
@@ -64,6 +70,20 @@ func (s *Store) Dump() (State, error) {
 		st.ClusterID = string(r.meta.Get(metaClusterID))
 		if st.AppliedIndex, err = readU64(r.btx.Bucket(bucketMeta).Get(metaApplied)); err != nil {
 			return err
+		}
+		if b := r.btx.Bucket(bucketACL); b != nil {
+			if st.ACLBootstrapIndex, err = readU64(b.Get(aclBootstrapKey)); err != nil {
+				return err
+			}
+			c := b.Cursor()
+			p := []byte(aclTokenPrefix)
+			for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+				var t acl.Token
+				if err := r.s.codec.decode(v, &t); err != nil {
+					return err
+				}
+				st.Tokens = append(st.Tokens, t)
+			}
 		}
 		st.Indexes = make(map[string]uint64)
 		return r.indexes.ForEach(func(k, v []byte) error {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -13,7 +14,7 @@ import (
 // replicated log determines. The meta bucket contributes only its replicated keys
 // (settings, cluster id): the applied index is given explicitly, and the index floor and
 // the schema are a node's own.
-var hashedBuckets = [][]byte{bucketIndexes, bucketNamespaces, bucketServices, bucketClusters, bucketInstances, bucketMembers}
+var hashedBuckets = [][]byte{bucketIndexes, bucketNamespaces, bucketServices, bucketClusters, bucketInstances, bucketMembers, bucketACL}
 
 var hashedMeta = [][]byte{metaSettings, metaClusterID}
 
@@ -40,8 +41,12 @@ func hashState(btx *bolt.Tx, applied uint64) (string, error) {
 		}
 	}
 	for _, name := range hashedBuckets {
-		put(name)
 		b := btx.Bucket(name)
+		if bytes.Equal(name, bucketACL) && (b == nil || emptyBucket(b)) {
+			// Optional: a state without ACLs hashes as it did before they existed.
+			continue
+		}
+		put(name)
 		if b == nil {
 			continue
 		}
@@ -121,4 +126,10 @@ func ClusterIDOfFile(path string) (string, error) {
 		return nil
 	})
 	return id, err
+}
+
+// emptyBucket reports whether b holds no key.
+func emptyBucket(b *bolt.Bucket) bool {
+	k, _ := b.Cursor().First()
+	return k == nil
 }
