@@ -110,6 +110,8 @@ const (
 	HeaderForwardedBy = "X-Roster-Forwarded-By"
 	// HeaderServedBy names the node that served the request.
 	HeaderServedBy = "X-Roster-Served-By"
+	// HeaderToken carries an ACL token's secret (so does "Authorization: Bearer SECRET").
+	HeaderToken = "X-Roster-Token"
 )
 
 // Consistency modes of reads.
@@ -145,6 +147,14 @@ const (
 	// CodeStorage: the leader could not write the change to its Raft log (a full or
 	// failing disk); it was not applied, and the leader steps down. Retry.
 	CodeStorage = "storage_failure"
+	// CodeUnauthenticated: ACLs are on and the request carried no token, or one the
+	// cluster does not know (401).
+	CodeUnauthenticated = "unauthenticated"
+	// CodePermissionDenied: the token lacks the permission the message names (403).
+	CodePermissionDenied = "permission_denied"
+	// CodeACLMismatch: this node and the cluster disagree on whether ACLs are on; the
+	// node serves nothing until it is restarted with the cluster's setting (503).
+	CodeACLMismatch = "acl_mismatch"
 )
 
 // ErrorBody is the body of every error response: {"error":{"code","message","field"}}.
@@ -464,3 +474,35 @@ const (
 	EventServices  = "services"
 	EventNotFound  = "not_found"
 )
+
+// ACLRules are what a token may do: per namespace ("*" for the others), and for
+// operator actions and ACL management, an access level "none", "read" or "write".
+type ACLRules struct {
+	Namespaces map[string]string `json:"namespaces,omitempty"`
+	Operator   string            `json:"operator,omitempty"`
+	ACL        string            `json:"acl,omitempty"`
+}
+
+// ACLTokenRequest is the body of POST /v1/acl/tokens.
+type ACLTokenRequest struct {
+	Description string   `json:"description,omitempty"`
+	Rules       ACLRules `json:"rules"`
+}
+
+// ACLToken is a token as the API shows it. SecretID is set only in the answer that
+// created the token (POST /v1/acl/bootstrap, POST /v1/acl/tokens): the cluster keeps a
+// hash of it, never the secret.
+type ACLToken struct {
+	AccessorID  string   `json:"accessorId"`
+	SecretID    string   `json:"secretId,omitempty"`
+	Description string   `json:"description"`
+	Rules       ACLRules `json:"rules"`
+	Management  bool     `json:"management"`
+	CreateIndex uint64   `json:"createIndex"`
+}
+
+// ACLTokensResponse is the body of GET /v1/acl/tokens.
+type ACLTokensResponse struct {
+	Index  uint64     `json:"index"`
+	Tokens []ACLToken `json:"tokens"`
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
@@ -359,6 +361,13 @@ func (f *fakeReader) Members(ws *store.WatchSet) (uint64, []model.Member, error)
 
 func (f *fakeReader) Settings(*store.WatchSet) (uint64, model.Settings, error) {
 	return 1, model.DefaultSettings(), nil
+}
+
+// The fake holds no tokens (the ACL tests run on real stores).
+func (f *fakeReader) Tokens(*store.WatchSet) (uint64, []acl.Token, error) { return 1, nil, nil }
+
+func (f *fakeReader) Token(_ *store.WatchSet, accessor string) (uint64, acl.Token, error) {
+	return 1, acl.Token{}, fmt.Errorf("token %q: %w", accessor, model.ErrNotFound)
 }
 
 // testRegistry is a Registry over the fakes.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
@@ -17,8 +18,20 @@ func (s *server) listNamespaces(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, api.NamespacesResponse{Index: idx, Namespaces: wireList(list, wireNamespace)})
+	writeJSON(w, http.StatusOK, api.NamespacesResponse{Index: idx, Namespaces: wireList(readable(r, list), wireNamespace)})
 	return nil
+}
+
+// readable keeps the namespaces the request's token may read.
+func readable(r *http.Request, list []model.Namespace) []model.Namespace {
+	a := acl.FromContext(r.Context())
+	out := list[:0:0]
+	for _, ns := range list {
+		if a.CanRead(ns.ID) {
+			out = append(out, ns)
+		}
+	}
+	return out
 }
 
 // getNamespace serves GET /v1/namespaces/{ns}.

@@ -13,6 +13,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fanout"
 	"github.com/rosterhq/roster/healthcheck"
@@ -48,6 +49,8 @@ type Reader interface {
 	ServiceView(ws *store.WatchSet, key model.ServiceKey) (uint64, store.ServiceView, error)
 	Members(ws *store.WatchSet) (uint64, []model.Member, error)
 	Settings(ws *store.WatchSet) (uint64, model.Settings, error)
+	Tokens(ws *store.WatchSet) (uint64, []acl.Token, error)
+	Token(ws *store.WatchSet, accessor string) (uint64, acl.Token, error)
 }
 
 // Consensus is the subset of the Raft node (*raftnode.Node) the API uses.
@@ -136,6 +139,9 @@ type Config struct {
 	// ProbePolicy is this node's probe target policy, shown by
 	// GET /v1/operator/probe-policy (the zero Policy is the default one).
 	ProbePolicy healthcheck.Policy
+	// MetricsRequireToken puts /metrics behind operator: read access while ACLs are on
+	// (roster server --metrics-require-token); otherwise it answers anyone.
+	MetricsRequireToken bool
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -270,6 +276,13 @@ func (s *server) CloseIdleConnections() {
 }
 
 // routes builds the router. Every route appears in docs/openapi.yaml.
+//
+// Access control: the status routes, /metrics (unless Config.MetricsRequireToken) and
+// POST /v1/acl/bootstrap answer anyone; every other route first resolves the request's
+// token (httpx.Authenticate: 401 without a valid one while ACLs are on) and then
+// checks the permission the route needs (httpx.Require: 403) — before a follower
+// forwards anything, and again on the node that serves it. The registry checks the
+// permission of every write and read once more.
 func (s *server) routes() *chi.Mux {
 	r := chi.NewRouter()
 	// A malformed query string is refused here, before a route reads it or a follower
@@ -278,57 +291,96 @@ func (s *server) routes() *chi.Mux {
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(httpx.MethodNotAllowed(r, s.writeError))
 
-	r.Method(http.MethodGet, "/metrics", httpx.Handler(s.cfg.Metrics))
+	authenticate := httpx.Authenticate(s.reg, nil, s.writeError)
+	need := func(p acl.Permission) func(http.Handler) http.Handler {
+		return httpx.Require(s.reg, httpx.Fixed(p), s.writeError)
+	}
+	nsNeed := func(a acl.Access) func(http.Handler) http.Handler {
+		return httpx.Require(s.reg, func(r *http.Request) acl.Permission {
+			return acl.NamespacePermission(chi.URLParam(r, "ns"), a)
+		}, s.writeError)
+	}
+
+	if s.cfg.MetricsRequireToken {
+		r.With(authenticate, need(acl.OperatorRead)).Method(http.MethodGet, "/metrics", httpx.Handler(s.cfg.Metrics))
+	} else {
+		r.Method(http.MethodGet, "/metrics", httpx.Handler(s.cfg.Metrics))
+	}
 	r.Get("/v1/status/leader", s.handle(s.getLeader))
 	r.Get("/v1/status/ready", s.handle(s.getReady))
 	r.Get("/v1/status/state-check", s.handle(s.getStateCheck))
-	r.Get("/v1/operator/probe-policy", s.handle(s.getProbePolicy))
+	r.With(httpx.BufferBodyWithin(s.cfg.MaxBodyBytes, s.cfg.BodyTimeout, httpx.JSONBodies, s.writeError),
+		s.fwd.LeaderOnly(s.writeError)).Post("/v1/acl/bootstrap", s.handle(s.bootstrapACL))
 
 	const (
 		ns       = "/v1/namespaces/{ns}"
 		service  = ns + "/groups/{group}/services/{service}"
 		cluster  = service + "/clusters/{cluster}"
 		instance = service + "/instances/{addr}"
+		token    = "/v1/acl/tokens/{accessor}"
 	)
 
-	// Reads: ?consistency, ?index, ?wait; forwarded to the leader unless stale.
 	r.Group(func(r chi.Router) {
-		r.Use(s.readRoute)
-		r.Get("/v1/namespaces", s.handle(s.listNamespaces))
-		r.Get(ns, s.handle(s.getNamespace))
-		r.Get(ns+"/services", s.handle(s.listServices))
-		r.Get(service, s.handle(s.getService))
-		r.Get(service+"/clusters", s.handle(s.listClusters))
-		r.Get(cluster, s.handle(s.getCluster))
-		r.Get(service+"/instances", s.handle(s.listInstances))
-		r.Get(instance, s.handle(s.getInstance))
-		r.Get("/v1/cluster/members", s.handle(s.listMembers))
-		r.Get("/v1/operator/settings", s.handle(s.getSettings))
+		r.Use(authenticate)
+		r.With(need(acl.OperatorRead)).Get("/v1/operator/probe-policy", s.handle(s.getProbePolicy))
+		r.With(need(registry.Authenticated)).Get("/v1/acl/token/self", s.handle(s.getTokenSelf))
+
+		// Reads: ?consistency, ?index, ?wait; forwarded to the leader unless stale. The
+		// permission is checked before anything is forwarded.
+		read := func(perm func(http.Handler) http.Handler) chi.Router { return r.With(perm, s.readRoute) }
+		read(need(registry.Authenticated)).Get("/v1/namespaces", s.handle(s.listNamespaces))
+		r.Group(func(r chi.Router) {
+			r.Use(nsNeed(acl.Read), s.readRoute)
+			r.Get(ns, s.handle(s.getNamespace))
+			r.Get(ns+"/services", s.handle(s.listServices))
+			r.Get(service, s.handle(s.getService))
+			r.Get(service+"/clusters", s.handle(s.listClusters))
+			r.Get(cluster, s.handle(s.getCluster))
+			r.Get(service+"/instances", s.handle(s.listInstances))
+			r.Get(instance, s.handle(s.getInstance))
+		})
+		read(need(acl.OperatorRead)).Get("/v1/cluster/members", s.handle(s.listMembers))
+		read(need(acl.OperatorRead)).Get("/v1/operator/settings", s.handle(s.getSettings))
+		read(need(acl.ACLRead)).Get("/v1/acl/tokens", s.handle(s.listTokens))
+		read(need(acl.ACLRead)).Get(token, s.handle(s.getToken))
+
+		// Writes: bounded JSON bodies, served by the leader; the permission is checked
+		// before the body is read.
+		write := func(perm func(http.Handler) http.Handler) chi.Router {
+			return r.With(perm, httpx.BufferBodyWithin(s.cfg.MaxBodyBytes, s.cfg.BodyTimeout, httpx.JSONBodies, s.writeError), s.fwd.LeaderOnly(s.writeError))
+		}
+		write(need(acl.OperatorWrite)).Put(ns, s.handle(s.putNamespace))
+		write(need(acl.OperatorWrite)).Delete(ns, s.handle(s.deleteNamespace))
+		r.Group(func(r chi.Router) {
+			r.Use(nsNeed(acl.Write), httpx.BufferBodyWithin(s.cfg.MaxBodyBytes, s.cfg.BodyTimeout, httpx.JSONBodies, s.writeError), s.fwd.LeaderOnly(s.writeError))
+			r.Put(service, s.handle(s.putService))
+			r.Delete(service, s.handle(s.deleteService))
+			r.Put(cluster, s.handle(s.putCluster))
+			r.Put(instance, s.handle(s.putInstance))
+			r.Patch(instance, s.handle(s.patchInstance))
+			r.Delete(instance, s.handle(s.deleteInstance))
+			r.Put(instance+"/health", s.handle(s.putHealth))
+		})
+		r.Group(func(r chi.Router) {
+			r.Use(need(acl.OperatorWrite), httpx.BufferBodyWithin(s.cfg.MaxBodyBytes, s.cfg.BodyTimeout, httpx.JSONBodies, s.writeError), s.fwd.LeaderOnly(s.writeError))
+			r.Post("/v1/cluster/join", s.handle(s.join))
+			r.Delete("/v1/cluster/members/{id}", s.handle(s.removeMember))
+			r.Post("/v1/cluster/leadership-transfer", s.handle(s.transferLeadership))
+			r.Put("/v1/operator/settings", s.handle(s.putSettings))
+		})
+		write(need(acl.ACLWrite)).Post("/v1/acl/tokens", s.handle(s.createToken))
+		write(need(acl.ACLWrite)).Delete(token, s.handle(s.deleteToken))
+
+		// Probe results live in the leader's memory: always served by the leader.
+		r.With(nsNeed(acl.Read), s.fwd.LeaderOnly(s.writeError)).Get(service+"/health", s.handle(s.getHealth))
+
+		// Backup archives: streamed bodies outside the write group's limits (snapshot.go).
+		// An archive holds every token's hash, so saving one needs operator write too.
+		r.Group(func(r chi.Router) {
+			r.Use(need(acl.OperatorWrite))
+			s.snapshotRoutes(r)
+		})
 	})
-
-	// Writes: bounded JSON bodies, served by the leader.
-	r.Group(func(r chi.Router) {
-		r.Use(httpx.BufferBodyWithin(s.cfg.MaxBodyBytes, s.cfg.BodyTimeout, httpx.JSONBodies, s.writeError), s.fwd.LeaderOnly(s.writeError))
-		r.Put(ns, s.handle(s.putNamespace))
-		r.Delete(ns, s.handle(s.deleteNamespace))
-		r.Put(service, s.handle(s.putService))
-		r.Delete(service, s.handle(s.deleteService))
-		r.Put(cluster, s.handle(s.putCluster))
-		r.Put(instance, s.handle(s.putInstance))
-		r.Patch(instance, s.handle(s.patchInstance))
-		r.Delete(instance, s.handle(s.deleteInstance))
-		r.Put(instance+"/health", s.handle(s.putHealth))
-		r.Post("/v1/cluster/join", s.handle(s.join))
-		r.Delete("/v1/cluster/members/{id}", s.handle(s.removeMember))
-		r.Post("/v1/cluster/leadership-transfer", s.handle(s.transferLeadership))
-		r.Put("/v1/operator/settings", s.handle(s.putSettings))
-	})
-
-	// Probe results live in the leader's memory: always served by the leader.
-	r.With(s.fwd.LeaderOnly(s.writeError)).Get(service+"/health", s.handle(s.getHealth))
-
-	// Backup archives: streamed bodies outside the write group's limits (snapshot.go).
-	s.snapshotRoutes(r)
 	return r
 }
 

@@ -26,6 +26,9 @@ func (s *server) getLeader(w http.ResponseWriter, r *http.Request) error {
 func (s *server) getReady(w http.ResponseWriter, _ *http.Request) error {
 	httpx.SetLeaderHeaders(w, s.node, api.ConsistencyStale)
 	ok, rd := s.node.Ready()
+	if err := s.reg.ACLGate(); err != nil && rd.Reason == "" {
+		ok, rd.Reason = false, err.Error()
+	}
 	rd.Ready = ok
 	status := http.StatusOK
 	if !ok {

@@ -192,7 +192,7 @@ func (sr *streamer) sweep() {
 // flush writes what is pending in one write; a failed or timed-out write closes the
 // stream.
 func (d *detached) flush() {
-	if d.sub.Ended() {
+	if d.sub.Ended() || !d.es.isAllowed() {
 		d.close()
 		return
 	}

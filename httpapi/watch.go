@@ -168,6 +168,7 @@ func (s *server) serveStream(w http.ResponseWriter, r *http.Request, spec stream
 	h.Set("X-Accel-Buffering", "no")
 	httpx.SetLeaderHeaders(w, s.node, api.ConsistencyStale)
 	st := newEventStream(spec, s.streams)
+	st.allowed = s.stillAllowed(r)
 	var initial, sig []byte
 	for i, u := range sub.Next() {
 		if i == 0 {
@@ -248,7 +249,7 @@ func (s *server) streamInline(w http.ResponseWriter, r *http.Request, sub *fanou
 		case <-ctx.Done():
 			return nil
 		case <-wake:
-			if sub.Ended() {
+			if sub.Ended() || !st.isAllowed() {
 				return nil
 			}
 			for _, u := range sub.Next() {
@@ -260,7 +261,7 @@ func (s *server) streamInline(w http.ResponseWriter, r *http.Request, sub *fanou
 				}
 			}
 		case <-keepAlive.C:
-			if !write([]byte(keepAliveComment)) {
+			if !st.isAllowed() || !write([]byte(keepAliveComment)) {
 				return nil
 			}
 		}
@@ -270,11 +271,29 @@ func (s *server) streamInline(w http.ResponseWriter, r *http.Request, sub *fanou
 // eventStream turns one stream's updates into events.
 type eventStream struct {
 	spec     streamSpec
+	allowed  func() bool // nil: ACLs off
 	m        *streamMetrics
 	sigKey   string // the memo keys of the stream's filter in an Update
 	frameKey string
 	lastSig  []byte
 }
+
+// stillAllowed returns, with ACLs on, a check that the token r presented still exists
+// and still grants the permission its route needed; a stream runs it before every
+// write, so a deleted token's streams end at their next event or keep-alive.
+func (s *server) stillAllowed(r *http.Request) func() bool {
+	if !s.reg.ACLEnabled() {
+		return nil
+	}
+	secret, p := httpx.TokenOf(r), httpx.PermissionOf(r)
+	return func() bool {
+		a, err := s.reg.Authenticate(secret)
+		return err == nil && (p == registry.Authenticated || a.Allows(p))
+	}
+}
+
+// isAllowed reports whether the stream may still write.
+func (st *eventStream) isAllowed() bool { return st.allowed == nil || st.allowed() }
 
 func newEventStream(spec streamSpec, m *streamMetrics) eventStream {
 	return eventStream{spec: spec, m: m, sigKey: spec.key + "\x00sig", frameKey: spec.key + "\x00event"}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/raftnode"
@@ -85,6 +86,12 @@ func Classify(err error) (status int, code, field string) {
 		return http.StatusConflict, api.CodeCASMismatch, ""
 	case errors.Is(err, model.ErrConflict), errors.Is(err, raftnode.ErrClusterMismatch):
 		return http.StatusConflict, api.CodeConflict, ""
+	case errors.Is(err, acl.ErrUnauthenticated), errors.Is(err, acl.ErrNotBootstrapped):
+		return http.StatusUnauthorized, api.CodeUnauthenticated, ""
+	case errors.Is(err, acl.ErrPermissionDenied):
+		return http.StatusForbidden, api.CodePermissionDenied, ""
+	case errors.Is(err, acl.ErrMismatch):
+		return http.StatusServiceUnavailable, api.CodeACLMismatch, ""
 	case errors.Is(err, raftnode.ErrStorage):
 		return http.StatusServiceUnavailable, api.CodeStorage, ""
 	case errors.Is(err, ErrNoLeader), errors.Is(err, raftnode.ErrNoLeader):

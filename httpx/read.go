@@ -109,7 +109,9 @@ func Read(w http.ResponseWriter, r *http.Request, reg *registry.Registry, n Lead
 	fn func(ws *store.WatchSet) (uint64, error)) (uint64, error) {
 	o := ReadOptionsOf(r, def)
 	SetLeaderHeaders(w, n, o.Mode)
-	idx, err := reg.Read(r.Context(), o.Registry(), fn)
+	ro := o.Registry()
+	ro.Permission = PermissionOf(r)
+	idx, err := reg.Read(r.Context(), ro, fn)
 	if err != nil {
 		if errors.Is(err, registry.ErrTooManyWatchers) {
 			w.Header().Set("Retry-After", strconv.Itoa(registry.WatchRetryAfter))

@@ -163,7 +163,9 @@ func (n *Node) recordClusterID() {
 // carries this cluster's id and its current member table instead of whatever the
 // archive held: a restore never changes a cluster's membership, and no node ever dials
 // an address it read from an archive (another cluster's, perhaps, which would then take
-// this cluster's announcements for its own). Leader only, like the restore.
+// this cluster's announcements for its own). An archive without ACLs restored into a
+// cluster that has them keeps this cluster's tokens (store.Txn.KeepACL). Leader only,
+// like the restore.
 func (n *Node) AdoptIdentity(path string) error {
 	if n.raft.State() != raft.Leader {
 		return n.notLeaderErr(nil)
@@ -172,11 +174,24 @@ func (n *Node) AdoptIdentity(path string) error {
 	if err != nil {
 		return err
 	}
+	acls, err := n.sm.Store().ExportACL()
+	if err != nil {
+		return err
+	}
 	st, err := store.Open(path, store.Options{Logger: n.log})
 	if err != nil {
 		return err
 	}
-	err = st.Update(func(tx *store.Txn) error { return tx.AdoptIdentity(n.ClusterID(), members) })
+	err = st.Update(func(tx *store.Txn) error {
+		if err := tx.AdoptIdentity(n.ClusterID(), members); err != nil {
+			return err
+		}
+		kept, err := tx.KeepACL(acls)
+		if kept {
+			n.log.Warn("the archive has no ACL tokens: the restore keeps this cluster's")
+		}
+		return err
+	})
 	if cerr := st.Close(); err == nil {
 		err = cerr
 	}

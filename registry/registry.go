@@ -19,6 +19,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
@@ -60,6 +61,11 @@ type Config struct {
 	// Watchers bounds the blocking queries (and, through HoldWatcher, the streams) the
 	// node holds at once; nil: no bound.
 	Watchers *Watchers
+	// ACLEnabled turns access control on for this node (roster server --acl-enabled);
+	// Tokens, required with it, reads the replicated tokens. A node without ACLs still
+	// reads Tokens, when set, to refuse serving a cluster that has them.
+	ACLEnabled bool
+	Tokens     TokenSource
 }
 
 // ErrStateMismatch refuses reads on a node whose state differs from its peers'.
@@ -72,6 +78,8 @@ type Registry struct {
 	timeout  time.Duration
 	alarm    func() error
 	watchers *Watchers
+	aclOn    bool
+	tokens   TokenSource
 }
 
 // New returns a Registry.
@@ -79,13 +87,17 @@ func New(cfg Config) (*Registry, error) {
 	if cfg.Settings == nil || cfg.Raft == nil {
 		return nil, errors.New("registry: Config.Settings and Config.Raft are required")
 	}
+	if cfg.ACLEnabled && cfg.Tokens == nil {
+		return nil, errors.New("registry: Config.Tokens is required with ACLEnabled")
+	}
 	if cfg.RequestTimeout < 0 {
 		return nil, errors.New("registry: RequestTimeout must not be negative")
 	}
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
-	return &Registry{settings: cfg.Settings, raft: cfg.Raft, timeout: cfg.RequestTimeout, alarm: cfg.StateAlarm, watchers: cfg.Watchers}, nil
+	return &Registry{settings: cfg.Settings, raft: cfg.Raft, timeout: cfg.RequestTimeout, alarm: cfg.StateAlarm,
+		watchers: cfg.Watchers, aclOn: cfg.ACLEnabled, tokens: cfg.Tokens}, nil
 }
 
 // IsLeader reports whether this node is the leader: writes and reads that are not stale
@@ -122,8 +134,12 @@ const (
 	Stale        Consistency = "stale"
 )
 
-// ReadOptions are a read's consistency and blocking parameters.
+// ReadOptions are a read's permission, consistency and blocking parameters.
 type ReadOptions struct {
+	// Permission is what the read needs (checked with Authorize before anything is
+	// read): a namespace's read access, operator or ACL read access, or Authenticated
+	// for a list the caller filters. With ACLs on, a read that names none is refused.
+	Permission acl.Permission
 	Consistency Consistency // empty: Linearizable
 	// Blocking makes the read a blocking query: it returns once the index read is
 	// above MinIndex, or when Wait (plus jitter up to Wait/16) has passed.
@@ -139,6 +155,14 @@ type ReadOptions struct {
 // plain read) and returns the index of the data it read; the last run's data is what
 // the caller answers with.
 func (r *Registry) Read(ctx context.Context, o ReadOptions, fn func(ws *store.WatchSet) (uint64, error)) (uint64, error) {
+	if o.Permission == (acl.Permission{}) && r.aclOn {
+		return 0, fmt.Errorf("%w: the read names no permission", acl.ErrPermissionDenied)
+	}
+	if o.Permission != (acl.Permission{}) {
+		if err := r.Authorize(ctx, o.Permission); err != nil {
+			return 0, err
+		}
+	}
 	if err := r.CheckConsistency(ctx, o.Consistency); err != nil {
 		return 0, err
 	}

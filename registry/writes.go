@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 
+	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
 )
@@ -66,6 +67,9 @@ func (r *Registry) submit(ctx context.Context, cmd fsm.Command) (uint64, error) 
 // RegisterInstance registers in, or replaces its cluster, weight, enabled flag and
 // metadata (health counts only at the first registration).
 func (r *Registry) RegisterInstance(ctx context.Context, in model.Instance, cond Condition) (uint64, error) {
+	if err := r.Authorize(ctx, acl.NamespacePermission(in.Namespace, acl.Write)); err != nil {
+		return 0, err
+	}
 	if err := r.Limits().AdmitInstance(in); err != nil {
 		return 0, err
 	}
@@ -74,6 +78,9 @@ func (r *Registry) RegisterInstance(ctx context.Context, in model.Instance, cond
 
 // UpdateInstance changes the patch's fields of an existing instance.
 func (r *Registry) UpdateInstance(ctx context.Context, ref model.InstanceRef, p model.InstancePatch, cond Condition) (uint64, error) {
+	if err := r.Authorize(ctx, acl.NamespacePermission(ref.Namespace, acl.Write)); err != nil {
+		return 0, err
+	}
 	if err := model.ValidateInstanceRef(ref); err != nil {
 		return 0, err
 	}
@@ -85,6 +92,9 @@ func (r *Registry) UpdateInstance(ctx context.Context, ref model.InstanceRef, p 
 
 // DeregisterInstance removes an instance (model.ErrNotFound if there is none).
 func (r *Registry) DeregisterInstance(ctx context.Context, ref model.InstanceRef, cond Condition) (uint64, error) {
+	if err := r.Authorize(ctx, acl.NamespacePermission(ref.Namespace, acl.Write)); err != nil {
+		return 0, err
+	}
 	if err := model.ValidateInstanceRef(ref); err != nil {
 		return 0, err
 	}
@@ -94,6 +104,9 @@ func (r *Registry) DeregisterInstance(ctx context.Context, ref model.InstanceRef
 // SetInstanceHealth sets an instance's health by hand; refused with model.ErrConflict
 // when its cluster is probed.
 func (r *Registry) SetInstanceHealth(ctx context.Context, ref model.InstanceRef, healthy bool) (uint64, error) {
+	if err := r.Authorize(ctx, acl.NamespacePermission(ref.Namespace, acl.Write)); err != nil {
+		return 0, err
+	}
 	if err := model.ValidateInstanceRef(ref); err != nil {
 		return 0, err
 	}
@@ -103,6 +116,9 @@ func (r *Registry) SetInstanceHealth(ctx context.Context, ref model.InstanceRef,
 // UpsertService creates a service or replaces its definition (protect threshold,
 // metadata); its clusters and instances are kept.
 func (r *Registry) UpsertService(ctx context.Context, svc model.Service, cond Condition) (uint64, error) {
+	if err := r.Authorize(ctx, acl.NamespacePermission(svc.Namespace, acl.Write)); err != nil {
+		return 0, err
+	}
 	if err := r.Limits().AdmitService(svc); err != nil {
 		return 0, err
 	}
@@ -111,6 +127,9 @@ func (r *Registry) UpsertService(ctx context.Context, svc model.Service, cond Co
 
 // DeleteService removes a service that has no instances.
 func (r *Registry) DeleteService(ctx context.Context, key model.ServiceKey, cond Condition) (uint64, error) {
+	if err := r.Authorize(ctx, acl.NamespacePermission(key.Namespace, acl.Write)); err != nil {
+		return 0, err
+	}
 	if err := model.ValidateServiceKey(key); err != nil {
 		return 0, err
 	}
@@ -119,6 +138,9 @@ func (r *Registry) DeleteService(ctx context.Context, key model.ServiceKey, cond
 
 // UpsertCluster creates a cluster or replaces its health-check spec and metadata.
 func (r *Registry) UpsertCluster(ctx context.Context, c model.Cluster, cond Condition) (uint64, error) {
+	if err := r.Authorize(ctx, acl.NamespacePermission(c.Namespace, acl.Write)); err != nil {
+		return 0, err
+	}
 	if err := r.Limits().AdmitCluster(c); err != nil {
 		return 0, err
 	}
@@ -127,6 +149,9 @@ func (r *Registry) UpsertCluster(ctx context.Context, c model.Cluster, cond Cond
 
 // UpsertNamespace creates a namespace or replaces its name and description.
 func (r *Registry) UpsertNamespace(ctx context.Context, ns model.Namespace) (uint64, error) {
+	if err := r.Authorize(ctx, acl.OperatorWrite); err != nil {
+		return 0, err
+	}
 	if err := model.AdmitNamespaceRecord(ns); err != nil {
 		return 0, err
 	}
@@ -135,6 +160,9 @@ func (r *Registry) UpsertNamespace(ctx context.Context, ns model.Namespace) (uin
 
 // DeleteNamespace removes a namespace that has no services.
 func (r *Registry) DeleteNamespace(ctx context.Context, id string) (uint64, error) {
+	if err := r.Authorize(ctx, acl.OperatorWrite); err != nil {
+		return 0, err
+	}
 	if err := model.ValidateNamespace(id); err != nil {
 		return 0, err
 	}
@@ -143,6 +171,9 @@ func (r *Registry) DeleteNamespace(ctx context.Context, id string) (uint64, erro
 
 // UpdateSettings replaces the cluster-wide settings.
 func (r *Registry) UpdateSettings(ctx context.Context, s model.Settings) (uint64, error) {
+	if err := r.Authorize(ctx, acl.OperatorWrite); err != nil {
+		return 0, err
+	}
 	if err := model.ValidateSettings(s); err != nil {
 		return 0, err
 	}

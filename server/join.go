@@ -10,10 +10,11 @@ import (
 )
 
 // joiner sends raftnode's join requests with the API client (POST /v1/cluster/join at
-// the target member, which hands them to the leader) over hc.
-func joiner(hc *http.Client) raftnode.Joiner {
+// the target member, which hands them to the leader) over hc, with token when set (a
+// cluster with ACLs needs one with operator: write).
+func joiner(hc *http.Client, token string) raftnode.Joiner {
 	return func(ctx context.Context, target string, req raftnode.JoinRequest) error {
-		_, err := client.New(target, client.WithHTTPClient(hc)).Join(ctx, api.JoinRequest{
+		_, err := client.New(target, client.WithHTTPClient(hc), client.WithToken(token)).Join(ctx, api.JoinRequest{
 			ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, NonVoter: req.NonVoter,
 			ClusterID: req.ClusterID, Announce: req.Announce,
 		})

@@ -20,6 +20,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/rosterhq/roster/acl"
+	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/dnsapi"
 	"github.com/rosterhq/roster/fanout"
 	"github.com/rosterhq/roster/fsm"
@@ -88,6 +90,16 @@ type Config struct {
 	// TrustedOrigins are the origins (scheme://host[:port]) whose pages a browser may send
 	// state-changing requests from; other cross-origin writes are refused with 403.
 	TrustedOrigins []string
+	// ACLEnabled turns access control on (roster server --acl-enabled): every request
+	// but the status routes, /metrics and the bootstrap needs a token. Every node of a
+	// cluster must agree; a node without it refuses to serve a cluster whose ACLs are
+	// bootstrapped.
+	ACLEnabled bool
+	// MetricsRequireToken puts /metrics behind operator: read while ACLs are on.
+	MetricsRequireToken bool
+	// JoinToken is the token (operator: write) this node presents when it asks to join a
+	// cluster with ACLs, or announces its addresses to the leader.
+	JoinToken string
 	// GRPCAddr is the address of the Nacos 2.x gRPC API (nacos.GRPCAddrFor gives the
 	// address clients expect: the HTTP port + 1000); "" serves no gRPC.
 	GRPCAddr string
@@ -248,7 +260,7 @@ func New(cfg Config) (_ *Server, err error) {
 		HTTPAdvertise:      httpAdv,
 		Peers:              cfg.Peers,
 		Join:               cfg.Join,
-		Joiner:             joiner(s.joinHTTP),
+		Joiner:             joiner(s.joinHTTP, cfg.JoinToken),
 		HeartbeatTimeout:   cfg.Raft.HeartbeatTimeout,
 		ElectionTimeout:    cfg.Raft.ElectionTimeout,
 		LeaderLeaseTimeout: cfg.Raft.LeaderLeaseTimeout,
@@ -285,7 +297,8 @@ func New(cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.registry, err = registry.New(registry.Config{Settings: s.store, Raft: s.node, StateAlarm: s.fsm.Alarm, Watchers: watchers})
+	s.registry, err = registry.New(registry.Config{Settings: s.store, Raft: s.node, StateAlarm: s.fsm.Alarm, Watchers: watchers,
+		ACLEnabled: cfg.ACLEnabled, Tokens: s.store})
 	if err != nil {
 		return nil, err
 	}
@@ -339,7 +352,7 @@ func New(cfg Config) (_ *Server, err error) {
 		}
 	}
 	if cfg.Pprof {
-		handler = withPprof(handler)
+		handler = withPprof(handler, s.registry)
 	}
 	s.http = &http.Server{
 		Handler:           handler,
@@ -520,16 +533,27 @@ func resetDir(dir string) error {
 }
 
 // withPprof serves net/http/pprof's handlers under /debug/pprof/ and everything else
-// through next.
-func withPprof(next http.Handler) http.Handler {
+// through next. With ACLs on, profiles need operator: write (they show the process's
+// memory and command line).
+func withPprof(next http.Handler, reg *registry.Registry) http.Handler {
+	prof := http.NewServeMux()
+	prof.HandleFunc("/debug/pprof/", pprof.Index)
+	prof.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	prof.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	prof.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	prof.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	guarded := httpx.Authenticate(reg, nil, writeAPIError)(
+		httpx.Require(reg, httpx.Fixed(acl.OperatorWrite), writeAPIError)(prof))
 	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/debug/pprof/", guarded)
 	mux.Handle("/", next)
 	return mux
+}
+
+// writeAPIError answers err as the native API does, for handlers outside it.
+func writeAPIError(w http.ResponseWriter, _ *http.Request, err error) {
+	status, code, field := httpx.Classify(err)
+	httpx.WriteJSON(w, status, api.ErrorBody{Error: api.Error{Code: code, Message: httpx.Message(err), Field: field}})
 }
 
 // seedSettings runs on every leadership term: when the cluster's settings were never set
@@ -589,8 +613,9 @@ func (s *Server) newAPI(cfg Config) (http.Handler, error) {
 		StateChecks: s.fsm,
 		Watch:       s.hub,
 
-		ProbePolicy:    cfg.Health.Policy,
-		TrustedOrigins: cfg.TrustedOrigins,
+		ProbePolicy:         cfg.Health.Policy,
+		TrustedOrigins:      cfg.TrustedOrigins,
+		MetricsRequireToken: cfg.MetricsRequireToken,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("http api: %w", err)

@@ -64,6 +64,11 @@ func WithGRPC() Option {
 	return func(c *server.Config) { c.GRPCAddr = "127.0.0.1:0" }
 }
 
+// WithACL starts every node with ACLs enabled (--acl-enabled); the test bootstraps them.
+func WithACL() Option {
+	return func(c *server.Config) { c.ACLEnabled = true }
+}
+
 // LoopbackPolicy is the probe policy of every test node unless an Option sets another:
 // probes may only connect to 127.0.0.0/8 and ::1.
 func LoopbackPolicy() healthcheck.Policy {
@@ -181,6 +186,15 @@ func (c *Cluster) Start(i int) {
 	if err := nd.Server.Start(); err != nil {
 		c.t.Fatalf("start %s: %v", nd.ID, err)
 	}
+}
+
+// Configure changes node i's configuration for its next Start (the node must be stopped).
+func (c *Cluster) Configure(i int, fn func(*server.Config)) {
+	c.t.Helper()
+	if c.Nodes[i].Server != nil {
+		c.t.Fatalf("configure %s: the node is running", c.Nodes[i].ID)
+	}
+	fn(&c.Nodes[i].cfg)
 }
 
 // Stop stops node i; its data stays for a later Start.

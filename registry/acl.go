@@ -1,0 +1,168 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/rosterhq/roster/acl"
+	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/store"
+)
+
+// Access control. Every surface finds the token in its own wire format and hands it to
+// Authenticate, which resolves it against the replicated tokens of this node's state
+// and returns the request's Authorizer; the surface puts it in the request's context.
+// From there every permission is checked here: writes of registry data by the write
+// methods, reads by Read (ReadOptions.Permission), everything else — operator actions,
+// ACL management — by Authorize, which the surfaces call before acting.
+
+// TokenSource reads the replicated ACL state (*store.Store implements it).
+type TokenSource interface {
+	ACLState() (store.ACLState, error)
+	TokenBySecretHash(hash string) (acl.Token, bool, error)
+}
+
+// ACLEnabled reports whether this node enforces ACLs (roster server --acl-enabled).
+func (r *Registry) ACLEnabled() bool { return r.aclOn }
+
+// Authenticated is the permission of reads that show each caller only what its token
+// may see (lists across namespaces): any valid token passes; the caller filters.
+var Authenticated = acl.Permission{Resource: "authenticated"}
+
+// Authenticate resolves the secret a request presented ("" when none) into what it
+// may do. With ACLs off every request may do everything, unless the cluster has
+// ACLs bootstrapped: then this node disagrees with the cluster and serves nothing
+// (acl.ErrMismatch). With ACLs on, a missing or unknown secret is acl.ErrUnauthenticated,
+// and before the bootstrap every request is acl.ErrNotBootstrapped.
+func (r *Registry) Authenticate(secret string) (*acl.Authorizer, error) {
+	if err := r.ACLGate(); err != nil {
+		return nil, err
+	}
+	if !r.aclOn {
+		return acl.AllowAll(), nil
+	}
+	st, err := r.tokens.ACLState()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Bootstrapped() {
+		return nil, fmt.Errorf("%w: create the first token with POST /v1/acl/bootstrap (roster acl bootstrap)", acl.ErrNotBootstrapped)
+	}
+	if secret == "" {
+		return nil, fmt.Errorf("%w: this request needs a token (X-Roster-Token: SECRET or Authorization: Bearer SECRET)", acl.ErrUnauthenticated)
+	}
+	t, ok, err := r.tokens.TokenBySecretHash(acl.HashSecret(secret))
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: the token is not known to the cluster (deleted, or never created)", acl.ErrUnauthenticated)
+	}
+	return acl.ForToken(t), nil
+}
+
+// ACLGate returns acl.ErrMismatch when this node runs without ACLs while the cluster
+// has them bootstrapped: such a node must serve nothing, or it would let anyone do
+// anything on a cluster whose operators turned access control on.
+func (r *Registry) ACLGate() error {
+	if r.aclOn || r.tokens == nil {
+		return nil
+	}
+	st, err := r.tokens.ACLState()
+	if err != nil {
+		return err
+	}
+	if st.Bootstrapped() {
+		return fmt.Errorf("%w: the cluster has ACLs enabled (bootstrapped at index %d) but this node was started without --acl-enabled; restart it with --acl-enabled",
+			acl.ErrMismatch, st.BootstrapIndex)
+	}
+	return nil
+}
+
+// Authorize returns nil when the request whose context is ctx has permission p, a
+// *acl.DeniedError when its token lacks it, and acl.ErrUnauthenticated when ctx carries
+// no Authorizer while ACLs are on. With ACLs off a context without an Authorizer (an
+// internal caller) may do everything.
+func (r *Registry) Authorize(ctx context.Context, p acl.Permission) error {
+	a := acl.FromContext(ctx)
+	if a == nil {
+		if !r.aclOn {
+			return nil
+		}
+		return fmt.Errorf("%w: no token was checked for this request", acl.ErrUnauthenticated)
+	}
+	if p == Authenticated {
+		return nil
+	}
+	return a.Check(p)
+}
+
+// Bootstrap creates the first, management token, once per cluster: a second call is
+// refused with model.ErrConflict, and a node without --acl-enabled refuses it as
+// invalid. It returns the token and its secret, which exists nowhere else.
+func (r *Registry) Bootstrap(ctx context.Context) (acl.Token, string, uint64, error) {
+	if !r.aclOn {
+		return acl.Token{}, "", 0, model.Invalid("acl", "ACLs are not enabled on this server: start every node with --acl-enabled first")
+	}
+	t, secret, err := newToken("bootstrap management token", acl.Rules{}, true)
+	if err != nil {
+		return acl.Token{}, "", 0, err
+	}
+	idx, err := r.submit(ctx, fsm.ACLBootstrapRequest{Token: t})
+	if err != nil {
+		return acl.Token{}, "", 0, err
+	}
+	t.CreateIndex = idx
+	return t, secret, idx, nil
+}
+
+// CreateToken creates a token with rules (acl: write). It returns the token and its
+// secret, which exists nowhere else.
+func (r *Registry) CreateToken(ctx context.Context, description string, rules acl.Rules) (acl.Token, string, uint64, error) {
+	if err := r.Authorize(ctx, acl.ACLWrite); err != nil {
+		return acl.Token{}, "", 0, err
+	}
+	if err := acl.ValidateDescription(description); err != nil {
+		return acl.Token{}, "", 0, err
+	}
+	if err := rules.Validate(); err != nil {
+		return acl.Token{}, "", 0, err
+	}
+	t, secret, err := newToken(description, rules, false)
+	if err != nil {
+		return acl.Token{}, "", 0, err
+	}
+	idx, err := r.submit(ctx, fsm.CreateTokenRequest{Token: t})
+	if err != nil {
+		return acl.Token{}, "", 0, err
+	}
+	t.CreateIndex = idx
+	return t, secret, idx, nil
+}
+
+// DeleteToken deletes a token by accessor id (acl: write); model.ErrNotFound when there
+// is none. Every node refuses it from the moment it applies the deletion.
+func (r *Registry) DeleteToken(ctx context.Context, accessor string) (uint64, error) {
+	if err := r.Authorize(ctx, acl.ACLWrite); err != nil {
+		return 0, err
+	}
+	if !acl.IsID(accessor) {
+		return 0, model.Invalid("accessorId", "must be a UUID")
+	}
+	return r.submit(ctx, fsm.DeleteTokenRequest{AccessorID: accessor})
+}
+
+// newToken makes a token with fresh random ids; the record keeps the secret's hash.
+func newToken(description string, rules acl.Rules, management bool) (acl.Token, string, error) {
+	accessor, err := acl.NewID()
+	if err != nil {
+		return acl.Token{}, "", err
+	}
+	secret, err := acl.NewID()
+	if err != nil {
+		return acl.Token{}, "", err
+	}
+	return acl.Token{AccessorID: accessor, SecretHash: acl.HashSecret(secret), Description: description,
+		Rules: rules, Management: management}, secret, nil
+}
