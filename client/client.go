@@ -33,6 +33,7 @@ type Client struct {
 	baseErr error
 	hc      *http.Client
 	timeout time.Duration
+	token   string
 }
 
 // Option configures a Client.
@@ -55,6 +56,19 @@ func WithHTTPClient(hc *http.Client) Option {
 		if hc != nil {
 			c.hc = hc
 		}
+	}
+}
+
+// WithToken makes every request present the ACL token secret (X-Roster-Token); "" sends
+// none. A cluster with ACLs answers requests without a valid token 401.
+func WithToken(secret string) Option {
+	return func(c *Client) { c.token = secret }
+}
+
+// authorize sets the token header of req.
+func (c *Client) authorize(req *http.Request) {
+	if c.token != "" {
+		req.Header.Set(api.HeaderToken, c.token)
 	}
 }
 
@@ -268,6 +282,7 @@ func (c *Client) roundTrip(ctx context.Context, r request) (*http.Response, erro
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "roster-client")
+	c.authorize(req)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

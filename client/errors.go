@@ -54,6 +54,20 @@ func IsConflict(err error) bool {
 	return errors.As(err, &e) && (e.Code == api.CodeConflict || (e.Code == "" && e.Status == http.StatusConflict))
 }
 
+// IsUnauthenticated reports whether err is an APIError saying the request needs a
+// valid token (ACLs are on and none, or an unknown one, was presented).
+func IsUnauthenticated(err error) bool {
+	var e *APIError
+	return errors.As(err, &e) && (e.Code == api.CodeUnauthenticated || (e.Code == "" && e.Status == http.StatusUnauthorized))
+}
+
+// IsPermissionDenied reports whether err is an APIError saying the token lacks a
+// permission the request needs.
+func IsPermissionDenied(err error) bool {
+	var e *APIError
+	return errors.As(err, &e) && e.Code == api.CodePermissionDenied
+}
+
 // IsNoLeader reports whether err is an APIError saying the cluster has no leader right now
 // (a retry may succeed).
 func IsNoLeader(err error) bool {

@@ -74,6 +74,7 @@ func (c *Client) snapshotRequest(ctx context.Context, method string, q url.Value
 		return nil, fmt.Errorf("roster client: %w", err)
 	}
 	req.Header.Set("User-Agent", "roster-client")
+	c.authorize(req)
 	req.Header.Set("Accept", "application/gzip, application/json")
 	if body != nil {
 		req.Header.Set("Content-Type", "application/gzip")

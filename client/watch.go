@@ -256,6 +256,7 @@ func (c *Client) openStream(ctx context.Context, path *pathBuilder, query url.Va
 		return nil, fmt.Errorf("roster client: %w", err)
 	}
 	req.Header.Set("Accept", api.MediaEventStream)
+	c.authorize(req)
 	req.Header.Set("User-Agent", "roster-client")
 	if last > 0 {
 		req.Header.Set(api.HeaderLastEventID, strconv.FormatUint(last, 10))

@@ -27,6 +27,7 @@ type app struct {
 	addr    string
 	output  string
 	timeout time.Duration
+	token   string
 }
 
 func newApp(stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) *app {
@@ -74,6 +75,7 @@ func (a *app) rootCmd() *cobra.Command {
 		a.snapshotCmd(),
 		a.recoverCmd(),
 		a.checkCmd(),
+		a.aclCmd(),
 		a.demoBackendCmd(),
 		newBenchCmd(),
 	)
@@ -86,11 +88,12 @@ func (a *app) clientFlags(cmd *cobra.Command) {
 	fs.StringVar(&a.addr, "addr", defaultAddr, "API address of any Roster node (host:port or URL)")
 	fs.StringVarP(&a.output, "output", "o", outputTable, "output format: table or json")
 	fs.DurationVar(&a.timeout, "timeout", client.DefaultTimeout, "request timeout")
+	fs.StringVar(&a.token, "token", "", "ACL token secret to present (clusters with ACLs need one)")
 }
 
-// client returns an API client for --addr.
+// client returns an API client for --addr, presenting --token.
 func (a *app) client() *client.Client {
-	return client.New(a.addr, client.WithTimeout(a.timeout))
+	return client.New(a.addr, client.WithTimeout(a.timeout), client.WithToken(a.token))
 }
 
 // exactArgs is cobra.ExactArgs with a message that shows the usage.

@@ -63,6 +63,11 @@ type nodeOptions struct {
 	TrustedOrigins []string
 	// MaxWatchers is --max-watchers (0: sized for the machine).
 	MaxWatchers int
+	// ACLEnabled is --acl-enabled; MetricsRequireToken --metrics-require-token;
+	// JoinToken --join-token (the token the node presents when it joins).
+	ACLEnabled          bool
+	MetricsRequireToken bool
+	JoinToken           string
 }
 
 // grpcAddrOff is the --grpc-addr value that serves no gRPC.
@@ -220,6 +225,9 @@ func (a *app) serverCmd() *cobra.Command {
 	fs.DurationVar(&o.HeartbeatTimeout, "raft-heartbeat-timeout", 0, fmt.Sprintf("time without leader contact before a follower calls an election (0: %s); raise it on loaded or slow machines", raftnode.DefaultHeartbeatTimeout))
 	fs.DurationVar(&o.ElectionTimeout, "raft-election-timeout", 0, fmt.Sprintf("time a candidate waits for votes (0: %s)", raftnode.DefaultElectionTimeout))
 	fs.DurationVar(&o.LeaderLeaseTimeout, "raft-leader-lease-timeout", 0, fmt.Sprintf("time a leader keeps leading without hearing from a quorum (0: %s; at most the heartbeat timeout)", raftnode.DefaultLeaderLeaseTimeout))
+	fs.BoolVar(&o.ACLEnabled, "acl-enabled", false, "enforce ACL tokens (every node of the cluster must agree; bootstrap with roster acl bootstrap)")
+	fs.BoolVar(&o.MetricsRequireToken, "metrics-require-token", false, "with ACLs on, /metrics needs a token with operator: read")
+	fs.StringVar(&o.JoinToken, "join-token", "", "token (operator: write) this node presents when it joins with --join or announces its addresses, on a cluster with ACLs")
 	fs.DurationVar(&o.PromoteAfter, "promote-after", 0, fmt.Sprintf("how long a server added with --join must stay caught up with the leader and in contact before it gets a vote (0: %s)", raftnode.DefaultPromoteAfter))
 	fs.DurationVar(&o.StateSyncInterval, "state-sync-interval", 0, fmt.Sprintf("how often the state file is fsynced; the Raft log is fsynced on every write regardless (0: %s; negative: fsync every commit)", server.DefaultStateSyncInterval))
 	fs.BoolVar(&o.Pprof, "pprof", false, "serve Go's profiling endpoints under /debug/pprof/ on the HTTP address")
@@ -273,6 +281,7 @@ func (a *app) devCmd() *cobra.Command {
 	fs.StringVar(&o.HTTPAddr, "http-addr", ":8848", "address the HTTP API listens on")
 	fs.StringVar(&o.RaftAddr, "raft-addr", "127.0.0.1:7848", "address the Raft transport listens on")
 	fs.StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn or error")
+	fs.BoolVar(&o.ACLEnabled, "acl-enabled", false, "enforce ACL tokens (bootstrap with roster acl bootstrap)")
 	fs.IntVar(&o.MetadataMaxBytes, "metadata-max-bytes", 0, metadataFlagUsage)
 	probePolicyFlags(fs, &o)
 	dnsFlags(fs, &o)
