@@ -1,0 +1,86 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/server/servertest"
+)
+
+// The acl commands against a node with ACLs: bootstrap prints the management secret
+// once, token create makes a scoped token whose secret works through --token and
+// ROSTER_TOKEN, a command without a token fails with the server's 401, and list, read,
+// self and delete show and remove tokens without ever printing a secret again.
+func TestACLCommands_AgainstANodeWithACLs(t *testing.T) {
+	c := servertest.New(t, 1, steadyTimeouts, servertest.WithACL())
+	c.MustLeader()
+	addr := c.Nodes[0].HTTPAddr
+
+	r := runCLI(t, nil, "acl", "bootstrap", "--addr", addr, "-o", "json")
+	wantExit(t, r, 0)
+	var boot api.ACLToken
+	if err := json.Unmarshal([]byte(r.stdout), &boot); err != nil || boot.SecretID == "" || !boot.Management {
+		t.Fatalf("bootstrap output %q (%v)", r.stdout, err)
+	}
+	r = runCLI(t, nil, "acl", "bootstrap", "--addr", addr)
+	wantExit(t, r, 1)
+	if !strings.Contains(r.stderr, "bootstrapped already") {
+		t.Fatalf("second bootstrap: %q", r.stderr)
+	}
+
+	r = runCLI(t, nil, "acl", "token", "create", "--addr", addr, "--token", boot.SecretID, "-o", "json",
+		"--description", "deploy bot", "--namespace", "public=write", "--namespace", "*=read", "--operator", "read")
+	wantExit(t, r, 0)
+	var bot api.ACLToken
+	if err := json.Unmarshal([]byte(r.stdout), &bot); err != nil || bot.SecretID == "" ||
+		bot.Rules.Namespaces["public"] != "write" || bot.Rules.Namespaces["*"] != "read" || bot.Rules.Operator != "read" || bot.Rules.ACL != "none" {
+		t.Fatalf("token create output %q (%v)", r.stdout, err)
+	}
+
+	// The bot's token through --token and through ROSTER_TOKEN.
+	wantExit(t, runCLI(t, nil, "register", "orders", "127.100.0.9:80", "--addr", addr, "--token", bot.SecretID), 0)
+	wantExit(t, runCLI(t, map[string]string{"ROSTER_TOKEN": bot.SecretID}, "instances", "orders", "--addr", addr), 0)
+	r = runCLI(t, nil, "instances", "orders", "--addr", addr)
+	wantExit(t, r, 1)
+	if !strings.Contains(r.stderr, "unauthenticated") {
+		t.Fatalf("a command without a token: %q, want the server's 401", r.stderr)
+	}
+	r = runCLI(t, nil, "acl", "token", "list", "--addr", addr, "--token", bot.SecretID)
+	wantExit(t, r, 1)
+	if !strings.Contains(r.stderr, `acl: read`) {
+		t.Fatalf("token list with a token without acl read: %q", r.stderr)
+	}
+
+	r = runCLI(t, nil, "acl", "token", "list", "--addr", addr, "--token", boot.SecretID)
+	wantExit(t, r, 0)
+	for _, want := range []string{bot.AccessorID, boot.AccessorID, "deploy bot", "*=read,public=write"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("token list lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	for _, secret := range []string{bot.SecretID, boot.SecretID} {
+		if strings.Contains(r.stdout, secret) {
+			t.Fatalf("token list printed a secret:\n%s", r.stdout)
+		}
+	}
+	r = runCLI(t, nil, "acl", "token", "self", "--addr", addr, "--token", bot.SecretID)
+	wantExit(t, r, 0)
+	if !strings.Contains(r.stdout, bot.AccessorID) || strings.Contains(r.stdout, bot.SecretID) {
+		t.Fatalf("token self: %q", r.stdout)
+	}
+	wantExit(t, runCLI(t, nil, "acl", "token", "read", bot.AccessorID, "--addr", addr, "--token", boot.SecretID), 0)
+	r = runCLI(t, nil, "acl", "token", "create", "--addr", addr, "--token", boot.SecretID, "--namespace", "public=admin")
+	wantExit(t, r, 1)
+	if !strings.Contains(r.stderr, "rules.namespaces") {
+		t.Fatalf("a bad level: %q, want the field named", r.stderr)
+	}
+	r = runCLI(t, nil, "acl", "token", "delete", bot.AccessorID, "--addr", addr, "--token", boot.SecretID)
+	wantExit(t, r, 0)
+	r = runCLI(t, nil, "instances", "orders", "--addr", addr, "--token", bot.SecretID)
+	wantExit(t, r, 1)
+	if !strings.Contains(r.stderr, "not known to the cluster") {
+		t.Fatalf("a deleted token: %q", r.stderr)
+	}
+}
