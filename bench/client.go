@@ -113,6 +113,8 @@ type ClientConfig struct {
 	// WatchTransport is how the Roster client watches: WatchSSE or WatchBlocking (""
 	// means DefaultWatchTransport). The etcd client ignores it.
 	WatchTransport string
+	// Token is the ACL token secret every Roster request presents ("" none).
+	Token string
 }
 
 // WatchTransportOrDefault is c.WatchTransport, or DefaultWatchTransport when empty.
@@ -161,6 +163,7 @@ func NewClient(ctx context.Context, cfg ClientConfig) (Client, error) {
 		eps[i] = baseURL(e)
 	}
 	h := newHTTP(cfg.Timeout, cfg.MaxConns)
+	h.token = cfg.Token
 	switch cfg.System {
 	case SystemRoster:
 		return newRosterClient(ctx, h, eps, cfg)
@@ -189,6 +192,7 @@ type httpClients struct {
 	req     *http.Client
 	stream  *http.Client
 	timeout time.Duration
+	token   string // ACL token secret sent with every request ("" none)
 }
 
 func newHTTP(timeout time.Duration, maxConns int) *httpClients {
@@ -211,6 +215,13 @@ func newHTTP(timeout time.Duration, maxConns int) *httpClients {
 }
 
 func (h *httpClients) close() { h.tr.CloseIdleConnections() }
+
+// authorize sets the ACL token header of req.
+func (h *httpClients) authorize(req *http.Request) {
+	if h.token != "" {
+		req.Header.Set("X-Roster-Token", h.token)
+	}
+}
 
 // statusError is a non-2xx answer; the body's first bytes are kept for the report.
 type statusError struct {
@@ -239,6 +250,7 @@ func (h *httpClients) do(ctx context.Context, method, url string, body []byte) (
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	h.authorize(req)
 	resp, err := h.req.Do(req)
 	if err != nil {
 		return nil, nil, shortenNetErr(err)

@@ -249,6 +249,7 @@ func (c *rosterClient) watchSSE(ctx context.Context, w int, service, mode string
 	}
 	req.Header.Set("Accept", sseContentType)
 	req.Header.Set("Cache-Control", "no-cache")
+	c.h.authorize(req)
 	resp, err := c.h.stream.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -24,6 +24,7 @@ import (
 type benchOptions struct {
 	system        string
 	endpoints     []string
+	token         string
 	workloads     []string
 	consistencies []string
 	instances     []int
@@ -83,6 +84,7 @@ func newBenchCmd() *cobra.Command {
 	f.StringVar(&o.writeTarget, "write-target", bench.TargetLeader, "where writes go: leader, or all (spread over every endpoint)")
 	f.StringVar(&o.readTarget, "read-target", bench.TargetLeader, "where reads and watches go: leader, or all")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "bound on each request")
+	f.StringVar(&o.token, "token", "", "ACL token secret presented with every Roster request (a cluster with ACLs needs one with write access to the namespace)")
 	f.BoolVar(&o.healthChecks, "health-checks", false,
 		"roster: keep the default TCP health check on the bench's services (by default their DEFAULT cluster gets type NONE:\n"+
 			"the bench's instances have unreachable addresses, and etcd has no health checking)")
@@ -108,7 +110,7 @@ func runBench(cmd *cobra.Command, o *benchOptions) error {
 	cfg := bench.SuiteConfig{
 		Client: bench.ClientConfig{
 			System: o.system, Endpoints: o.endpoints, WriteTarget: o.writeTarget, ReadTarget: o.readTarget, Timeout: o.timeout,
-			HealthChecks: o.healthChecks, WatchTransport: o.watch,
+			HealthChecks: o.healthChecks, WatchTransport: o.watch, Token: o.token,
 		},
 		Workloads:     o.workloads,
 		Consistencies: o.consistencies,
