@@ -483,6 +483,12 @@ type ACLRules struct {
 	ACL        string            `json:"acl,omitempty"`
 }
 
+// ACLBootstrapRequest is the optional body of POST /v1/acl/bootstrap: a secret the
+// caller chose (a UUID); without it the cluster draws one.
+type ACLBootstrapRequest struct {
+	SecretID string `json:"secretId,omitempty"`
+}
+
 // ACLTokenRequest is the body of POST /v1/acl/tokens.
 type ACLTokenRequest struct {
 	Description string   `json:"description,omitempty"`

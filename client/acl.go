@@ -11,8 +11,18 @@ import (
 // once per cluster (IsConflict afterwards). The answer is the only place its secret
 // appears.
 func (c *Client) ACLBootstrap(ctx context.Context) (api.ACLToken, error) {
+	return c.ACLBootstrapWith(ctx, "")
+}
+
+// ACLBootstrapWith is ACLBootstrap with a secret the caller chose (a UUID; "" lets the
+// cluster draw one).
+func (c *Client) ACLBootstrapWith(ctx context.Context, secret string) (api.ACLToken, error) {
 	var out api.ACLToken
-	_, err := c.do(ctx, request{method: http.MethodPost, path: newPath("v1", "acl", "bootstrap")}, &out)
+	var body any
+	if secret != "" {
+		body = api.ACLBootstrapRequest{SecretID: secret}
+	}
+	_, err := c.do(ctx, request{method: http.MethodPost, path: newPath("v1", "acl", "bootstrap"), body: body}, &out)
 	return out, err
 }
 

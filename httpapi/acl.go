@@ -15,7 +15,11 @@ import (
 // bootstrapACL serves POST /v1/acl/bootstrap: the cluster's first, management token,
 // once (409 afterwards). It is the one ACL route that needs no token.
 func (s *server) bootstrapACL(w http.ResponseWriter, r *http.Request) error {
-	t, secret, idx, err := s.reg.Bootstrap(r.Context())
+	var req api.ACLBootstrapRequest
+	if err := decodeBody(r, &req); err != nil {
+		return err
+	}
+	t, secret, idx, err := s.reg.Bootstrap(r.Context(), req.SecretID)
 	if err != nil {
 		return err
 	}

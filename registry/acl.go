@@ -100,14 +100,24 @@ func (r *Registry) Authorize(ctx context.Context, p acl.Permission) error {
 
 // Bootstrap creates the first, management token, once per cluster: a second call is
 // refused with model.ErrConflict, and a node without --acl-enabled refuses it as
-// invalid. It returns the token and its secret, which exists nowhere else.
-func (r *Registry) Bootstrap(ctx context.Context) (acl.Token, string, uint64, error) {
+// invalid. The secret is drawn at random unless the caller gives one (a UUID, for
+// automation that prepared it beforehand). It returns the token and its secret; the
+// cluster keeps only the secret's hash.
+func (r *Registry) Bootstrap(ctx context.Context, secret string) (acl.Token, string, uint64, error) {
 	if !r.aclOn {
 		return acl.Token{}, "", 0, model.Invalid("acl", "ACLs are not enabled on this server: start every node with --acl-enabled first")
 	}
-	t, secret, err := newToken("bootstrap management token", acl.Rules{}, true)
+	if secret != "" && !acl.IsID(secret) {
+		return acl.Token{}, "", 0, model.Invalid("secretId", "must be a UUID in lowercase hexadecimal (such as the output of uuidgen | tr A-F a-f)")
+	}
+	t, drawn, err := newToken("bootstrap management token", acl.Rules{}, true)
 	if err != nil {
 		return acl.Token{}, "", 0, err
+	}
+	if secret == "" {
+		secret = drawn
+	} else {
+		t.SecretHash = acl.HashSecret(secret)
 	}
 	idx, err := r.submit(ctx, fsm.ACLBootstrapRequest{Token: t})
 	if err != nil {

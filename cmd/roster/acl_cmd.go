@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,20 +30,32 @@ func (a *app) aclCmd() *cobra.Command {
 }
 
 func (a *app) aclBootstrapCmd() *cobra.Command {
+	var secretFile string
 	cmd := &cobra.Command{
 		Use:   "bootstrap",
 		Short: "Create the cluster's first, management token (once per cluster)",
 		Long: "Create the management token of a cluster whose nodes run with --acl-enabled. It works\n" +
-			"once: keep the secret it prints somewhere safe, it is shown nowhere else.",
+			"once: keep the secret it prints somewhere safe, it is shown nowhere else. With\n" +
+			"--secret-file the token's secret is the UUID in that file (prepared by automation)\n" +
+			"instead of one the cluster draws.",
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			t, err := a.client().ACLBootstrap(ctxOf(cmd))
+			var secret string
+			if secretFile != "" {
+				b, err := os.ReadFile(secretFile)
+				if err != nil {
+					return fmt.Errorf("--secret-file: %w", err)
+				}
+				secret = strings.TrimSpace(string(b))
+			}
+			t, err := a.client().ACLBootstrapWith(ctxOf(cmd), secret)
 			if err != nil {
 				return err
 			}
 			return a.printTokens(true, t)
 		},
 	}
+	cmd.Flags().StringVar(&secretFile, "secret-file", "", "file holding the secret to give the management token (a UUID)")
 	a.clientFlags(cmd)
 	return cmd
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -83,4 +85,33 @@ func TestACLCommands_AgainstANodeWithACLs(t *testing.T) {
 	if !strings.Contains(r.stderr, "not known to the cluster") {
 		t.Fatalf("a deleted token: %q", r.stderr)
 	}
+}
+
+// roster acl bootstrap --secret-file gives the management token a secret prepared
+// beforehand (automation); a secret that is not a UUID is refused and bootstraps nothing.
+func TestACLBootstrap_SecretFile(t *testing.T) {
+	c := servertest.New(t, 1, steadyTimeouts, servertest.WithACL())
+	c.MustLeader()
+	addr := c.Nodes[0].HTTPAddr
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad")
+	if err := os.WriteFile(bad, []byte("hunter2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, nil, "acl", "bootstrap", "--addr", addr, "--secret-file", bad)
+	wantExit(t, r, 1)
+	if !strings.Contains(r.stderr, "secretId") {
+		t.Fatalf("a secret that is not a UUID: %q", r.stderr)
+	}
+	const secret = "3f9a1c2e-8b7d-4e6f-a5c4-1b2d3e4f5a6b"
+	good := filepath.Join(dir, "good")
+	if err := os.WriteFile(good, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = runCLI(t, nil, "acl", "bootstrap", "--addr", addr, "--secret-file", good, "-o", "json")
+	wantExit(t, r, 0)
+	if !strings.Contains(r.stdout, secret) {
+		t.Fatalf("bootstrap output %q lacks the prepared secret", r.stdout)
+	}
+	wantExit(t, runCLI(t, nil, "acl", "token", "self", "--addr", addr, "--token", secret), 0)
 }
