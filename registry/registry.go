@@ -139,7 +139,7 @@ type ReadOptions struct {
 	// Permission is what the read needs (checked with Authorize before anything is
 	// read): a namespace's read access, operator or ACL read access, or Authenticated
 	// for a list the caller filters. With ACLs on, a read that names none is refused.
-	Permission acl.Permission
+	Permission  acl.Permission
 	Consistency Consistency // empty: Linearizable
 	// Blocking makes the read a blocking query: it returns once the index read is
 	// above MinIndex, or when Wait (plus jitter up to Wait/16) has passed.
