@@ -7,7 +7,6 @@ import (
 	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
-	"github.com/rosterhq/roster/store"
 )
 
 // Access control. Every surface finds the token in its own wire format and hands it to
@@ -19,7 +18,7 @@ import (
 
 // TokenSource reads the replicated ACL state (*store.Store implements it).
 type TokenSource interface {
-	ACLState() (store.ACLState, error)
+	ACLBootstrapIndex() (uint64, error)
 	TokenBySecretHash(hash string) (acl.Token, bool, error)
 }
 
@@ -42,11 +41,11 @@ func (r *Registry) Authenticate(secret string) (*acl.Authorizer, error) {
 	if !r.aclOn {
 		return acl.AllowAll(), nil
 	}
-	st, err := r.tokens.ACLState()
+	boot, err := r.tokens.ACLBootstrapIndex()
 	if err != nil {
 		return nil, err
 	}
-	if !st.Bootstrapped() {
+	if boot == 0 {
 		return nil, fmt.Errorf("%w: create the first token with POST /v1/acl/bootstrap (roster acl bootstrap)", acl.ErrNotBootstrapped)
 	}
 	if secret == "" {
@@ -69,13 +68,13 @@ func (r *Registry) ACLGate() error {
 	if r.aclOn || r.tokens == nil {
 		return nil
 	}
-	st, err := r.tokens.ACLState()
+	boot, err := r.tokens.ACLBootstrapIndex()
 	if err != nil {
 		return err
 	}
-	if st.Bootstrapped() {
+	if boot != 0 {
 		return fmt.Errorf("%w: the cluster has ACLs enabled (bootstrapped at index %d) but this node was started without --acl-enabled; restart it with --acl-enabled",
-			acl.ErrMismatch, st.BootstrapIndex)
+			acl.ErrMismatch, boot)
 	}
 	return nil
 }

@@ -166,6 +166,22 @@ func (s *Store) ACLState() (ACLState, error) {
 	return st, err
 }
 
+// ACLBootstrapIndex returns the index of the ACL bootstrap, 0 before it: one key read,
+// for the check every request makes.
+func (s *Store) ACLBootstrapIndex() (uint64, error) {
+	var idx uint64
+	err := s.view(nil, func(r *reader) error {
+		b := r.btx.Bucket(bucketACL)
+		if b == nil {
+			return nil
+		}
+		var err error
+		idx, err = readU64(b.Get(aclBootstrapKey))
+		return err
+	})
+	return idx, err
+}
+
 // TokenBySecretHash returns the token whose secret hashes to hash.
 func (s *Store) TokenBySecretHash(hash string) (acl.Token, bool, error) {
 	var t acl.Token
