@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
+	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
@@ -97,7 +99,10 @@ type nacosError struct {
 	// notLeader marks a 503 answered because this node is not the leader (or knows
 	// none): it carries X-Roster-Not-Leader so that a forwarding follower retries.
 	notLeader bool
-	cause     error
+	// auth marks a refusal by access control: v1 answers it in the shape of Nacos's
+	// AuthFilter (springErrorBody), not as "caused: ...;".
+	auth  bool
+	cause error
 }
 
 func (e *nacosError) Error() string { return e.msg }
@@ -191,6 +196,14 @@ func (s *handler) nacosClassify(err error, res nacosResource) *nacosError {
 	if errors.As(err, &ve) {
 		return nacosValidation(ve, res)
 	}
+	switch {
+	case errors.Is(err, acl.ErrPermissionDenied):
+		return nacosAuthErr(nacosMessageDenied, err)
+	case errors.Is(err, acl.ErrUnauthenticated), errors.Is(err, acl.ErrNotBootstrapped):
+		// The Nacos routes resolve tokens through nacosAuth, which says whether one was
+		// presented; an error from deeper down means none was checked.
+		return nacosAuthErr(nacosMessageNoUser, err)
+	}
 	status, code, _ := httpx.Classify(err)
 	out := &nacosError{status: status, code: nacosCodeServerError, msg: httpx.Message(err), cause: err}
 	switch {
@@ -239,8 +252,30 @@ func (s *handler) writeNacosError(w http.ResponseWriter, r *http.Request, err er
 		writeJSON(w, ne.status, nacosResult{Code: ne.code, Message: nacosMessage(ne.code), Data: ne.msg})
 		return
 	}
+	if ne.auth {
+		writeJSON(w, ne.status, springErrorBody{
+			Timestamp: time.Now().UTC().Format(springTimestamp), Status: ne.status,
+			Error: http.StatusText(ne.status), Message: ne.msg, Path: r.URL.Path,
+		})
+		return
+	}
 	writeText(w, ne.status, "caused: "+ne.msg+";")
 }
+
+// springErrorBody is the answer of Spring Boot's error controller, which Nacos's
+// AuthFilter sends every refusal through (HttpServletResponse.sendError(403, message),
+// with server.error.include-message=ALWAYS in Nacos's application.properties): the
+// shape Nacos clients print when a v1 request is refused for want of a token or a right.
+type springErrorBody struct {
+	Timestamp string `json:"timestamp"`
+	Status    int    `json:"status"`
+	Error     string `json:"error"`
+	Message   string `json:"message"`
+	Path      string `json:"path"`
+}
+
+// springTimestamp is how Spring Boot 2's Jackson writes the error's timestamp.
+const springTimestamp = "2006-01-02T15:04:05.000-07:00"
 
 // writeNacosOK answers a success: v2 wraps data in the envelope; v1 writes a string as
 // plain text ("ok") and anything else as bare JSON.

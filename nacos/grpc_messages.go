@@ -47,13 +47,13 @@ const (
 	rpcModuleInternal             = "internal"
 	rpcModuleNaming               = "naming"
 	rpcGRPCCacheMillis            = 10000
-	rpcAccessTokenHeader          = "accessToken"
 	rpcResultSuccess              = 200
 	rpcResultFailure              = 500
 	rpcCodeInvalidServerStatus    = 300
 	rpcCodeUnregistered           = 301
 	rpcCodeNoHandler              = 302
 	rpcCodeInvalidParam           = 400
+	rpcCodeNoRight                = 403
 	rpcCodeBadGateway             = 502
 	rpcMessageUnregistered        = "Connection is unregistered."
 	rpcMessageNoHandler           = "RequestHandler Not Found"

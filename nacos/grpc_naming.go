@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/nacos/nacospb"
@@ -24,8 +25,12 @@ func (g *GRPCServer) healthCheck(context.Context, *rpcSession, *nacospb.Metadata
 }
 
 // serverLoaderInfo reports this node's load as Nacos's ServerLoaderInfoRequestHandler
-// does (every value a string).
-func (g *GRPCServer) serverLoaderInfo(context.Context, *rpcSession, *nacospb.Metadata, []byte) (string, any) {
+// does (every value a string). With ACLs on it needs operator read access, as the
+// operator routes of the HTTP API do.
+func (g *GRPCServer) serverLoaderInfo(_ context.Context, _ *rpcSession, md *nacospb.Metadata, _ []byte) (string, any) {
+	if refused, ok := g.authorize(md, acl.OperatorRead); !ok {
+		return rpcServerLoaderInfoResponse, refused
+	}
 	n := g.Connections()
 	return rpcServerLoaderInfoResponse, rpcServerLoaderInfoAnswer{
 		rpcResponse: rpcOK(),
@@ -113,10 +118,14 @@ func (g *GRPCServer) serviceInfoAnswer(typ string, v rpcView) (string, any) {
 // request's clusters (enabled instances, protect threshold applied), and with subscribe
 // true a subscription of this connection, pushed every later change of that list.
 // subscribe false ends the subscription and still answers the list.
-func (g *GRPCServer) subscribeService(ctx context.Context, s *rpcSession, _ *nacospb.Metadata, body []byte) (string, any) {
+func (g *GRPCServer) subscribeService(ctx context.Context, s *rpcSession, md *nacospb.Metadata, body []byte) (string, any) {
 	var req rpcSubscribe
 	if t, v, ok := decode(body, &req); !ok {
 		return t, v
+	}
+	perm := rpcNamespacePermission(req.rpcNamingBase, acl.Read)
+	if refused, ok := g.authorize(md, perm); !ok {
+		return rpcSubscribeServiceResponse, rpcServiceInfoAnswer{rpcResponse: refused}
 	}
 	key, err := rpcServiceKey(req.rpcNamingBase)
 	if err == nil {
@@ -128,7 +137,7 @@ func (g *GRPCServer) subscribeService(ctx context.Context, s *rpcSession, _ *nac
 	g.catchUp(ctx)
 	var v rpcView
 	if req.Subscribe {
-		v, err = s.push.subscribe(key, req.Clusters)
+		v, err = s.push.subscribe(key, req.Clusters, g.api.stillAllowed(rpcToken(md), perm))
 	} else {
 		s.push.unsubscribe(key, req.Clusters)
 		v, err = g.view(key, req.Clusters, false)
@@ -145,10 +154,13 @@ func (g *GRPCServer) subscribeService(ctx context.Context, s *rpcSession, _ *nac
 
 // queryService answers ServiceQueryRequest: the list without a subscription, healthy
 // instances only when asked (note the request's field is "cluster").
-func (g *GRPCServer) queryService(ctx context.Context, _ *rpcSession, _ *nacospb.Metadata, body []byte) (string, any) {
+func (g *GRPCServer) queryService(ctx context.Context, _ *rpcSession, md *nacospb.Metadata, body []byte) (string, any) {
 	var req rpcQuery
 	if t, v, ok := decode(body, &req); !ok {
 		return t, v
+	}
+	if refused, ok := g.authorize(md, rpcNamespacePermission(req.rpcNamingBase, acl.Read)); !ok {
+		return rpcQueryServiceResponse, rpcServiceInfoAnswer{rpcResponse: refused}
 	}
 	key, err := rpcServiceKey(req.rpcNamingBase)
 	if err == nil {
@@ -168,10 +180,13 @@ func (g *GRPCServer) queryService(ctx context.Context, _ *rpcSession, _ *nacospb
 // serviceList answers ServiceListRequest: one page of the names of a group's services
 // (plain names), with the number of services in the group. A namespace without services
 // has none. selector is accepted and ignored, as Nacos does.
-func (g *GRPCServer) serviceList(ctx context.Context, _ *rpcSession, _ *nacospb.Metadata, body []byte) (string, any) {
+func (g *GRPCServer) serviceList(ctx context.Context, _ *rpcSession, md *nacospb.Metadata, body []byte) (string, any) {
 	var req rpcServiceList
 	if t, v, ok := decode(body, &req); !ok {
 		return t, v
+	}
+	if refused, ok := g.authorize(md, rpcNamespacePermission(req.rpcNamingBase, acl.Read)); !ok {
+		return rpcServiceListResponse, rpcServiceListAnswer{rpcResponse: refused}
 	}
 	ns, group := req.Namespace, req.GroupName
 	if ns == "" {
@@ -229,6 +244,9 @@ func (g *GRPCServer) instance(ctx context.Context, s *rpcSession, md *nacospb.Me
 	if t, v, ok := decode(body, &req); !ok {
 		return t, v
 	}
+	if refused, ok := g.authorize(md, rpcNamespacePermission(req.rpcNamingBase, acl.Write)); !ok {
+		return rpcInstanceResponse, refused
+	}
 	key, err := rpcServiceKey(req.rpcNamingBase)
 	if err != nil {
 		return rpcInstanceResponse, paramInvalid(err)
@@ -251,6 +269,9 @@ func (g *GRPCServer) persistentInstance(ctx context.Context, s *rpcSession, md *
 	if t, v, ok := decode(body, &req); !ok {
 		return t, v
 	}
+	if refused, ok := g.authorize(md, rpcNamespacePermission(req.rpcNamingBase, acl.Write)); !ok {
+		return rpcInstanceResponse, refused
+	}
 	key, err := rpcServiceKey(req.rpcNamingBase)
 	if err != nil {
 		return rpcInstanceResponse, paramInvalid(err)
@@ -268,10 +289,13 @@ func (g *GRPCServer) persistentInstance(ctx context.Context, s *rpcSession, md *
 // batchInstance answers BatchInstanceRequest, which only ever carries ephemeral
 // instances (Java's batch deregistration is a batch registration of what remains): it
 // is refused with the typed response.
-func (g *GRPCServer) batchInstance(_ context.Context, _ *rpcSession, _ *nacospb.Metadata, body []byte) (string, any) {
+func (g *GRPCServer) batchInstance(_ context.Context, _ *rpcSession, md *nacospb.Metadata, body []byte) (string, any) {
 	var req rpcBatchInstanceOp
 	if t, v, ok := decode(body, &req); !ok {
 		return t, v
+	}
+	if refused, ok := g.authorize(md, rpcNamespacePermission(req.rpcNamingBase, acl.Write)); !ok {
+		return rpcBatchInstanceResponse, refused
 	}
 	key, err := rpcServiceKey(req.rpcNamingBase)
 	if err != nil {
@@ -316,8 +340,8 @@ func (g *GRPCServer) write(ctx context.Context, s *rpcSession, md *nacospb.Metad
 		}
 		q.Set("ephemeral", "false")
 	}
-	if tok := md.GetHeaders()[rpcAccessTokenHeader]; tok != "" {
-		q.Set(rpcAccessTokenHeader, tok)
+	if tok := rpcToken(md); tok != "" {
+		q.Set(accessTokenParam, tok)
 	}
 	status, res := g.api.serveInternal(ctx, method, "/nacos/v2/ns/instance", q, s.c.remote)
 	if status == http.StatusOK && res.Code == nacosCodeSuccess {
@@ -380,4 +404,46 @@ func (w *internalResponse) WriteHeader(status int) {
 func (w *internalResponse) Write(b []byte) (int, error) {
 	w.WriteHeader(http.StatusOK)
 	return w.body.Write(b)
+}
+
+// rpcToken is the token a gRPC request presents: its accessToken header, which
+// nacos-sdk-go v2 sets on every request once it has logged in over HTTP.
+func rpcToken(md *nacospb.Metadata) string {
+	return strings.TrimSpace(md.GetHeaders()[accessTokenParam])
+}
+
+// rpcNamespacePermission is access a to the namespace a naming request names (public
+// when it names none), as Nacos's auth filter reads the request's namespace before
+// any parameter is checked.
+func rpcNamespacePermission(b rpcNamingBase, a acl.Access) acl.Permission {
+	ns := strings.TrimSpace(b.Namespace)
+	if ns == "" {
+		ns = model.DefaultNamespace
+	}
+	return acl.NamespacePermission(ns, a)
+}
+
+// authorize resolves the request's token and checks p, before the request does
+// anything. A refusal is Nacos's (RemoteRequestAuthFilter): the request's own response
+// type with resultCode 500, errorCode 403 (NacosException.NO_RIGHT) and the auth
+// plugin's message; ok is false then.
+func (g *GRPCServer) authorize(md *nacospb.Metadata, p acl.Permission) (rpcResponse, bool) {
+	if !g.api.reg.ACLEnabled() {
+		return rpcResponse{}, true // dispatch checked that the node agrees with the cluster
+	}
+	secret := rpcToken(md)
+	a, err := g.api.reg.Authenticate(secret)
+	if err == nil {
+		err = a.Check(p)
+	} else {
+		err = nacosAuthError(secret, err)
+	}
+	if err == nil {
+		return rpcResponse{}, true
+	}
+	ne := g.api.nacosClassify(err, nacosOther)
+	if ne.auth {
+		return rpcFail(rpcCodeNoRight, ne.msg), false
+	}
+	return rpcFail(ne.status, ne.msg), false
 }

@@ -36,6 +36,10 @@ type rpcSub struct {
 	// noticed is when the oldest change the client has not acknowledged was seen;
 	// changed when the newest was.
 	noticed, changed time.Time
+	// allowed reports whether the token of the latest subscribe request still grants
+	// read access to the service's namespace (nil: ACLs off); a subscription whose
+	// token no longer does ends instead of being pushed.
+	allowed func() bool
 }
 
 // rpcPusher pushes a connection's subscriptions: one goroutine per connection reads its
@@ -80,8 +84,9 @@ func newRPCPusher(s *rpcSession) (*rpcPusher, error) {
 }
 
 // subscribe adds (or renews) a subscription and returns the list the client is
-// answered with, which is what it holds from then on.
-func (p *rpcPusher) subscribe(key model.ServiceKey, clusters string) (rpcView, error) {
+// answered with, which is what it holds from then on. allowed (nil: ACLs off) is
+// checked before every push of it.
+func (p *rpcPusher) subscribe(key model.ServiceKey, clusters string, allowed func() bool) (rpcView, error) {
 	sk := rpcSubKey{key, clusters}
 	p.mu.Lock()
 	if p.closed {
@@ -101,6 +106,7 @@ func (p *rpcPusher) subscribe(key model.ServiceKey, clusters string) (rpcView, e
 		addTopic = p.topics[key] == 1
 		p.g.m.subscriptions.Inc()
 	}
+	sub.allowed = allowed
 	p.mu.Unlock()
 	// Read, then follow: a change applied between the two is in the topic's first
 	// update, which differs from the answer and is pushed.
@@ -197,9 +203,10 @@ func (p *rpcPusher) run() {
 
 // rpcPush is a push to send.
 type rpcPush struct {
-	id   uint64
-	key  model.ServiceKey
-	info []byte
+	id      uint64
+	sk      rpcSubKey
+	info    []byte
+	allowed func() bool
 }
 
 // step takes the pending updates, expires pushes past their deadline and sends what
@@ -269,14 +276,21 @@ func (p *rpcPusher) step(now time.Time) (time.Time, bool) {
 		sub.inflight, sub.inflightSig, sub.sentAt, sub.deadline = id, sig, now, now.Add(p.g.cfg.PushTimeout)
 		p.byID[id] = sk
 		later(sub.deadline)
-		sends = append(sends, rpcPush{id: id, key: sk.key, info: info})
+		sends = append(sends, rpcPush{id: id, sk: sk, info: info, allowed: sub.allowed})
 	}
 	p.mu.Unlock()
 	for _, snd := range sends {
+		if snd.allowed != nil && !snd.allowed() {
+			// The token the client subscribed with was deleted or lost its right.
+			p.unsubscribe(snd.sk.key, snd.sk.clusters)
+			p.g.log.Debug("nacos grpc subscription ended: its token no longer grants read access",
+				"conn", p.s.c.id, "service", snd.sk.key.String())
+			continue
+		}
 		if !p.s.expect(strconv.FormatUint(snd.id, 10), p.acked) {
 			return next, false
 		}
-		if err := p.s.send(rpcNotifySubscriberRequest, notifyBody(snd.id, snd.key, snd.info)); err != nil {
+		if err := p.s.send(rpcNotifySubscriberRequest, notifyBody(snd.id, snd.sk.key, snd.info)); err != nil {
 			p.g.m.pushes.WithLabelValues("failed").Inc()
 			p.s.close("push failed: " + err.Error())
 			return next, false

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/rosterhq/roster/fanout"
+	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/nacos/nacospb"
 )
 
@@ -377,6 +378,10 @@ func (g *GRPCServer) dispatch(ctx context.Context, typ string, in *nacospb.Paylo
 		if err := g.cfg.Alarm(); err != nil {
 			return rpcErrorResponse, rpcFail(rpcCodeInvalidServerStatus, "this server's state is under an alarm and it serves nothing: "+err.Error())
 		}
+	}
+	// A node that disagrees with the cluster on ACLs serves nothing; clients move on.
+	if err := g.api.reg.ACLGate(); err != nil {
+		return rpcErrorResponse, rpcFail(rpcCodeInvalidServerStatus, httpx.Message(err))
 	}
 	var s *rpcSession
 	if c != nil {

@@ -40,6 +40,12 @@ type grpcEnv struct {
 func newGRPCEnv(t testing.TB, mod func(*GRPCConfig)) *grpcEnv {
 	t.Helper()
 	h, st, _ := newStoreAPI(t)
+	return newGRPCEnvOn(t, h, st, mod)
+}
+
+// newGRPCEnvOn is newGRPCEnv in front of the Nacos API h over st.
+func newGRPCEnvOn(t testing.TB, h http.Handler, st *store.Store, mod func(*GRPCConfig)) *grpcEnv {
+	t.Helper()
 	hub, err := fanout.New(st, fanout.Options{})
 	if err != nil {
 		t.Fatal(err)

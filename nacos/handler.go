@@ -18,6 +18,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fanout"
 	"github.com/rosterhq/roster/httpx"
@@ -171,9 +172,14 @@ func New(cfg Config) (http.Handler, error) {
 	s.mux = s.routes()
 	s.handler = crossOrigin(s.mux)
 	failWrite := func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, nacosInstance) }
+	// The token of a gRPC write travels as the route's accessToken parameter: it is
+	// resolved and checked here as on the HTTP route, and again by the leader.
+	internal := func(fn nacosHandlerFunc) http.Handler {
+		return s.authenticate(s.nsNeed(acl.Write)(s.fwd.LeaderOnly(failWrite)(s.nacos(nacosInstance, fn))))
+	}
 	s.internal = map[string]http.Handler{
-		http.MethodPost:   s.fwd.LeaderOnly(failWrite)(s.nacos(nacosInstance, s.nacosRegister)),
-		http.MethodDelete: s.fwd.LeaderOnly(failWrite)(s.nacos(nacosInstance, s.nacosDeregister)),
+		http.MethodPost:   internal(s.nacosRegister),
+		http.MethodDelete: internal(s.nacosDeregister),
 	}
 	return s, nil
 }

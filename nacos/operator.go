@@ -46,7 +46,7 @@ type nacosSwitches struct {
 // them (healthCheckEnabled=true), v1 clients receive UDP pushes when the node has a
 // fan-out (pushEnabled; defaultPushCacheMillis is then NacosPushCacheMillis, else
 // NacosCacheMillis: without pushes clients poll), checkTimes is the default fall count
-// and authentication is not enforced.
+// and enableAuthentication says whether the node enforces ACLs.
 func (s *handler) nacosGetSwitches(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
 	pushCache := int64(NacosCacheMillis)
 	if s.push != nil {
@@ -62,6 +62,7 @@ func (s *handler) nacosGetSwitches(http.ResponseWriter, *http.Request, nacosPara
 		CheckTimes:               model.DefaultFall,
 		IncrementalList:          []string{},
 		LimitedURLMap:            map[string]int{},
+		EnableAuthentication:     s.reg.ACLEnabled(),
 		DefaultInstanceEphemeral: false,
 		HealthCheckWhiteList:     []string{},
 	}, nil
@@ -196,14 +197,13 @@ type nacosLoginResponse struct {
 // nacosTokenTTL is the token lifetime reported at login, in seconds: Nacos's default.
 const nacosTokenTTL = 18000
 
-// nacosLogin serves POST /nacos/v1/auth/login and /nacos/v1/auth/users/login: with no
-// authentication in Roster, every login succeeds with an empty token; username,
-// password and accessToken parameters are accepted and ignored on every route.
-func (s *handler) nacosLogin(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
+// nacosLoginDisabled is the answer to every login while ACLs are off: an empty token
+// (the accessToken parameters of later requests are then ignored).
+func nacosLoginDisabled() nacosLoginResponse {
 	return nacosLoginResponse{
 		AccessToken: "",
 		TokenTTL:    nacosTokenTTL,
 		GlobalAdmin: false,
 		Message:     "authentication is disabled on this Roster server",
-	}, nil
+	}
 }

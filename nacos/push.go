@@ -129,6 +129,9 @@ type pushQuery struct {
 	healthyOnly bool
 	addr        netip.AddrPort // the query's source IP at its udpPort
 	agent, app  string
+	// allowed reports whether the query's token still grants read access to the
+	// service's namespace (nil: ACLs off).
+	allowed func() bool
 }
 
 // subKey identifies a subscriber: a client address watching one view of a service.
@@ -144,6 +147,9 @@ type pushSub struct {
 	agent, app  string
 	healthyOnly bool
 	maxDatagram int
+	// allowed is the latest query's pushQuery.allowed: a subscriber whose token no
+	// longer grants read access is dropped instead of pushed.
+	allowed func() bool
 	// lastSeen is the time of the last query or acknowledged push.
 	lastSeen time.Time
 	// known is the index of the newest state the client has been answered or pushed,
@@ -301,7 +307,7 @@ func (p *pusher) subscribe(q pushQuery) (sub *pushSub, ok bool) {
 	key := subKey{service: q.service, clusters: q.clusters, addr: q.addr}
 	p.mu.Lock()
 	if s := p.subs[key]; s != nil && !p.closed {
-		s.lastSeen, s.agent, s.app, s.healthyOnly = now, q.agent, q.app, q.healthyOnly
+		s.lastSeen, s.agent, s.app, s.healthyOnly, s.allowed = now, q.agent, q.app, q.healthyOnly, q.allowed
 		s.maxDatagram = maxDatagramFor(q.agent)
 		p.mu.Unlock()
 		return s, true
@@ -320,7 +326,7 @@ func (p *pusher) subscribe(q pushQuery) (sub *pushSub, ok bool) {
 		return nil, false
 	}
 	if s := p.subs[key]; s != nil { // recorded meanwhile by a concurrent query
-		s.lastSeen = now
+		s.lastSeen, s.allowed = now, q.allowed
 		return s, true
 	}
 	if len(p.subs) >= p.opts.MaxSubscribers {
@@ -344,7 +350,7 @@ func (p *pusher) subscribe(q pushQuery) (sub *pushSub, ok bool) {
 		go p.watch(w)
 	}
 	s := &pushSub{
-		key: key, agent: q.agent, app: q.app, healthyOnly: q.healthyOnly,
+		key: key, agent: q.agent, app: q.app, healthyOnly: q.healthyOnly, allowed: q.allowed,
 		maxDatagram: maxDatagramFor(q.agent), lastSeen: now, known: known, knownFound: knownFound,
 	}
 	p.subs[key] = s
@@ -456,6 +462,7 @@ type pushTarget struct {
 	s           *pushSub
 	clusters    string
 	healthyOnly bool
+	allowed     func() bool
 }
 
 // publish pushes u to the subscribers of w that do not have it yet, rendering each
@@ -478,11 +485,20 @@ func (p *pusher) publish(w *pushWatch, u *fanout.Update) {
 		sameIndexNews := u.Index == s.known && s.knownFound != knownUnsure && s.knownFound != found
 		if u.Index > s.known || sameIndexNews || (u.Resync && u.Index != s.known) {
 			s.known, s.knownFound = u.Index, found
-			targets = append(targets, pushTarget{s: s, clusters: s.key.clusters, healthyOnly: s.healthyOnly})
+			targets = append(targets, pushTarget{s: s, clusters: s.key.clusters, healthyOnly: s.healthyOnly, allowed: s.allowed})
 		}
 	}
 	p.mu.Unlock()
 	for _, t := range targets {
+		if t.allowed != nil && !t.allowed() {
+			// The token the subscriber queried with was deleted or lost its right.
+			p.mu.Lock()
+			p.removeLocked(t.s)
+			p.mu.Unlock()
+			p.log.Debug("nacos push: subscriber dropped: its token no longer grants read access",
+				"service", w.key.String(), "addr", t.s.key.addr.String())
+			continue
+		}
 		ref, packet, err := p.render(w.key, u, t.clusters, t.healthyOnly, now)
 		if err != nil {
 			p.log.Error("nacos push: encoding failed", "service", w.key.String(), "err", err)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
@@ -24,6 +25,12 @@ type nacosHandlerFunc func(w http.ResponseWriter, r *http.Request, p nacosParams
 // (forwarded from followers); reads are leader-local by default (forwarded from
 // followers), or as ?consistency= asks; operator, auth and refusal routes are answered
 // by the node that receives them.
+//
+// Access control: the login routes answer anyone; every other route first resolves the
+// request's token (nacosTokenOf: the accessToken parameter or the native headers) and
+// then checks the permission the route needs — namespace read or write on the
+// request's namespaceId, operator read or write — before it forwards, records or
+// writes anything. The registry checks every write and read once more.
 func (s *handler) routes() *chi.Mux {
 	r := chi.NewRouter()
 	fail := func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, nacosOther) }
@@ -34,44 +41,65 @@ func (s *handler) routes() *chi.Mux {
 	r.NotFound(s.nacosNotFound)
 	r.MethodNotAllowed(httpx.MethodNotAllowed(r, fail))
 
-	// A v1 instance list records its client for UDP pushes on the node that received it,
-	// before the read is forwarded.
-	r.With(s.nacosReadRouteWith(s.nacosPushRoute)).Get("/nacos/v1/ns/instance/list", s.nacos(nacosInstance, s.nacosListInstances))
-	r.With(s.nacosReadRoute).Get("/nacos/v2/ns/instance/list", s.nacos(nacosInstance, s.nacosListInstances))
-	// This node's subscribers: answered here, never forwarded.
-	r.Get("/nacos/v1/ns/service/subscribers", s.nacos(nacosService, s.nacosSubscribers))
-	for _, base := range []string{"/nacos/v1/ns", "/nacos/v2/ns"} {
-		r.Group(func(r chi.Router) {
-			r.Use(s.nacosReadRoute)
-			r.Get(base+"/instance", s.nacos(nacosInstance, s.nacosGetInstance))
-			r.Get(base+"/service", s.nacos(nacosService, s.nacosGetService))
-			r.Get(base+"/service/list", s.nacos(nacosService, s.nacosListServices))
-		})
-		r.Group(func(r chi.Router) {
-			r.Use(s.fwd.LeaderOnly(fail))
-			r.Post(base+"/instance", s.nacos(nacosInstance, s.nacosRegister))
-			r.Put(base+"/instance", s.nacos(nacosInstance, s.nacosUpdate))
-			r.Patch(base+"/instance", s.nacos(nacosInstance, s.nacosPatch))
-			r.Delete(base+"/instance", s.nacos(nacosInstance, s.nacosDeregister))
-			r.Put(base+"/health", s.nacos(nacosInstance, s.nacosSetHealth))
-			r.Put(base+"/health/instance", s.nacos(nacosInstance, s.nacosSetHealth))
-			r.Post(base+"/service", s.nacos(nacosService, s.nacosCreateService))
-			r.Put(base+"/service", s.nacos(nacosService, s.nacosUpdateService))
-			r.Delete(base+"/service", s.nacos(nacosService, s.nacosDeleteService))
-			r.Put(base+"/cluster", s.nacos(nacosOther, s.nacosPutCluster))
-		})
-		r.Put(base+"/instance/beat", s.nacos(nacosInstance, s.nacosBeat))
-		r.Put(base+"/instance/metadata/batch", s.nacos(nacosInstance, s.nacosMetadataBatch))
-		r.Delete(base+"/instance/metadata/batch", s.nacos(nacosInstance, s.nacosMetadataBatch))
-		r.Get(base+"/operator/switches", s.nacos(nacosOther, s.nacosGetSwitches))
-		r.Put(base+"/operator/switches", s.nacos(nacosOther, s.nacosPutSwitches))
-		r.Get(base+"/operator/metrics", s.nacos(nacosOther, s.nacosMetrics))
+	r.Post("/nacos/v1/auth/login", s.nacosLogin)
+	r.Post("/nacos/v1/auth/users/login", s.nacosLogin)
+
+	need := func(p acl.Permission) func(http.Handler) http.Handler {
+		return httpx.Require(s.reg, httpx.Fixed(p), fail)
 	}
-	r.Get("/nacos/v1/ns/operator/servers", s.nacos(nacosOther, s.nacosServers))
-	r.Get("/nacos/v1/ns/raft/leader", s.nacos(nacosOther, s.nacosRaftLeader))
-	r.Post("/nacos/v1/auth/login", s.nacos(nacosOther, s.nacosLogin))
-	r.Post("/nacos/v1/auth/users/login", s.nacos(nacosOther, s.nacosLogin))
+	r.Group(func(r chi.Router) {
+		r.Use(s.authenticate)
+		// A v1 instance list records its client for UDP pushes on the node that received
+		// it, once the caller may read the namespace, before the read is forwarded.
+		r.With(s.nsNeed(acl.Read), s.nacosReadRouteWith(s.nacosPushRoute)).Get("/nacos/v1/ns/instance/list", s.nacos(nacosInstance, s.nacosListInstances))
+		r.With(s.nsNeed(acl.Read), s.nacosReadRoute).Get("/nacos/v2/ns/instance/list", s.nacos(nacosInstance, s.nacosListInstances))
+		// This node's subscribers: answered here, never forwarded.
+		r.With(s.nsNeed(acl.Read)).Get("/nacos/v1/ns/service/subscribers", s.nacos(nacosService, s.nacosSubscribers))
+		for _, base := range []string{"/nacos/v1/ns", "/nacos/v2/ns"} {
+			r.Group(func(r chi.Router) {
+				r.Use(s.nsNeed(acl.Read), s.nacosReadRoute)
+				r.Get(base+"/instance", s.nacos(nacosInstance, s.nacosGetInstance))
+				r.Get(base+"/service", s.nacos(nacosService, s.nacosGetService))
+				r.Get(base+"/service/list", s.nacos(nacosService, s.nacosListServices))
+			})
+			r.Group(func(r chi.Router) {
+				r.Use(s.nsNeed(acl.Write), s.fwd.LeaderOnly(fail))
+				r.Post(base+"/instance", s.nacos(nacosInstance, s.nacosRegister))
+				r.Put(base+"/instance", s.nacos(nacosInstance, s.nacosUpdate))
+				r.Patch(base+"/instance", s.nacos(nacosInstance, s.nacosPatch))
+				r.Delete(base+"/instance", s.nacos(nacosInstance, s.nacosDeregister))
+				r.Put(base+"/health", s.nacos(nacosInstance, s.nacosSetHealth))
+				r.Put(base+"/health/instance", s.nacos(nacosInstance, s.nacosSetHealth))
+				r.Post(base+"/service", s.nacos(nacosService, s.nacosCreateService))
+				r.Put(base+"/service", s.nacos(nacosService, s.nacosUpdateService))
+				r.Delete(base+"/service", s.nacos(nacosService, s.nacosDeleteService))
+				r.Put(base+"/cluster", s.nacos(nacosOther, s.nacosPutCluster))
+			})
+			// Refused whoever asks, but only once the caller may write the namespace, as
+			// Nacos checks its heartbeat and batch routes (nothing is written either way).
+			r.Group(func(r chi.Router) {
+				r.Use(s.nsNeed(acl.Write))
+				r.Put(base+"/instance/beat", s.nacos(nacosInstance, s.nacosBeat))
+				r.Put(base+"/instance/metadata/batch", s.nacos(nacosInstance, s.nacosMetadataBatch))
+				r.Delete(base+"/instance/metadata/batch", s.nacos(nacosInstance, s.nacosMetadataBatch))
+			})
+			r.With(need(acl.OperatorRead)).Get(base+"/operator/switches", s.nacos(nacosOther, s.nacosGetSwitches))
+			r.With(need(acl.OperatorWrite)).Put(base+"/operator/switches", s.nacos(nacosOther, s.nacosPutSwitches))
+			r.With(need(acl.OperatorRead)).Get(base+"/operator/metrics", s.nacos(nacosOther, s.nacosMetrics))
+		}
+		r.With(need(acl.OperatorRead)).Get("/nacos/v1/ns/operator/servers", s.nacos(nacosOther, s.nacosServers))
+		r.With(need(acl.OperatorRead)).Get("/nacos/v1/ns/raft/leader", s.nacos(nacosOther, s.nacosRaftLeader))
+	})
 	return r
+}
+
+// authenticate resolves the token of a Nacos request (nacosTokenOf) and hands the
+// request on with what it may do in its context; a request without a valid token while
+// ACLs are on is refused as Nacos refuses it (403).
+func (s *handler) authenticate(next http.Handler) http.Handler {
+	return httpx.Authenticate(nacosAuth{s}, nacosTokenOf, func(w http.ResponseWriter, r *http.Request, err error) {
+		s.writeNacosError(w, r, err, nacosOther)
+	})(next)
 }
 
 // nacos adapts a Nacos handler: it parses the parameters, runs fn and answers in the
@@ -171,7 +199,8 @@ const maxCASRetries = 8
 // exist. The write itself re-checks what it depends on, so a race only changes which
 // error is answered.
 func (s *handler) leaderView(r *http.Request, key model.ServiceKey) (view store.ServiceView, found bool, err error) {
-	_, err = s.reg.Read(r.Context(), registry.ReadOptions{Consistency: registry.Leader}, func(*store.WatchSet) (uint64, error) {
+	o := registry.ReadOptions{Permission: acl.NamespacePermission(key.Namespace, acl.Read), Consistency: registry.Leader}
+	_, err = s.reg.Read(r.Context(), o, func(*store.WatchSet) (uint64, error) {
 		var idx uint64
 		idx, view, err = s.store.ServiceView(nil, key)
 		return idx, err

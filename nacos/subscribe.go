@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/httpx"
 )
 
 // headerNacosPush marks an instance-list query a follower forwards to the leader after
@@ -18,7 +19,9 @@ const headerNacosPush = "X-Roster-Nacos-Push"
 type pushCacheKey struct{}
 
 // nacosPushRoute records the client of a v1 instance-list query for UDP pushes (or
-// renews it) before the read is served here or forwarded, as Nacos's doSrvIPXT does:
+// renews it) before the read is served here or forwarded, as Nacos's doSrvIPXT does —
+// once the caller's token was found to grant read access to the namespace, and only
+// for as long as it does:
 // when udpPort is 1..65535 and the agent (User-Agent, else Client-Version) names a
 // client Nacos pushes to. Pushes go
 // to the query's source IP at udpPort, never to clientIP. An absent or 0 udpPort asks
@@ -72,7 +75,7 @@ func (s *handler) nacosPushRoute(next http.Handler) http.Handler {
 		}
 		sub, ok := s.push.subscribe(pushQuery{
 			service: key, clusters: clusters, healthyOnly: healthyOnly, addr: addr,
-			agent: agent, app: p.str("app"),
+			agent: agent, app: p.str("app"), allowed: s.stillAllowed(nacosTokenOf(r), httpx.PermissionOf(r)),
 		})
 		if !ok {
 			next.ServeHTTP(w, r)

@@ -39,6 +39,12 @@ type pushAPI struct {
 // is used when manual is set.
 func newPushAPI(t *testing.T, id string, leader *model.Member, opts pushOptions, manual bool) *pushAPI {
 	t.Helper()
+	return newPushAPIWith(t, id, leader, opts, manual, nil)
+}
+
+// newPushAPIWith is newPushAPI with configure (nil: none) adjusting the configuration.
+func newPushAPIWith(t *testing.T, id string, leader *model.Member, opts pushOptions, manual bool, configure func(*store.Store, *Config)) *pushAPI {
+	t.Helper()
 	a := &pushAPI{conn: newGuardConn(t), ticks: make(chan time.Time, 64)}
 	opts.Conn = a.conn
 	if manual {
@@ -53,6 +59,9 @@ func newPushAPI(t *testing.T, id string, leader *model.Member, opts pushOptions,
 		}
 		t.Cleanup(hub.Close)
 		cfg.Watch, cfg.Registerer, cfg.push = hub, prometheus.NewRegistry(), opts
+		if configure != nil {
+			configure(st, cfg)
+		}
 	})
 	a.push = a.h.(*handler).push
 	t.Cleanup(a.push.close)

@@ -24,19 +24,25 @@ import (
 // would configure it: the HTTP port for persistent writes, the gRPC port for the rest.
 func newClient(t *testing.T, nodes ...*servertest.Node) naming_client.INamingClient {
 	t.Helper()
+	return newClientWith(t, nil, nodes...)
+}
+
+// newClientWith is newClient with opts added to the client configuration.
+func newClientWith(t *testing.T, opts []constant.ClientOption, nodes ...*servertest.Node) naming_client.INamingClient {
+	t.Helper()
 	var sc []constant.ServerConfig
 	for _, nd := range nodes {
 		host, hp := splitPort(t, nd.HTTPAddr)
 		_, gp := splitPort(t, nd.GRPCAddr)
 		sc = append(sc, constant.ServerConfig{IpAddr: host, Port: hp, GrpcPort: gp, ContextPath: "/nacos", Scheme: "http"})
 	}
-	cc := constant.NewClientConfig(
+	cc := constant.NewClientConfig(append([]constant.ClientOption{
 		constant.WithTimeoutMs(5000),
 		constant.WithNotLoadCacheAtStart(true),
 		constant.WithCacheDir(t.TempDir()),
 		constant.WithLogDir(t.TempDir()),
 		constant.WithLogLevel("error"),
-	)
+	}, opts...)...)
 	client, err := clients.NewNamingClient(vo.NacosClientParam{ClientConfig: cc, ServerConfigs: sc})
 	if err != nil {
 		t.Fatalf("nacos-sdk-go v2 naming client: %v", err)
