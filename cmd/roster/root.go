@@ -74,6 +74,7 @@ func (a *app) rootCmd() *cobra.Command {
 		a.snapshotCmd(),
 		a.recoverCmd(),
 		a.checkCmd(),
+		a.tlsCmd(),
 		a.demoBackendCmd(),
 		newBenchCmd(),
 	)
