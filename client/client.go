@@ -6,6 +6,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -33,6 +34,10 @@ type Client struct {
 	baseErr error
 	hc      *http.Client
 	timeout time.Duration
+	// tls is WithTLSConfig's configuration; ownHC says hc is the Client's own (not
+	// WithHTTPClient's), which it applies to.
+	tls   *tls.Config
+	ownHC bool
 }
 
 // Option configures a Client.
@@ -53,19 +58,35 @@ func WithTimeout(d time.Duration) Option {
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) {
 		if hc != nil {
-			c.hc = hc
+			c.hc, c.ownHC = hc, false
 		}
 	}
 }
 
-// New returns a client for the node at addr, either "host:port" (plain HTTP) or a URL
-// such as "https://roster.example:8848" (a path prefix is kept). An unusable addr is
-// reported by every call rather than here.
+// WithTLSConfig makes the Client speak HTTPS with cfg: the CAs it trusts (RootCAs) and
+// the client certificate it presents (Certificates), for a node started with TLS
+// (tlsutil.ClientConfig builds cfg from files). An address without a scheme is then an
+// https:// one. A client given WithHTTPClient keeps that client's own TLS settings.
+func WithTLSConfig(cfg *tls.Config) Option {
+	return func(c *Client) { c.tls = cfg }
+}
+
+// New returns a client for the node at addr, either "host:port" (plain HTTP, or HTTPS
+// WithTLSConfig) or a URL such as "https://roster.example:8848" (a path prefix is
+// kept). An unusable addr is reported by every call rather than here.
 func New(addr string, opts ...Option) *Client {
-	c := &Client{hc: defaultHTTPClient(), timeout: DefaultTimeout}
+	c := &Client{hc: defaultHTTPClient(), timeout: DefaultTimeout, ownHC: true}
 	c.base, c.baseErr = parseBase(addr)
 	for _, o := range opts {
 		o(c)
+	}
+	if c.tls != nil {
+		if t, ok := c.hc.Transport.(*http.Transport); ok && c.ownHC {
+			t.TLSClientConfig = c.tls.Clone()
+		}
+		if c.base != nil && !strings.Contains(addr, "://") {
+			c.base.Scheme = "https"
+		}
 	}
 	return c
 }
