@@ -4,6 +4,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,6 +32,7 @@ import (
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/tlsutil"
 )
 
 // Config is the validated configuration of one node.
@@ -95,6 +97,8 @@ type Config struct {
 	// error: the node runs without DNS (for a default address, as several nodes on one
 	// host would all ask for it).
 	DNSOptional bool
+	// TLS turns TLS on for the API, Raft and the traffic between nodes (tls.go).
+	TLS TLSConfig
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -140,7 +144,7 @@ func (c *Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.RaftAddr); err != nil {
 		return fmt.Errorf("raft-addr: %w", err)
 	}
-	return nil
+	return c.TLS.validate()
 }
 
 // DefaultMetadataMaxBytes is the cluster-wide metadata size limit of a cluster whose
@@ -179,6 +183,8 @@ type Server struct {
 	closeOnce sync.Once
 	closeErr  error
 	serveDone chan struct{}
+
+	certs *tlsutil.NodeCerts // the node's TLS material; nil: TLS is off
 }
 
 // New opens the node's state and Raft log and binds the HTTP listener; Start begins
@@ -188,6 +194,9 @@ func New(cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), serveDone: make(chan struct{})}
+	if s.certs, err = loadTLS(cfg.TLS); err != nil {
+		return nil, err
+	}
 	var closers []func() error
 	defer func() {
 		if err != nil {
@@ -232,12 +241,19 @@ func New(cfg Config) (_ *Server, err error) {
 	closers = append(closers, s.ln.Close)
 	s.httpAddr = s.ln.Addr().String()
 
-	httpAdv, err := advertise(cfg.HTTPAdvertise, s.httpAddr, cfg.RaftAdvertise, cfg.RaftAddr)
+	advertiseFn, join := advertise, cfg.Join
+	if s.certs != nil {
+		advertiseFn = tlsAdvertise
+		if join, err = tlsJoinTarget(join); err != nil {
+			return nil, fmt.Errorf("join: %w", err)
+		}
+	}
+	httpAdv, err := advertiseFn(cfg.HTTPAdvertise, s.httpAddr, cfg.RaftAdvertise, cfg.RaftAddr)
 	if err != nil {
 		return nil, fmt.Errorf("http-advertise: %w", err)
 	}
 
-	s.joinHTTP = newJoinHTTPClient()
+	s.joinHTTP = newJoinHTTPClient(s.peerTLS())
 	closers = append(closers, func() error { s.joinHTTP.CloseIdleConnections(); return nil })
 	s.node, err = raftnode.New(raftnode.Config{
 		NodeID:             cfg.NodeID,
@@ -247,8 +263,9 @@ func New(cfg Config) (_ *Server, err error) {
 		RaftAdvertise:      cfg.RaftAdvertise,
 		HTTPAdvertise:      httpAdv,
 		Peers:              cfg.Peers,
-		Join:               cfg.Join,
-		Joiner:             joiner(s.joinHTTP),
+		Join:               join,
+		Joiner:             joiner(s.joinHTTP, s.peerURL),
+		TLS:                s.raftTLS(),
 		HeartbeatTimeout:   cfg.Raft.HeartbeatTimeout,
 		ElectionTimeout:    cfg.Raft.ElectionTimeout,
 		LeaderLeaseTimeout: cfg.Raft.LeaderLeaseTimeout,
@@ -333,6 +350,7 @@ func New(cfg Config) (_ *Server, err error) {
 			API: s.nacosAPI, Store: s.store, Watch: s.hub, HTTPAddr: httpAdv,
 			Registerer: s.metrics, Logger: s.log, Alarm: s.fsm.Alarm,
 			CatchUp: func(ctx context.Context) error { return s.node.CatchUp(ctx, s.fwd.LastWriteIndex()) },
+			TLS:     s.grpcTLS(),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("nacos grpc: %w", err)
@@ -341,11 +359,22 @@ func New(cfg Config) (_ *Server, err error) {
 	if cfg.Pprof {
 		handler = withPprof(handler)
 	}
+	if s.certs != nil {
+		handler = requireNodeCertToJoin(handler)
+	}
 	s.http = &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
+	if s.certs != nil {
+		s.http.TLSConfig = s.certs.HTTPServer(cfg.TLS.VerifyIncoming)
+		// HTTP/1.1 only: event streams take their connection over from net/http, which
+		// HTTP/2 does not allow (httpapi/streamer.go; docs/security.md).
+		s.http.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+		s.http.ErrorLog = httpErrorLog(s.log)
+	}
+	s.logTLS()
 	return s, nil
 }
 
@@ -383,7 +412,11 @@ func advertise(explicit, bound, raftAdv, raftBind string) (string, error) {
 func (s *Server) Start() error {
 	go func() {
 		defer close(s.serveDone)
-		if err := s.http.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		serve := s.http.Serve
+		if s.certs != nil {
+			serve = func(ln net.Listener) error { return s.http.ServeTLS(ln, "", "") }
+		}
+		if err := serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http server stopped", "err", err)
 		}
 	}()
@@ -571,6 +604,7 @@ func (s *Server) newAPI(cfg Config) (http.Handler, error) {
 	s.fwd, err = httpx.NewForwarder(httpx.ForwarderConfig{
 		Node: s.node, NodeID: cfg.NodeID, Logger: s.log, Metrics: httpMetrics,
 		RequestTimeout: httpapi.DefaultRequestTimeout, LeaderHold: httpapi.DefaultLeaderHold,
+		TLS: s.peerTLS(),
 	})
 	if err != nil {
 		return nil, err
