@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -113,6 +114,9 @@ type ClientConfig struct {
 	// WatchTransport is how the Roster client watches: WatchSSE or WatchBlocking (""
 	// means DefaultWatchTransport). The etcd client ignores it.
 	WatchTransport string
+	// TLS, when set, is the client TLS configuration of every connection, and an
+	// endpoint without a scheme is an https:// one.
+	TLS *tls.Config
 }
 
 // WatchTransportOrDefault is c.WatchTransport, or DefaultWatchTransport when empty.
@@ -158,9 +162,13 @@ func NewClient(ctx context.Context, cfg ClientConfig) (Client, error) {
 	}
 	eps := make([]string, len(cfg.Endpoints))
 	for i, e := range cfg.Endpoints {
+		if cfg.TLS != nil && !strings.Contains(e, "://") {
+			e = "https://" + strings.TrimSpace(e)
+		}
 		eps[i] = baseURL(e)
 	}
 	h := newHTTP(cfg.Timeout, cfg.MaxConns)
+	h.tr.TLSClientConfig = cfg.TLS
 	switch cfg.System {
 	case SystemRoster:
 		return newRosterClient(ctx, h, eps, cfg)

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/bench"
+	"github.com/rosterhq/roster/tlsutil"
 )
 
 // benchOptions holds the flags of `roster bench`.
@@ -42,6 +44,7 @@ type benchOptions struct {
 	label         string
 	jsonPath      string
 	quiet         bool
+	tls           tlsutil.Files // --ca-file, --cert-file, --key-file
 }
 
 // newBenchCmd builds `roster bench` (load generator) with its `compare`, `failover` and
@@ -92,6 +95,9 @@ func newBenchCmd() *cobra.Command {
 	f.StringVar(&o.label, "label", "", "tag stored in every result (for example the round)")
 	f.StringVar(&o.jsonPath, "json", "", "write the JSON report to this file (- for stdout)")
 	f.BoolVar(&o.quiet, "quiet", false, "do not print rows to stderr as points complete")
+	f.StringVar(&o.tls.CAFile, "ca-file", "", "roster: CA certificate(s) (PEM) of a cluster serving HTTPS; endpoints without a scheme are then https")
+	f.StringVar(&o.tls.CertFile, "cert-file", "", "roster: client certificate (PEM) for a cluster started with --tls-verify-incoming (with --key-file)")
+	f.StringVar(&o.tls.KeyFile, "key-file", "", "roster: key of --cert-file (PEM)")
 	cmd.AddCommand(newBenchCompareCmd(), newBenchFailoverCmd(), newBenchFailoverReportCmd(), newBenchFanoutCmd())
 	return cmd
 }
@@ -105,10 +111,17 @@ func runBench(cmd *cobra.Command, o *benchOptions) error {
 	if !o.quiet {
 		progress = cmd.ErrOrStderr()
 	}
+	var tlsCfg *tls.Config
+	if !o.tls.IsZero() {
+		var err error
+		if tlsCfg, err = tlsutil.ClientConfig(o.tls); err != nil {
+			return fmt.Errorf("--ca-file/--cert-file/--key-file: %w", err)
+		}
+	}
 	cfg := bench.SuiteConfig{
 		Client: bench.ClientConfig{
 			System: o.system, Endpoints: o.endpoints, WriteTarget: o.writeTarget, ReadTarget: o.readTarget, Timeout: o.timeout,
-			HealthChecks: o.healthChecks, WatchTransport: o.watch,
+			HealthChecks: o.healthChecks, WatchTransport: o.watch, TLS: tlsCfg,
 		},
 		Workloads:     o.workloads,
 		Consistencies: o.consistencies,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rosterhq/roster/client"
+	"github.com/rosterhq/roster/tlsutil"
 )
 
 // defaultAddr is the API address the client commands dial by default.
@@ -27,6 +29,10 @@ type app struct {
 	addr    string
 	output  string
 	timeout time.Duration
+	// TLS of the client commands (--ca-file, --cert-file, --key-file; tlsFlags); tlsConfig
+	// is built from them before the command runs (nil: none given).
+	tlsFiles  tlsutil.Files
+	tlsConfig *tls.Config
 }
 
 func newApp(stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) *app {
@@ -50,7 +56,7 @@ func (a *app) rootCmd() *cobra.Command {
 			if f := cmd.Flags().Lookup("output"); f != nil && a.output != outputTable && a.output != outputJSON {
 				return fmt.Errorf("--output %q: must be %s or %s", a.output, outputTable, outputJSON)
 			}
-			return nil
+			return a.loadClientTLS(cmd)
 		},
 	}
 	root.SetOut(a.stdout)
@@ -87,11 +93,12 @@ func (a *app) clientFlags(cmd *cobra.Command) {
 	fs.StringVar(&a.addr, "addr", defaultAddr, "API address of any Roster node (host:port or URL)")
 	fs.StringVarP(&a.output, "output", "o", outputTable, "output format: table or json")
 	fs.DurationVar(&a.timeout, "timeout", client.DefaultTimeout, "request timeout")
+	a.tlsFlags(cmd)
 }
 
 // client returns an API client for --addr.
 func (a *app) client() *client.Client {
-	return client.New(a.addr, client.WithTimeout(a.timeout))
+	return client.New(a.addr, client.WithTimeout(a.timeout), client.WithTLSConfig(a.tlsConfig))
 }
 
 // exactArgs is cobra.ExactArgs with a message that shows the usage.

@@ -63,6 +63,9 @@ type nodeOptions struct {
 	TrustedOrigins []string
 	// MaxWatchers is --max-watchers (0: sized for the machine).
 	MaxWatchers int
+	// TLS (--tls-*): all three files, or none; TLSVerifyIncoming needs them.
+	TLSCertFile, TLSKeyFile, TLSCAFile string
+	TLSVerifyIncoming                  bool
 }
 
 // grpcAddrOff is the --grpc-addr value that serves no gRPC.
@@ -107,7 +110,7 @@ func (o nodeOptions) validate() error {
 			return fmt.Errorf("--grpc-addr %q: %w", a, err)
 		}
 	}
-	return nil
+	return o.validateTLS()
 }
 
 // dnsConfig is the node's DNS configuration.
@@ -227,6 +230,7 @@ func (a *app) serverCmd() *cobra.Command {
 	probePolicyFlags(fs, &o)
 	dnsFlags(fs, &o)
 	grpcFlag(fs, &o)
+	serverTLSFlags(fs, &o)
 	return cmd
 }
 

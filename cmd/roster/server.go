@@ -52,6 +52,9 @@ func startNode(o nodeOptions, log *slog.Logger) (string, func() error, error) {
 		GRPCAddr:          o.grpcAddr(),
 		TrustedOrigins:    o.TrustedOrigins,
 		MaxWatchers:       o.MaxWatchers,
+		TLS: server.TLSConfig{
+			CertFile: o.TLSCertFile, KeyFile: o.TLSKeyFile, CAFile: o.TLSCAFile, VerifyIncoming: o.TLSVerifyIncoming,
+		},
 	})
 	if err != nil {
 		return "", nil, err

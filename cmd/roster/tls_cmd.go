@@ -3,12 +3,14 @@ package main
 import (
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rosterhq/roster/tlsutil"
 )
@@ -129,5 +131,56 @@ func (a *app) printValidity(file string) error {
 		fmt.Fprintf(a.stdout, "valid for: %s\n", strings.Join(names, ", "))
 	}
 	fmt.Fprintf(a.stdout, "expires: %s\n", c.NotAfter.UTC().Format(time.RFC3339))
+	return nil
+}
+
+// tlsFlags adds the TLS flags of the commands that talk to a node.
+func (a *app) tlsFlags(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&a.tlsFiles.CAFile, "ca-file", "", "CA certificate(s) (PEM) to verify the node's certificate with (default: the system's); with it an --addr without a scheme is https")
+	fs.StringVar(&a.tlsFiles.CertFile, "cert-file", "", "client certificate (PEM) to present, for nodes started with --tls-verify-incoming (with --key-file)")
+	fs.StringVar(&a.tlsFiles.KeyFile, "key-file", "", "key of --cert-file (PEM)")
+}
+
+// loadClientTLS builds the TLS configuration of a command with tlsFlags from the files
+// given, before the command runs (none given: plain HTTP unless --addr says https://).
+func (a *app) loadClientTLS(cmd *cobra.Command) error {
+	if cmd.Flags().Lookup("ca-file") == nil || a.tlsFiles.IsZero() {
+		return nil
+	}
+	cfg, err := tlsutil.ClientConfig(a.tlsFiles)
+	if err != nil {
+		return fmt.Errorf("--ca-file/--cert-file/--key-file: %w", err)
+	}
+	a.tlsConfig = cfg
+	return nil
+}
+
+// serverTLSFlags adds the --tls-* flags of `roster server`.
+func serverTLSFlags(fs *pflag.FlagSet, o *nodeOptions) {
+	fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "this node's certificate (PEM); with --tls-key-file and --tls-ca-file: HTTPS-only API, mutual TLS between nodes (docs/security.md)")
+	fs.StringVar(&o.TLSKeyFile, "tls-key-file", "", "key of --tls-cert-file (PEM)")
+	fs.StringVar(&o.TLSCAFile, "tls-ca-file", "", "CA certificate(s) (PEM) that every node's and client's certificate must be signed by")
+	fs.BoolVar(&o.TLSVerifyIncoming, "tls-verify-incoming", false, "require a client certificate signed by the CA on the HTTP and Nacos gRPC APIs")
+}
+
+// validateTLS refuses a partial TLS configuration before anything starts.
+func (o nodeOptions) validateTLS() error {
+	files := []struct{ flag, v string }{{"--tls-cert-file", o.TLSCertFile}, {"--tls-key-file", o.TLSKeyFile}, {"--tls-ca-file", o.TLSCAFile}}
+	var given, missing []string
+	for _, f := range files {
+		if f.v == "" {
+			missing = append(missing, f.flag)
+		} else {
+			given = append(given, f.flag)
+		}
+	}
+	switch {
+	case len(given) > 0 && len(missing) > 0:
+		return fmt.Errorf("--tls-cert-file, --tls-key-file and --tls-ca-file go together: %s given without %s",
+			strings.Join(given, ", "), strings.Join(missing, " and "))
+	case len(given) == 0 && o.TLSVerifyIncoming:
+		return errors.New("--tls-verify-incoming needs --tls-cert-file, --tls-key-file and --tls-ca-file")
+	}
 	return nil
 }
