@@ -108,15 +108,15 @@ type ClientConfig struct {
 	Timeout time.Duration
 	// MaxConns sizes the keep-alive pool per endpoint (0 = 512).
 	MaxConns int
+	// TLS, when set, is the TLS configuration of the Roster client's connections, and an
+	// endpoint without a scheme is an https:// one. The etcd client ignores it.
+	TLS *tls.Config
 	// HealthChecks keeps Roster's default TCP health check on the bench's services (see
 	// Client.PrepareService).
 	HealthChecks bool
 	// WatchTransport is how the Roster client watches: WatchSSE or WatchBlocking (""
 	// means DefaultWatchTransport). The etcd client ignores it.
 	WatchTransport string
-	// TLS, when set, is the client TLS configuration of every connection, and an
-	// endpoint without a scheme is an https:// one.
-	TLS *tls.Config
 }
 
 // WatchTransportOrDefault is c.WatchTransport, or DefaultWatchTransport when empty.
@@ -162,13 +162,12 @@ func NewClient(ctx context.Context, cfg ClientConfig) (Client, error) {
 	}
 	eps := make([]string, len(cfg.Endpoints))
 	for i, e := range cfg.Endpoints {
-		if cfg.TLS != nil && !strings.Contains(e, "://") {
+		if cfg.TLS != nil && cfg.System == SystemRoster && !strings.Contains(e, "://") {
 			e = "https://" + strings.TrimSpace(e)
 		}
 		eps[i] = baseURL(e)
 	}
 	h := newHTTP(cfg.Timeout, cfg.MaxConns)
-	h.tr.TLSClientConfig = cfg.TLS
 	switch cfg.System {
 	case SystemRoster:
 		return newRosterClient(ctx, h, eps, cfg)

@@ -32,12 +32,12 @@ const maxErrorBody = 64 << 10
 type Client struct {
 	base    *url.URL
 	baseErr error
-	hc      *http.Client
-	timeout time.Duration
 	// tls is WithTLSConfig's configuration; ownHC says hc is the Client's own (not
 	// WithHTTPClient's), which it applies to.
-	tls   *tls.Config
-	ownHC bool
+	tls     *tls.Config
+	ownHC   bool
+	hc      *http.Client
+	timeout time.Duration
 }
 
 // Option configures a Client.
@@ -53,6 +53,14 @@ func WithTimeout(d time.Duration) Option {
 	}
 }
 
+// WithTLSConfig makes the Client speak HTTPS with cfg: the CAs it trusts (RootCAs) and
+// the client certificate it presents (Certificates), for a node started with TLS
+// (tlsutil.ClientConfig builds cfg from files). An address without a scheme is then an
+// https:// one. A client given WithHTTPClient keeps that client's own TLS settings.
+func WithTLSConfig(cfg *tls.Config) Option {
+	return func(c *Client) { c.tls = cfg }
+}
+
 // WithHTTPClient makes the Client send its requests through hc (for TLS settings, proxies
 // or tests). The Client's own per-request timeout still applies.
 func WithHTTPClient(hc *http.Client) Option {
@@ -63,17 +71,9 @@ func WithHTTPClient(hc *http.Client) Option {
 	}
 }
 
-// WithTLSConfig makes the Client speak HTTPS with cfg: the CAs it trusts (RootCAs) and
-// the client certificate it presents (Certificates), for a node started with TLS
-// (tlsutil.ClientConfig builds cfg from files). An address without a scheme is then an
-// https:// one. A client given WithHTTPClient keeps that client's own TLS settings.
-func WithTLSConfig(cfg *tls.Config) Option {
-	return func(c *Client) { c.tls = cfg }
-}
-
-// New returns a client for the node at addr, either "host:port" (plain HTTP, or HTTPS
-// WithTLSConfig) or a URL such as "https://roster.example:8848" (a path prefix is
-// kept). An unusable addr is reported by every call rather than here.
+// New returns a client for the node at addr, either "host:port" (plain HTTP) or a URL
+// such as "https://roster.example:8848" (a path prefix is kept). An unusable addr is
+// reported by every call rather than here.
 func New(addr string, opts ...Option) *Client {
 	c := &Client{hc: defaultHTTPClient(), timeout: DefaultTimeout, ownHC: true}
 	c.base, c.baseErr = parseBase(addr)

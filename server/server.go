@@ -241,10 +241,10 @@ func New(cfg Config) (_ *Server, err error) {
 	closers = append(closers, s.ln.Close)
 	s.httpAddr = s.ln.Addr().String()
 
-	advertiseFn, join := advertise, cfg.Join
+	advertiseFn := advertise
 	if s.certs != nil {
 		advertiseFn = tlsAdvertise
-		if join, err = tlsJoinTarget(join); err != nil {
+		if err := checkTLSJoin(cfg.Join); err != nil {
 			return nil, fmt.Errorf("join: %w", err)
 		}
 	}
@@ -260,12 +260,12 @@ func New(cfg Config) (_ *Server, err error) {
 		DataDir:            cfg.DataDir,
 		RaftBind:           cfg.RaftAddr,
 		RaftListener:       cfg.RaftListener,
+		TLS:                s.raftTLS(),
 		RaftAdvertise:      cfg.RaftAdvertise,
 		HTTPAdvertise:      httpAdv,
 		Peers:              cfg.Peers,
-		Join:               join,
+		Join:               cfg.Join,
 		Joiner:             joiner(s.joinHTTP, s.peerURL),
-		TLS:                s.raftTLS(),
 		HeartbeatTimeout:   cfg.Raft.HeartbeatTimeout,
 		ElectionTimeout:    cfg.Raft.ElectionTimeout,
 		LeaderLeaseTimeout: cfg.Raft.LeaderLeaseTimeout,

@@ -136,15 +136,13 @@ func tlsAdvertise(explicit, bound, raftAdv, raftBind string) (string, error) {
 	return "https://" + addr, nil
 }
 
-// tlsJoinTarget makes a join address without a scheme an https URL; http:// is refused.
-func tlsJoinTarget(join string) (string, error) {
-	switch {
-	case join == "" || strings.HasPrefix(join, "https://"):
-		return join, nil
-	case strings.Contains(join, "://"):
-		return "", fmt.Errorf("%q: with TLS on the cluster is reached over HTTPS; give host:port or https://host:port", join)
+// checkTLSJoin refuses an http:// join address with TLS on (an address without a scheme
+// is dialed over HTTPS: peerURL).
+func checkTLSJoin(join string) error {
+	if strings.Contains(join, "://") && !strings.HasPrefix(join, "https://") {
+		return fmt.Errorf("%q: with TLS on the cluster is reached over HTTPS; give host:port or https://host:port", join)
 	}
-	return "https://" + join, nil
+	return nil
 }
 
 // peerURL is the address of another node's API as the node dials it: with TLS on, an

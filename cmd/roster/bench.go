@@ -121,7 +121,7 @@ func runBench(cmd *cobra.Command, o *benchOptions) error {
 	cfg := bench.SuiteConfig{
 		Client: bench.ClientConfig{
 			System: o.system, Endpoints: o.endpoints, WriteTarget: o.writeTarget, ReadTarget: o.readTarget, Timeout: o.timeout,
-			HealthChecks: o.healthChecks, WatchTransport: o.watch, TLS: tlsCfg,
+			HealthChecks: o.healthChecks, WatchTransport: o.watch,
 		},
 		Workloads:     o.workloads,
 		Consistencies: o.consistencies,
@@ -136,6 +136,7 @@ func runBench(cmd *cobra.Command, o *benchOptions) error {
 		Label:         o.label,
 		Logger:        slog.New(slog.DiscardHandler),
 	}
+	cfg.Client.TLS = tlsCfg
 	rep := bench.Report{Meta: bench.NewMeta(os.Args)}
 	rep.Meta.SystemVersion = bench.SystemVersion(ctx, o.system, o.endpoints[0])
 	results, err := bench.RunSuite(ctx, cfg, progress)

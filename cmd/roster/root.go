@@ -24,15 +24,15 @@ type app struct {
 	// startNode opens and starts a Roster node; it returns the address the API listens
 	// on and a function that stops the node.
 	startNode func(o nodeOptions, log *slog.Logger) (httpAddr string, stop func() error, err error)
+	// TLS of the client commands (--ca-file, --cert-file, --key-file; tlsFlags); tlsConfig
+	// is built from them before the command runs (nil: none given).
+	tlsFiles  tlsutil.Files
+	tlsConfig *tls.Config
 
 	// Flags shared by the client commands.
 	addr    string
 	output  string
 	timeout time.Duration
-	// TLS of the client commands (--ca-file, --cert-file, --key-file; tlsFlags); tlsConfig
-	// is built from them before the command runs (nil: none given).
-	tlsFiles  tlsutil.Files
-	tlsConfig *tls.Config
 }
 
 func newApp(stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) *app {
@@ -76,11 +76,11 @@ func (a *app) rootCmd() *cobra.Command {
 		a.membersCmd(),
 		a.readyCmd(),
 		a.settingsCmd(),
+		a.tlsCmd(),
 		a.versionCmd(),
 		a.snapshotCmd(),
 		a.recoverCmd(),
 		a.checkCmd(),
-		a.tlsCmd(),
 		a.demoBackendCmd(),
 		newBenchCmd(),
 	)
@@ -89,11 +89,11 @@ func (a *app) rootCmd() *cobra.Command {
 
 // clientFlags adds the flags every client command shares.
 func (a *app) clientFlags(cmd *cobra.Command) {
+	a.tlsFlags(cmd)
 	fs := cmd.Flags()
 	fs.StringVar(&a.addr, "addr", defaultAddr, "API address of any Roster node (host:port or URL)")
 	fs.StringVarP(&a.output, "output", "o", outputTable, "output format: table or json")
 	fs.DurationVar(&a.timeout, "timeout", client.DefaultTimeout, "request timeout")
-	a.tlsFlags(cmd)
 }
 
 // client returns an API client for --addr.

@@ -34,6 +34,9 @@ type nodeOptions struct {
 	Join             string
 	MetadataMaxBytes int
 	SnapshotMaxBytes int64 // largest snapshot archive PUT /v1/snapshot accepts (0: the default)
+	// TLS (--tls-*): all three files, or none; TLSVerifyIncoming needs them.
+	TLSCertFile, TLSKeyFile, TLSCAFile string
+	TLSVerifyIncoming                  bool
 	// Raft timing and state-file durability (0: the defaults).
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
@@ -63,9 +66,6 @@ type nodeOptions struct {
 	TrustedOrigins []string
 	// MaxWatchers is --max-watchers (0: sized for the machine).
 	MaxWatchers int
-	// TLS (--tls-*): all three files, or none; TLSVerifyIncoming needs them.
-	TLSCertFile, TLSKeyFile, TLSCAFile string
-	TLSVerifyIncoming                  bool
 }
 
 // grpcAddrOff is the --grpc-addr value that serves no gRPC.

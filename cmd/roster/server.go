@@ -34,6 +34,7 @@ func startNode(o nodeOptions, log *slog.Logger) (string, func() error, error) {
 		RaftAdvertise:    o.RaftAdvertise,
 		Peers:            peers,
 		Join:             o.Join,
+		TLS:              o.tlsConfig(),
 		MetadataMaxBytes: o.MetadataMaxBytes,
 		Logger:           log,
 		Version:          version,
@@ -52,9 +53,6 @@ func startNode(o nodeOptions, log *slog.Logger) (string, func() error, error) {
 		GRPCAddr:          o.grpcAddr(),
 		TrustedOrigins:    o.TrustedOrigins,
 		MaxWatchers:       o.MaxWatchers,
-		TLS: server.TLSConfig{
-			CertFile: o.TLSCertFile, KeyFile: o.TLSKeyFile, CAFile: o.TLSCAFile, VerifyIncoming: o.TLSVerifyIncoming,
-		},
 	})
 	if err != nil {
 		return "", nil, err

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/rosterhq/roster/server"
 	"github.com/rosterhq/roster/tlsutil"
 )
 
@@ -162,6 +163,11 @@ func serverTLSFlags(fs *pflag.FlagSet, o *nodeOptions) {
 	fs.StringVar(&o.TLSKeyFile, "tls-key-file", "", "key of --tls-cert-file (PEM)")
 	fs.StringVar(&o.TLSCAFile, "tls-ca-file", "", "CA certificate(s) (PEM) that every node's and client's certificate must be signed by")
 	fs.BoolVar(&o.TLSVerifyIncoming, "tls-verify-incoming", false, "require a client certificate signed by the CA on the HTTP and Nacos gRPC APIs")
+}
+
+// tlsConfig is the node's TLS configuration.
+func (o nodeOptions) tlsConfig() server.TLSConfig {
+	return server.TLSConfig{CertFile: o.TLSCertFile, KeyFile: o.TLSKeyFile, CAFile: o.TLSCAFile, VerifyIncoming: o.TLSVerifyIncoming}
 }
 
 // validateTLS refuses a partial TLS configuration before anything starts.
