@@ -147,41 +147,43 @@ func TestTLS_ClusterServesHTTPSOnly(t *testing.T) {
 	}
 }
 
-// A node started with TLS and --join (an address without a scheme) joins the TLS
-// cluster over HTTPS, becomes a voter with an https:// address, and forwards writes.
+// A node started with TLS and --join (a follower's address, without a scheme) joins the
+// TLS cluster over HTTPS — the follower forwards the join to the leader with its own
+// certificate — becomes a voter with an https:// address, and forwards writes.
 func TestTLS_JoinOverHTTPS(t *testing.T) {
-	c := servertest.New(t, 1, servertest.FastTimeouts(), servertest.WithTLS())
-	c.MustLeader()
-	s := startJoiner(t, c.Nodes[0].HTTPAddr, c.TLS.NodeConfig("n2"), nil)
+	c := servertest.New(t, 2, servertest.FastTimeouts(), servertest.WithTLS())
+	leader := c.MustLeader()
+	follower := c.Nodes[1-leader]
+	s := startJoiner(t, "n3", follower.HTTPAddr, c.TLS.NodeConfig("n3"), nil)
 	ctx := ctxT(t, 30*time.Second)
-	wait.For(t, 20*time.Second, "n2 to join as a voter", func() bool {
-		res, _, err := c.Nodes[0].Client().Members(ctx, client.QueryOptions{})
+	wait.For(t, 20*time.Second, "n3 to join as a voter", func() bool {
+		res, _, err := c.Nodes[leader].Client().Members(ctx, client.QueryOptions{})
 		if err != nil {
 			return false
 		}
 		for _, m := range res.Members {
-			if m.ID == "n2" && m.Voter && m.HTTPAddr == "https://"+s.HTTPAddr() && m.RaftAddr == s.Node().RaftAddr() {
+			if m.ID == "n3" && m.Voter && m.HTTPAddr == "https://"+s.HTTPAddr() && m.RaftAddr == s.Node().RaftAddr() {
 				return true
 			}
 		}
 		return false
 	})
-	n2 := client.New(s.HTTPAddr(), client.WithTLSConfig(c.TLS.Client))
-	idx := register(ctx, t, n2, "joined", "127.100.0.2", 6000)
+	n3 := client.New(s.HTTPAddr(), client.WithTLSConfig(c.TLS.Client))
+	idx := register(ctx, t, n3, "joined", "127.100.0.2", 6000)
 	if err := s.Node().FSM().WaitApplied(ctx, idx); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// startJoiner starts node n2 with tlsCfg and --join target, logging into logs when set.
-func startJoiner(t *testing.T, target string, tlsCfg server.TLSConfig, logs io.Writer) *server.Server {
+// startJoiner starts node id with tlsCfg and --join target, logging into logs when set.
+func startJoiner(t *testing.T, id, target string, tlsCfg server.TLSConfig, logs io.Writer) *server.Server {
 	t.Helper()
 	logger := slog.New(slog.DiscardHandler)
 	if logs != nil {
 		logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	cfg := server.Config{
-		NodeID:   "n2",
+		NodeID:   id,
 		DataDir:  t.TempDir(),
 		HTTPAddr: "127.0.0.1:0",
 		RaftAddr: "127.0.0.1:0",
@@ -230,7 +232,7 @@ func TestTLS_NodeOfAnotherCACannotJoin(t *testing.T) {
 	leader := c.MustLeader()
 	other := servertest.NewTLS(t)
 	logs := &syncLog{}
-	startJoiner(t, c.Nodes[leader].HTTPAddr, other.NodeConfig("n2"), logs)
+	startJoiner(t, "n2", c.Nodes[leader].HTTPAddr, other.NodeConfig("n2"), logs)
 	wait.For(t, 20*time.Second, "n2's join to fail three times", func() bool {
 		return logs.count("join request failed") >= 3
 	})
