@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -107,6 +108,9 @@ type ClientConfig struct {
 	Timeout time.Duration
 	// MaxConns sizes the keep-alive pool per endpoint (0 = 512).
 	MaxConns int
+	// TLS, when set, is the TLS configuration of the Roster client's connections, and an
+	// endpoint without a scheme is an https:// one. The etcd client ignores it.
+	TLS *tls.Config
 	// HealthChecks keeps Roster's default TCP health check on the bench's services (see
 	// Client.PrepareService).
 	HealthChecks bool
@@ -160,6 +164,9 @@ func NewClient(ctx context.Context, cfg ClientConfig) (Client, error) {
 	}
 	eps := make([]string, len(cfg.Endpoints))
 	for i, e := range cfg.Endpoints {
+		if cfg.TLS != nil && cfg.System == SystemRoster && !strings.Contains(e, "://") {
+			e = "https://" + strings.TrimSpace(e)
+		}
 		eps[i] = baseURL(e)
 	}
 	h := newHTTP(cfg.Timeout, cfg.MaxConns)

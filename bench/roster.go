@@ -28,6 +28,7 @@ type rosterClient struct {
 }
 
 func newRosterClient(ctx context.Context, h *httpClients, eps []string, cfg ClientConfig) (*rosterClient, error) {
+	h.tr.TLSClientConfig = cfg.TLS
 	c := &rosterClient{h: h, all: eps, writeTo: eps, readTo: eps, healthChecks: cfg.HealthChecks,
 		transport: cfg.WatchTransportOrDefault()}
 	if cfg.WriteTarget == TargetLeader || cfg.ReadTarget == TargetLeader {

@@ -6,6 +6,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -31,6 +32,10 @@ const maxErrorBody = 64 << 10
 type Client struct {
 	base    *url.URL
 	baseErr error
+	// tls is WithTLSConfig's configuration; ownHC says hc is the Client's own (not
+	// WithHTTPClient's), which it applies to.
+	tls     *tls.Config
+	ownHC   bool
 	hc      *http.Client
 	timeout time.Duration
 	token   string
@@ -49,12 +54,20 @@ func WithTimeout(d time.Duration) Option {
 	}
 }
 
+// WithTLSConfig makes the Client speak HTTPS with cfg: the CAs it trusts (RootCAs) and
+// the client certificate it presents (Certificates), for a node started with TLS
+// (tlsutil.ClientConfig builds cfg from files). An address without a scheme is then an
+// https:// one. A client given WithHTTPClient keeps that client's own TLS settings.
+func WithTLSConfig(cfg *tls.Config) Option {
+	return func(c *Client) { c.tls = cfg }
+}
+
 // WithHTTPClient makes the Client send its requests through hc (for TLS settings, proxies
 // or tests). The Client's own per-request timeout still applies.
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) {
 		if hc != nil {
-			c.hc = hc
+			c.hc, c.ownHC = hc, false
 		}
 	}
 }
@@ -76,10 +89,18 @@ func (c *Client) authorize(req *http.Request) {
 // such as "https://roster.example:8848" (a path prefix is kept). An unusable addr is
 // reported by every call rather than here.
 func New(addr string, opts ...Option) *Client {
-	c := &Client{hc: defaultHTTPClient(), timeout: DefaultTimeout}
+	c := &Client{hc: defaultHTTPClient(), timeout: DefaultTimeout, ownHC: true}
 	c.base, c.baseErr = parseBase(addr)
 	for _, o := range opts {
 		o(c)
+	}
+	if c.tls != nil {
+		if t, ok := c.hc.Transport.(*http.Transport); ok && c.ownHC {
+			t.TLSClientConfig = c.tls.Clone()
+		}
+		if c.base != nil && !strings.Contains(addr, "://") {
+			c.base.Scheme = "https"
+		}
 	}
 	return c
 }

@@ -159,7 +159,7 @@ func (c *Client) watch(ctx context.Context, path *pathBuilder, query url.Values,
 	}
 	nodes := []*Client{c}
 	for _, a := range o.Fallback {
-		nodes = append(nodes, New(a, WithHTTPClient(c.hc)))
+		nodes = append(nodes, New(a, WithHTTPClient(c.hc), WithTLSConfig(c.tls)))
 	}
 	last := o.LastIndex
 	var (

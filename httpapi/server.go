@@ -311,6 +311,11 @@ func (s *server) routes() *chi.Mux {
 	r.Get("/v1/status/state-check", s.handle(s.getStateCheck))
 	r.With(httpx.BufferBodyWithin(s.cfg.MaxBodyBytes, s.cfg.BodyTimeout, httpx.JSONBodies, s.writeError),
 		s.fwd.LeaderOnly(s.writeError)).Post("/v1/acl/bootstrap", s.handle(s.bootstrapACL))
+	// Joins and address announcements come from nodes: over TLS a node certificate of
+	// the cluster's CA is enough; otherwise they need operator: write (--join-token).
+	r.With(httpx.NodeOr(func(next http.Handler) http.Handler { return authenticate(need(acl.OperatorWrite)(next)) }),
+		httpx.BufferBodyWithin(s.cfg.MaxBodyBytes, s.cfg.BodyTimeout, httpx.JSONBodies, s.writeError),
+		s.fwd.LeaderOnly(s.writeError)).Post("/v1/cluster/join", s.handle(s.join))
 
 	const (
 		ns       = "/v1/namespaces/{ns}"
@@ -363,7 +368,6 @@ func (s *server) routes() *chi.Mux {
 		})
 		r.Group(func(r chi.Router) {
 			r.Use(need(acl.OperatorWrite), httpx.BufferBodyWithin(s.cfg.MaxBodyBytes, s.cfg.BodyTimeout, httpx.JSONBodies, s.writeError), s.fwd.LeaderOnly(s.writeError))
-			r.Post("/v1/cluster/join", s.handle(s.join))
 			r.Delete("/v1/cluster/members/{id}", s.handle(s.removeMember))
 			r.Post("/v1/cluster/leadership-transfer", s.handle(s.transferLeadership))
 			r.Put("/v1/operator/settings", s.handle(s.putSettings))

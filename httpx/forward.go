@@ -2,6 +2,7 @@ package httpx
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +47,10 @@ type ForwarderConfig struct {
 	// by the Forwarder (see CloseIdleConnections).
 	Transport http.RoundTripper
 	Metrics   *Metrics
+	// TLS, when set, is the client configuration of the connections to the leader (of
+	// the Forwarder's own transport), and a leader address without a scheme is dialed
+	// over HTTPS: the cluster serves its API over HTTPS only.
+	TLS *tls.Config
 }
 
 // Forwarder sends requests that need the leader to it, for every API of a node.
@@ -98,8 +104,9 @@ func NewForwarder(cfg ForwarderConfig) (*Forwarder, error) {
 	}
 	f := &Forwarder{cfg: cfg, id: cfg.NodeID, node: cfg.Node, log: cfg.Logger, met: cfg.Metrics, transport: cfg.Transport}
 	if f.transport == nil {
-		f.transport = NewTransport(cfg.RequestTimeout)
-		f.ownsTrans = true
+		t := NewTransport(cfg.RequestTimeout)
+		t.TLSClientConfig = cfg.TLS
+		f.transport, f.ownsTrans = t, true
 	}
 	f.proxy = f.newProxy()
 	return f, nil
@@ -197,7 +204,7 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, next http.Ha
 			next.ServeHTTP(w, r)
 			return
 		}
-		target, err := api.BaseURL(leader.HTTPAddr)
+		target, err := f.leaderURL(leader.HTTPAddr)
 		if err != nil {
 			fail(w, r, fmt.Errorf("%w: leader %s: %v", ErrUnavailable, leader.ID, err))
 			return
@@ -208,6 +215,16 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, next http.Ha
 		}
 		exclude = leader.ID
 	}
+}
+
+// leaderURL parses the leader's HTTP address; with TLS on, one without a scheme is an
+// https URL.
+func (f *Forwarder) leaderURL(addr string) (*url.URL, error) {
+	u, err := api.BaseURL(addr)
+	if err == nil && f.cfg.TLS != nil && !strings.Contains(addr, "://") {
+		u.Scheme = "https"
+	}
+	return u, err
 }
 
 // Retried records that a request refused here as not-leader while it was being served
@@ -259,7 +276,7 @@ func (f *Forwarder) ForwardStream(w http.ResponseWriter, r *http.Request, local 
 		local(w, r)
 		return
 	}
-	target, err := api.BaseURL(leader.HTTPAddr)
+	target, err := f.leaderURL(leader.HTTPAddr)
 	if err != nil {
 		refuse(w, r, fmt.Errorf("%w: leader %s: %v", ErrUnavailable, leader.ID, err))
 		return

@@ -343,7 +343,8 @@ func ValidateInstanceRef(r InstanceRef) error {
 
 // ValidateMember checks a member record: a non-empty id without whitespace or control
 // characters, a Raft address in host:port form and, when set, an HTTP address in
-// host:port form.
+// host:port form (plain HTTP) or as an http:// or https:// URL of host:port without a
+// path (a node serving HTTPS advertises https://host:port).
 func ValidateMember(m Member) error {
 	switch {
 	case m.ID == "":
@@ -356,7 +357,26 @@ func ValidateMember(m Member) error {
 	if err := validateHostPort("raftAddr", m.RaftAddr, true); err != nil {
 		return err
 	}
+	if rest, ok := cutScheme(m.HTTPAddr); ok {
+		if len(m.HTTPAddr) > MaxMemberAddrLen {
+			return Invalid("httpAddr", "must be at most %d characters", MaxMemberAddrLen)
+		}
+		if err := validateHostPort("httpAddr", rest, true); err != nil || strings.ContainsAny(rest, "/?#@") {
+			return Invalid("httpAddr", "%q is not a host:port address or an http(s)://host:port URL", m.HTTPAddr)
+		}
+		return nil
+	}
 	return validateHostPort("httpAddr", m.HTTPAddr, false)
+}
+
+// cutScheme removes a leading "http://" or "https://".
+func cutScheme(addr string) (string, bool) {
+	for _, p := range []string{"http://", "https://"} {
+		if rest, ok := strings.CutPrefix(addr, p); ok {
+			return rest, true
+		}
+	}
+	return addr, false
 }
 
 func validateHostPort(field, addr string, required bool) error {

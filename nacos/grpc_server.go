@@ -2,6 +2,7 @@ package nacos
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
@@ -96,6 +98,9 @@ type GRPCConfig struct {
 	// Registerer receives the gRPC metrics; nil registers none.
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
+	// TLS, when set, serves gRPC over TLS with this configuration (the node's
+	// certificate; client certificates as its ClientAuth says).
+	TLS *tls.Config
 
 	// MaxBodyBytes, PushTimeout, PushRetryDelay, IdleTimeout, DetectionTimeout,
 	// EjectInterval, MaxConnections and MaxSubscriptions default to the constants above.
@@ -190,17 +195,21 @@ func NewGRPC(cfg GRPCConfig) (*GRPCServer, error) {
 		rpcPersistentInstanceRequest: g.persistentInstance,
 		rpcBatchInstanceRequest:      g.batchInstance,
 	}
-	g.srv = grpc.NewServer(
+	opts := []grpc.ServerOption{
 		grpc.StatsHandler(rpcTagger{g}),
 		grpc.MaxRecvMsgSize(DefaultGRPCMaxMessageBytes),
 		// A connection mostly idles between small requests and pushes: a small read
 		// buffer keeps an idle connection cheap (grpc-go's default is 32 KiB per
 		// connection; its write buffer is shared between writes by default).
-		grpc.ReadBufferSize(8<<10),
+		grpc.ReadBufferSize(8 << 10),
 		// The Go SDK pings every 60 s, with or without streams; grpc-go's default policy
 		// (5 min, no pings without streams) would answer it with GOAWAY too_many_pings.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-	)
+	}
+	if cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
+	}
+	g.srv = grpc.NewServer(opts...)
 	g.srv.RegisterService(&nacospb.RequestServiceDesc, g)
 	g.srv.RegisterService(&nacospb.BiRequestStreamServiceDesc, g)
 	return g, nil

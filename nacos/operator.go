@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 
+	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
 )
@@ -158,8 +160,8 @@ func (s *handler) nacosServers(_ http.ResponseWriter, r *http.Request, _ nacosPa
 		Servers []nacosServer `json:"servers"`
 	}{Servers: []nacosServer{}}
 	for _, m := range members {
-		srv := nacosServer{Site: "unknown", Weight: 1, Key: m.HTTPAddr}
-		if host, port, err := model.SplitAddr(m.HTTPAddr); err == nil {
+		srv := nacosServer{Site: "unknown", Weight: 1, Key: hostPort(m.HTTPAddr)}
+		if host, port, err := model.SplitAddr(srv.Key); err == nil {
 			srv.IP, srv.ServePort, srv.Alive = host, port, true
 		} else {
 			srv.Key = m.ID
@@ -177,11 +179,21 @@ func (s *handler) nacosRaftLeader(http.ResponseWriter, *http.Request, nacosParam
 	if !ok || l.HTTPAddr == "" {
 		return nil, fmt.Errorf("%w: %s knows no leader", httpx.ErrNoLeader, s.id)
 	}
-	inner, err := json.Marshal(map[string]string{"ip": l.HTTPAddr, "state": "LEADER", "voteFor": l.HTTPAddr})
+	addr := hostPort(l.HTTPAddr)
+	inner, err := json.Marshal(map[string]string{"ip": addr, "state": "LEADER", "voteFor": addr})
 	if err != nil {
 		return nil, err
 	}
 	return map[string]string{"leader": string(inner)}, nil
+}
+
+// hostPort is a member's HTTP address as Nacos shows a server, ip:port: the scheme of
+// an https:// address (a node serving TLS) is dropped.
+func hostPort(addr string) string {
+	if u, err := api.BaseURL(addr); err == nil && strings.Contains(addr, "://") {
+		return u.Host
+	}
+	return addr
 }
 
 // nacosLoginResponse is the answer to a Nacos login while Roster has no authentication.

@@ -137,8 +137,11 @@ type Config struct {
 	// RaftAdvertise is the address peers dial. It defaults to RaftBind when RaftBind has
 	// a specific host and port, and to the address actually bound when the port is 0.
 	RaftAdvertise string
-	// HTTPAdvertise is this node's HTTP API address, recorded in the member table.
+	// HTTPAdvertise is this node's HTTP API address, recorded in the member table:
+	// host:port, or an http:// or https:// URL of host:port.
 	HTTPAdvertise string
+	// TLS, when set, makes every Raft connection mutual TLS (TransportTLS).
+	TLS *TransportTLS
 	// Peers is the static bootstrap configuration, the same list on every node; it
 	// must include this node. It is ignored when Raft state already exists.
 	Peers []Peer
@@ -254,8 +257,11 @@ func (c *Config) validateAddrs() error {
 	if c.HTTPAdvertise == "" {
 		return configErr("HTTPAdvertise", "must not be empty")
 	}
-	if err := validateDialAddr(c.HTTPAdvertise); err != nil {
+	if err := validateHTTPAdvertise(c.HTTPAdvertise); err != nil {
 		return configErr("HTTPAdvertise", "%s", err)
+	}
+	if c.TLS != nil && (c.TLS.Server == nil || c.TLS.Client == nil) {
+		return configErr("TLS", "needs both a server and a client configuration")
 	}
 	return nil
 }
@@ -434,6 +440,19 @@ func validateHTTPTarget(addr string) error {
 	u, err := api.BaseURL(addr)
 	if err != nil {
 		return err
+	}
+	return validateDialAddr(u.Host)
+}
+
+// validateHTTPAdvertise accepts host:port or an http(s):// URL of host:port without a
+// path (model.ValidateMember's rule for the member table).
+func validateHTTPAdvertise(addr string) error {
+	u, err := api.BaseURL(addr)
+	if err != nil {
+		return err
+	}
+	if u.Path != "" || u.User != nil {
+		return fmt.Errorf("%q must be host:port or scheme://host:port, without a path", addr)
 	}
 	return validateDialAddr(u.Host)
 }

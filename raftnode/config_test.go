@@ -2,6 +2,7 @@ package raftnode
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"path/filepath"
@@ -49,6 +50,10 @@ func TestConfig_Validate(t *testing.T) {
 		{"advertise port 0", func(c *Config) { c.RaftAdvertise = "127.100.0.1:0" }, "RaftAdvertise"},
 		{"empty http advertise", func(c *Config) { c.HTTPAdvertise = "" }, "HTTPAdvertise"},
 		{"wildcard http advertise", func(c *Config) { c.HTTPAdvertise = ":8848" }, "HTTPAdvertise"},
+		{"https advertise", func(c *Config) { c.HTTPAdvertise = "https://127.100.0.1:8848" }, ""},
+		{"https advertise without port", func(c *Config) { c.HTTPAdvertise = "https://127.100.0.1" }, "HTTPAdvertise"},
+		{"http advertise with a path", func(c *Config) { c.HTTPAdvertise = "https://127.100.0.1:8848/x" }, "HTTPAdvertise"},
+		{"tls without a client side", func(c *Config) { c.TLS = &TransportTLS{Server: &tls.Config{}} }, "TLS"},
 		{"peers with this node", func(c *Config) { c.Peers = peers }, ""},
 		{"peers without this node", func(c *Config) { c.Peers = peers[1:] }, "Peers"},
 		{"peers list this node elsewhere", func(c *Config) {

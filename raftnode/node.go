@@ -143,7 +143,7 @@ func (n *Node) open() (bool, error) {
 			return false, fmt.Errorf("raftnode: listen on %s: %w", cfg.RaftBind, err)
 		}
 	}
-	stream := &tcpStreamLayer{ln: ln}
+	stream := &tcpStreamLayer{ln: ln, tls: cfg.TLS}
 	if cfg.RaftAdvertise != "" {
 		a, err := net.ResolveTCPAddr("tcp", cfg.RaftAdvertise)
 		if err != nil || a.IP == nil || a.IP.IsUnspecified() {
@@ -316,17 +316,28 @@ func (n *Node) Raft() *raft.Raft { return n.raft }
 func (n *Node) FSM() StateMachine { return n.sm }
 
 // tcpStreamLayer is raft's TCP stream layer over a listener this package opened (or
-// was given): it dials peers directly and advertises the configured address.
+// was given): it dials peers directly and advertises the configured address. With tls
+// set, every connection is mutual TLS (tls.go).
 type tcpStreamLayer struct {
 	ln        net.Listener
 	advertise net.Addr
+	tls       *TransportTLS
 }
 
 func (s *tcpStreamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	if s.tls != nil {
+		return s.dialTLS(addr, timeout)
+	}
 	return net.DialTimeout("tcp", string(addr), timeout)
 }
 
-func (s *tcpStreamLayer) Accept() (net.Conn, error) { return s.ln.Accept() }
+func (s *tcpStreamLayer) Accept() (net.Conn, error) {
+	c, err := s.ln.Accept()
+	if err != nil || s.tls == nil {
+		return c, err
+	}
+	return newServerConn(c, s.tls.Server), nil
+}
 
 func (s *tcpStreamLayer) Close() error { return s.ln.Close() }
 

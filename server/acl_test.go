@@ -51,7 +51,11 @@ func newACLCluster(t *testing.T, opts ...servertest.Option) *aclCluster {
 
 // as returns a client of node i presenting secret.
 func (c *aclCluster) as(i int, secret string) *client.Client {
-	return client.New(c.Nodes[i].HTTPAddr, client.WithToken(secret))
+	opts := []client.Option{client.WithToken(secret)}
+	if c.TLS != nil {
+		opts = append(opts, client.WithTLSConfig(c.TLS.Client))
+	}
+	return client.New(c.Nodes[i].HTTPAddr, opts...)
 }
 
 // token creates a token with rules and returns its secret.
@@ -441,5 +445,65 @@ func TestACL_RestoreOfAnArchiveWithoutACLsKeepsTheTokens(t *testing.T) {
 	}
 	if _, err := c.Nodes[0].Client().ACLBootstrap(ctx); !client.IsConflict(err) {
 		t.Fatalf("bootstrap after restoring an archive without ACLs: %v, want 409", err)
+	}
+}
+
+// With ACLs and TLS, nodes authenticate each other by certificate: every member's
+// addresses are recorded (followers announce them to the leader without a token), and a
+// new node joins with its certificate alone. Clients still need a token.
+func TestACL_WithTLSNodesJoinByCertificate(t *testing.T) {
+	c := newACLCluster(t, servertest.WithTLS())
+	ctx := ctxT(t, 60*time.Second)
+	leader := c.MustLeader()
+	mgmt := c.as(leader, c.mgmt)
+	wait.For(t, 20*time.Second, "every member's addresses to be recorded", func() bool {
+		res, _, err := mgmt.Members(ctx, client.QueryOptions{})
+		if err != nil || len(res.Members) != 3 {
+			return false
+		}
+		for _, m := range res.Members {
+			if m.HTTPAddr == "" {
+				return false
+			}
+		}
+		return true
+	})
+	s := startJoiner(t, "n4", c.Nodes[c.Followers()[0]].HTTPAddr, c.TLS.NodeConfig("n4"), nil)
+	wait.For(t, 30*time.Second, "n4 to join as a voter with its certificate alone", func() bool {
+		res, _, err := mgmt.Members(ctx, client.QueryOptions{})
+		if err != nil {
+			return false
+		}
+		for _, m := range res.Members {
+			if m.ID == "n4" && m.Voter && m.HTTPAddr == "https://"+s.HTTPAddr() {
+				return true
+			}
+		}
+		return false
+	})
+	// A client with a certificate of the CA but no token is still refused elsewhere.
+	anon := client.New(c.Nodes[leader].HTTPAddr, client.WithTLSConfig(c.TLS.Client))
+	if _, _, err := anon.Members(ctx, client.QueryOptions{}); !client.IsUnauthenticated(err) {
+		t.Fatalf("members with a client certificate and no token: %v, want 401", err)
+	}
+}
+
+// Without TLS a join on a cluster with ACLs needs a token with operator: write: the
+// node's --join-token.
+func TestACL_JoinNeedsTheJoinTokenWithoutTLS(t *testing.T) {
+	c := newACLCluster(t)
+	ctx := ctxT(t, 60*time.Second)
+	leader := c.MustLeader()
+	req := api.JoinRequest{ID: "ghost", RaftAddr: "127.0.0.1:9", HTTPAddr: "127.0.0.1:9", NonVoter: true}
+	if _, err := c.Nodes[leader].Client().Join(ctx, req); !client.IsUnauthenticated(err) {
+		t.Fatalf("a join without a token: %v, want 401", err)
+	}
+	reader := c.token(ctx, t, "reader", api.ACLRules{Operator: "read"})
+	if _, err := c.as(leader, reader.SecretID).Join(ctx, req); !client.IsPermissionDenied(err) {
+		t.Fatalf("a join with operator read: %v, want 403", err)
+	}
+	joiner := c.token(ctx, t, "joiner", api.ACLRules{Operator: "write"})
+	if _, err := c.as(c.Followers()[0], joiner.SecretID).Join(ctx, req); err != nil {
+		t.Fatalf("a join with operator write through a follower: %v", err)
 	}
 }

@@ -211,7 +211,7 @@ func (s *Server) peerStateCheck(ctx context.Context, httpAddr string, index uint
 	if httpAddr == "" {
 		return "", errors.New("no HTTP address recorded")
 	}
-	base, err := api.BaseURL(httpAddr)
+	base, err := api.BaseURL(s.peerURL(httpAddr))
 	if err != nil {
 		return "", err
 	}

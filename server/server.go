@@ -4,6 +4,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -33,6 +34,7 @@ import (
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/store"
+	"github.com/rosterhq/roster/tlsutil"
 )
 
 // Config is the validated configuration of one node.
@@ -107,6 +109,8 @@ type Config struct {
 	// error: the node runs without DNS (for a default address, as several nodes on one
 	// host would all ask for it).
 	DNSOptional bool
+	// TLS turns TLS on for the API, Raft and the traffic between nodes (tls.go).
+	TLS TLSConfig
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -152,7 +156,7 @@ func (c *Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.RaftAddr); err != nil {
 		return fmt.Errorf("raft-addr: %w", err)
 	}
-	return nil
+	return c.TLS.validate()
 }
 
 // DefaultMetadataMaxBytes is the cluster-wide metadata size limit of a cluster whose
@@ -191,6 +195,8 @@ type Server struct {
 	closeOnce sync.Once
 	closeErr  error
 	serveDone chan struct{}
+
+	certs *tlsutil.NodeCerts // the node's TLS material; nil: TLS is off
 }
 
 // New opens the node's state and Raft log and binds the HTTP listener; Start begins
@@ -200,6 +206,9 @@ func New(cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), serveDone: make(chan struct{})}
+	if s.certs, err = loadTLS(cfg.TLS); err != nil {
+		return nil, err
+	}
 	var closers []func() error
 	defer func() {
 		if err != nil {
@@ -244,23 +253,31 @@ func New(cfg Config) (_ *Server, err error) {
 	closers = append(closers, s.ln.Close)
 	s.httpAddr = s.ln.Addr().String()
 
-	httpAdv, err := advertise(cfg.HTTPAdvertise, s.httpAddr, cfg.RaftAdvertise, cfg.RaftAddr)
+	advertiseFn := advertise
+	if s.certs != nil {
+		advertiseFn = tlsAdvertise
+		if err := checkTLSJoin(cfg.Join); err != nil {
+			return nil, fmt.Errorf("join: %w", err)
+		}
+	}
+	httpAdv, err := advertiseFn(cfg.HTTPAdvertise, s.httpAddr, cfg.RaftAdvertise, cfg.RaftAddr)
 	if err != nil {
 		return nil, fmt.Errorf("http-advertise: %w", err)
 	}
 
-	s.joinHTTP = newJoinHTTPClient()
+	s.joinHTTP = newJoinHTTPClient(s.peerTLS())
 	closers = append(closers, func() error { s.joinHTTP.CloseIdleConnections(); return nil })
 	s.node, err = raftnode.New(raftnode.Config{
 		NodeID:             cfg.NodeID,
 		DataDir:            cfg.DataDir,
 		RaftBind:           cfg.RaftAddr,
 		RaftListener:       cfg.RaftListener,
+		TLS:                s.raftTLS(),
 		RaftAdvertise:      cfg.RaftAdvertise,
 		HTTPAdvertise:      httpAdv,
 		Peers:              cfg.Peers,
 		Join:               cfg.Join,
-		Joiner:             joiner(s.joinHTTP, cfg.JoinToken),
+		Joiner:             joiner(s.joinHTTP, cfg.JoinToken, s.peerURL),
 		HeartbeatTimeout:   cfg.Raft.HeartbeatTimeout,
 		ElectionTimeout:    cfg.Raft.ElectionTimeout,
 		LeaderLeaseTimeout: cfg.Raft.LeaderLeaseTimeout,
@@ -346,6 +363,7 @@ func New(cfg Config) (_ *Server, err error) {
 			API: s.nacosAPI, Store: s.store, Watch: s.hub, HTTPAddr: httpAdv,
 			Registerer: s.metrics, Logger: s.log, Alarm: s.fsm.Alarm,
 			CatchUp: func(ctx context.Context) error { return s.node.CatchUp(ctx, s.fwd.LastWriteIndex()) },
+			TLS:     s.grpcTLS(),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("nacos grpc: %w", err)
@@ -354,11 +372,22 @@ func New(cfg Config) (_ *Server, err error) {
 	if cfg.Pprof {
 		handler = withPprof(handler, s.registry)
 	}
+	if s.certs != nil {
+		handler = requireNodeCertToJoin(handler)
+	}
 	s.http = &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
+	if s.certs != nil {
+		s.http.TLSConfig = s.certs.HTTPServer(cfg.TLS.VerifyIncoming)
+		// HTTP/1.1 only: event streams take their connection over from net/http, which
+		// HTTP/2 does not allow (httpapi/streamer.go; docs/security.md).
+		s.http.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+		s.http.ErrorLog = httpErrorLog(s.log)
+	}
+	s.logTLS()
 	return s, nil
 }
 
@@ -396,7 +425,11 @@ func advertise(explicit, bound, raftAdv, raftBind string) (string, error) {
 func (s *Server) Start() error {
 	go func() {
 		defer close(s.serveDone)
-		if err := s.http.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		serve := s.http.Serve
+		if s.certs != nil {
+			serve = func(ln net.Listener) error { return s.http.ServeTLS(ln, "", "") }
+		}
+		if err := serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http server stopped", "err", err)
 		}
 	}()
@@ -595,6 +628,7 @@ func (s *Server) newAPI(cfg Config) (http.Handler, error) {
 	s.fwd, err = httpx.NewForwarder(httpx.ForwarderConfig{
 		Node: s.node, NodeID: cfg.NodeID, Logger: s.log, Metrics: httpMetrics,
 		RequestTimeout: httpapi.DefaultRequestTimeout, LeaderHold: httpapi.DefaultLeaderHold,
+		TLS: s.peerTLS(),
 	})
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/bench"
+	"github.com/rosterhq/roster/tlsutil"
 )
 
 // benchOptions holds the flags of `roster bench`.
@@ -43,6 +45,7 @@ type benchOptions struct {
 	label         string
 	jsonPath      string
 	quiet         bool
+	tls           tlsutil.Files // --ca-file, --cert-file, --key-file
 }
 
 // newBenchCmd builds `roster bench` (load generator) with its `compare`, `failover` and
@@ -94,6 +97,9 @@ func newBenchCmd() *cobra.Command {
 	f.StringVar(&o.label, "label", "", "tag stored in every result (for example the round)")
 	f.StringVar(&o.jsonPath, "json", "", "write the JSON report to this file (- for stdout)")
 	f.BoolVar(&o.quiet, "quiet", false, "do not print rows to stderr as points complete")
+	f.StringVar(&o.tls.CAFile, "ca-file", "", "roster: CA certificate(s) (PEM) of a cluster serving HTTPS; endpoints without a scheme are then https")
+	f.StringVar(&o.tls.CertFile, "cert-file", "", "roster: client certificate (PEM) for a cluster started with --tls-verify-incoming (with --key-file)")
+	f.StringVar(&o.tls.KeyFile, "key-file", "", "roster: key of --cert-file (PEM)")
 	cmd.AddCommand(newBenchCompareCmd(), newBenchFailoverCmd(), newBenchFailoverReportCmd(), newBenchFanoutCmd())
 	return cmd
 }
@@ -106,6 +112,13 @@ func runBench(cmd *cobra.Command, o *benchOptions) error {
 	var progress io.Writer
 	if !o.quiet {
 		progress = cmd.ErrOrStderr()
+	}
+	var tlsCfg *tls.Config
+	if !o.tls.IsZero() {
+		var err error
+		if tlsCfg, err = tlsutil.ClientConfig(o.tls); err != nil {
+			return fmt.Errorf("--ca-file/--cert-file/--key-file: %w", err)
+		}
 	}
 	cfg := bench.SuiteConfig{
 		Client: bench.ClientConfig{
@@ -125,6 +138,7 @@ func runBench(cmd *cobra.Command, o *benchOptions) error {
 		Label:         o.label,
 		Logger:        slog.New(slog.DiscardHandler),
 	}
+	cfg.Client.TLS = tlsCfg
 	rep := bench.Report{Meta: bench.NewMeta(os.Args)}
 	rep.Meta.SystemVersion = bench.SystemVersion(ctx, o.system, o.endpoints[0])
 	results, err := bench.RunSuite(ctx, cfg, progress)

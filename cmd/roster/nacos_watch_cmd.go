@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -41,7 +43,7 @@ func (a *app) nacosWatchCmd() *cobra.Command {
 				return fmt.Errorf("--grpc-addr %q: %w", addr, err)
 			}
 			ctx := ctxOf(cmd)
-			w := &nacosWatcher{out: a.stdout, json: a.output == outputJSON, timeout: timeout}
+			w := &nacosWatcher{out: a.stdout, json: a.output == outputJSON, timeout: timeout, tls: a.tlsConfig}
 			if err := w.connect(ctx, addr); err != nil {
 				return err
 			}
@@ -67,6 +69,7 @@ func (a *app) nacosWatchCmd() *cobra.Command {
 	fs.BoolVar(&once, "once", false, "print the subscription's answer and exit")
 	fs.DurationVar(&timeout, "timeout", 10*time.Second, "timeout of each request")
 	fs.StringVarP(&a.output, "output", "o", outputTable, "output format: table or json")
+	a.tlsFlags(cmd)
 	return cmd
 }
 
@@ -75,6 +78,7 @@ type nacosWatcher struct {
 	out     io.Writer
 	json    bool
 	timeout time.Duration
+	tls     *tls.Config // nil: plain text
 	cc      *grpc.ClientConn
 	stream  *nacospb.ClientBiStream
 	cancel  context.CancelFunc
@@ -90,7 +94,11 @@ type nacosAnswer struct {
 }
 
 func (w *nacosWatcher) connect(ctx context.Context, addr string) error {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := insecure.NewCredentials()
+	if w.tls != nil {
+		creds = credentials.NewTLS(w.tls)
+	}
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rosterhq/roster/client"
+	"github.com/rosterhq/roster/tlsutil"
 )
 
 // defaultAddr is the API address the client commands dial by default.
@@ -22,6 +24,10 @@ type app struct {
 	// startNode opens and starts a Roster node; it returns the address the API listens
 	// on and a function that stops the node.
 	startNode func(o nodeOptions, log *slog.Logger) (httpAddr string, stop func() error, err error)
+	// TLS of the client commands (--ca-file, --cert-file, --key-file; tlsFlags); tlsConfig
+	// is built from them before the command runs (nil: none given).
+	tlsFiles  tlsutil.Files
+	tlsConfig *tls.Config
 
 	// Flags shared by the client commands.
 	addr    string
@@ -51,7 +57,7 @@ func (a *app) rootCmd() *cobra.Command {
 			if f := cmd.Flags().Lookup("output"); f != nil && a.output != outputTable && a.output != outputJSON {
 				return fmt.Errorf("--output %q: must be %s or %s", a.output, outputTable, outputJSON)
 			}
-			return nil
+			return a.loadClientTLS(cmd)
 		},
 	}
 	root.SetOut(a.stdout)
@@ -71,6 +77,7 @@ func (a *app) rootCmd() *cobra.Command {
 		a.membersCmd(),
 		a.readyCmd(),
 		a.settingsCmd(),
+		a.tlsCmd(),
 		a.versionCmd(),
 		a.snapshotCmd(),
 		a.recoverCmd(),
@@ -84,6 +91,7 @@ func (a *app) rootCmd() *cobra.Command {
 
 // clientFlags adds the flags every client command shares.
 func (a *app) clientFlags(cmd *cobra.Command) {
+	a.tlsFlags(cmd)
 	fs := cmd.Flags()
 	fs.StringVar(&a.addr, "addr", defaultAddr, "API address of any Roster node (host:port or URL)")
 	fs.StringVarP(&a.output, "output", "o", outputTable, "output format: table or json")
@@ -93,7 +101,7 @@ func (a *app) clientFlags(cmd *cobra.Command) {
 
 // client returns an API client for --addr, presenting --token.
 func (a *app) client() *client.Client {
-	return client.New(a.addr, client.WithTimeout(a.timeout), client.WithToken(a.token))
+	return client.New(a.addr, client.WithTimeout(a.timeout), client.WithToken(a.token), client.WithTLSConfig(a.tlsConfig))
 }
 
 // exactArgs is cobra.ExactArgs with a message that shows the usage.

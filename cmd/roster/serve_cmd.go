@@ -34,6 +34,9 @@ type nodeOptions struct {
 	Join             string
 	MetadataMaxBytes int
 	SnapshotMaxBytes int64 // largest snapshot archive PUT /v1/snapshot accepts (0: the default)
+	// TLS (--tls-*): all three files, or none; TLSVerifyIncoming needs them.
+	TLSCertFile, TLSKeyFile, TLSCAFile string
+	TLSVerifyIncoming                  bool
 	// Raft timing and state-file durability (0: the defaults).
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
@@ -112,7 +115,7 @@ func (o nodeOptions) validate() error {
 			return fmt.Errorf("--grpc-addr %q: %w", a, err)
 		}
 	}
-	return nil
+	return o.validateTLS()
 }
 
 // dnsConfig is the node's DNS configuration.
@@ -235,6 +238,7 @@ func (a *app) serverCmd() *cobra.Command {
 	probePolicyFlags(fs, &o)
 	dnsFlags(fs, &o)
 	grpcFlag(fs, &o)
+	serverTLSFlags(fs, &o)
 	return cmd
 }
 

@@ -34,6 +34,7 @@ func startNode(o nodeOptions, log *slog.Logger) (string, func() error, error) {
 		RaftAdvertise:    o.RaftAdvertise,
 		Peers:            peers,
 		Join:             o.Join,
+		TLS:              o.tlsConfig(),
 		MetadataMaxBytes: o.MetadataMaxBytes,
 		Logger:           log,
 		Version:          version,

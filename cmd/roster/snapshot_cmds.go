@@ -33,6 +33,7 @@ func (a *app) snapshotFlags(cmd *cobra.Command) {
 	fs.StringVar(&a.addr, "addr", defaultAddr, "API address of any Roster node (host:port or URL)")
 	fs.StringVarP(&a.output, "output", "o", outputTable, "output format: table or json")
 	fs.DurationVar(&a.timeout, "timeout", 0, "give up after this long (0: no limit)")
+	a.tlsFlags(cmd)
 }
 
 // withTimeout bounds ctx by --timeout when it is set.

@@ -4,6 +4,7 @@ package servertest
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -31,18 +32,31 @@ type Node struct {
 	Server   *server.Server // nil while stopped
 	cfg      server.Config
 	raftLn   net.Listener // bound before the first start, so that no other process takes the port
+	tls      *tls.Config  // the client TLS of the cluster's TLS (WithTLS), else nil
 }
 
 // Running reports whether the node is started.
 func (n *Node) Running() bool { return n.Server != nil }
 
-// Client returns an API client for this node.
-func (n *Node) Client() *client.Client { return client.New(n.HTTPAddr) }
+// Client returns an API client for this node (over HTTPS with the cluster's client
+// TLS configuration under WithTLS).
+func (n *Node) Client() *client.Client { return client.New(n.HTTPAddr, client.WithTLSConfig(n.tls)) }
+
+// URL is the base URL of this node's API: https://HTTPAddr under WithTLS, else
+// http://HTTPAddr.
+func (n *Node) URL() string {
+	if n.tls != nil {
+		return "https://" + n.HTTPAddr
+	}
+	return "http://" + n.HTTPAddr
+}
 
 // Cluster is a set of nodes bootstrapped together.
 type Cluster struct {
 	t     testing.TB
 	Nodes []*Node
+	// TLS is the cluster's CA and certificates under WithTLS, else nil.
+	TLS *TLS
 }
 
 // Option adjusts every node's configuration before it starts.
@@ -139,6 +153,15 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 		}
 		for _, o := range opts {
 			o(&nd.cfg)
+		}
+		if nd.cfg.TLS.CAFile == tlsPending {
+			if c.TLS == nil {
+				c.TLS = NewTLS(t)
+			}
+			verify := nd.cfg.TLS.VerifyIncoming
+			nd.cfg.TLS = c.TLS.NodeConfig(nd.ID)
+			nd.cfg.TLS.VerifyIncoming = verify
+			nd.tls = c.TLS.Client
 		}
 		if nd.cfg.Health.Policy.IsZero() {
 			nd.cfg.Health.Policy = LoopbackPolicy()
