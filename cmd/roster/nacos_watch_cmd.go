@@ -43,7 +43,7 @@ func (a *app) nacosWatchCmd() *cobra.Command {
 				return fmt.Errorf("--grpc-addr %q: %w", addr, err)
 			}
 			ctx := ctxOf(cmd)
-			w := &nacosWatcher{out: a.stdout, json: a.output == outputJSON, timeout: timeout, tls: a.tlsConfig}
+			w := &nacosWatcher{out: a.stdout, json: a.output == outputJSON, timeout: timeout, tls: a.tlsConfig, token: a.token}
 			if err := w.connect(ctx, addr); err != nil {
 				return err
 			}
@@ -69,6 +69,7 @@ func (a *app) nacosWatchCmd() *cobra.Command {
 	fs.BoolVar(&once, "once", false, "print the subscription's answer and exit")
 	fs.DurationVar(&timeout, "timeout", 10*time.Second, "timeout of each request")
 	fs.StringVarP(&a.output, "output", "o", outputTable, "output format: table or json")
+	fs.StringVar(&a.token, "token", "", "ACL token secret, sent as the accessToken header as a logged-in Nacos client does")
 	a.tlsFlags(cmd)
 	return cmd
 }
@@ -79,6 +80,7 @@ type nacosWatcher struct {
 	json    bool
 	timeout time.Duration
 	tls     *tls.Config // nil: plain text
+	token   string      // ACL token secret ("" none)
 	cc      *grpc.ClientConn
 	stream  *nacospb.ClientBiStream
 	cancel  context.CancelFunc
@@ -135,7 +137,13 @@ func (w *nacosWatcher) call(ctx context.Context, typ string, body any) (nacosAns
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
-	out, err := nacospb.Call(ctx, w.cc, &nacospb.Payload{Metadata: &nacospb.Metadata{Type: typ}, Body: &anypb.Any{Value: b}})
+	md := &nacospb.Metadata{Type: typ}
+	if w.token != "" {
+		// A logged-in Nacos client sends its token as the accessToken header of the
+		// payload's metadata with every request.
+		md.Headers = map[string]string{"accessToken": w.token}
+	}
+	out, err := nacospb.Call(ctx, w.cc, &nacospb.Payload{Metadata: md, Body: &anypb.Any{Value: b}})
 	if err != nil {
 		return nacosAnswer{}, err
 	}

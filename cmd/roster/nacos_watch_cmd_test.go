@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/client"
 	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/server/servertest"
 )
@@ -70,5 +71,27 @@ func TestNacosWatch_Errors(t *testing.T) {
 		if r.code == 0 || !strings.Contains(r.stderr, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q, want %q", tc.args, r.code, r.stderr, tc.want)
 		}
+	}
+}
+
+// With ACLs, nacos-watch subscribes with --token (the accessToken header), and without
+// one it prints Nacos's refusal and fails.
+func TestNacosWatch_Token(t *testing.T) {
+	c := servertest.New(t, 1, servertest.FastTimeouts(), servertest.WithGRPC(), servertest.WithACL())
+	c.MustLeader()
+	ctx := cliCtx(t)
+	boot, err := c.Nodes[0].Client().ACLBootstrap(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	registerN(ctx, t, client.New(c.Nodes[0].HTTPAddr, client.WithToken(boot.SecretID)), "orders", 1)
+	grpcAddr := c.Nodes[0].GRPCAddr
+	r := runCLI(t, nil, "nacos-watch", "orders", "--grpc-addr", grpcAddr, "--once")
+	if r.code == 0 || !strings.Contains(r.stderr, "403") {
+		t.Fatalf("without a token: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = runCLI(t, nil, "nacos-watch", "orders", "--grpc-addr", grpcAddr, "--once", "--token", boot.SecretID)
+	if r.code != 0 || !strings.Contains(r.stdout, "127.100.0.1") {
+		t.Fatalf("with a token: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }
