@@ -37,7 +37,8 @@ func (a *app) aclBootstrapCmd() *cobra.Command {
 		Long: "Create the management token of a cluster whose nodes run with --acl-enabled. It works\n" +
 			"once: keep the secret it prints somewhere safe, it is shown nowhere else. With\n" +
 			"--secret-file the token's secret is the UUID in that file (prepared by automation)\n" +
-			"instead of one the cluster draws.",
+			"instead of one the cluster draws, and the command may be repeated: when the cluster\n" +
+			"is already bootstrapped and that secret is a management token, it exits 0.",
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var secret string
@@ -48,7 +49,19 @@ func (a *app) aclBootstrapCmd() *cobra.Command {
 				}
 				secret = strings.TrimSpace(string(b))
 			}
-			t, err := a.client().ACLBootstrapWith(ctxOf(cmd), secret)
+			ctx := ctxOf(cmd)
+			t, err := a.client().ACLBootstrapWith(ctx, secret)
+			if err != nil && secret != "" && client.IsConflict(err) {
+				// Repeated by automation (a compose one-shot, a provisioning run): done
+				// already when the file's secret is the cluster's management token.
+				self, serr := client.New(a.addr, client.WithTimeout(a.timeout), client.WithToken(secret),
+					client.WithTLSConfig(a.tlsConfig)).TokenSelf(ctx)
+				if serr == nil && self.Management {
+					fmt.Fprintf(a.stderr, "already bootstrapped: the secret in %s is management token %s\n", secretFile, self.AccessorID)
+					return nil
+				}
+				return err
+			}
 			if err != nil {
 				return err
 			}

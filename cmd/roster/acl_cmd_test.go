@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/client"
 	"github.com/rosterhq/roster/server/servertest"
 )
 
@@ -89,6 +90,8 @@ func TestACLCommands_AgainstANodeWithACLs(t *testing.T) {
 
 // roster acl bootstrap --secret-file gives the management token a secret prepared
 // beforehand (automation); a secret that is not a UUID is refused and bootstraps nothing.
+// Repeating it with the same file succeeds without a second token; with another secret,
+// or without a file, the cluster's 409 stands.
 func TestACLBootstrap_SecretFile(t *testing.T) {
 	c := servertest.New(t, 1, steadyTimeouts, servertest.WithACL())
 	c.MustLeader()
@@ -114,4 +117,25 @@ func TestACLBootstrap_SecretFile(t *testing.T) {
 		t.Fatalf("bootstrap output %q lacks the prepared secret", r.stdout)
 	}
 	wantExit(t, runCLI(t, nil, "acl", "token", "self", "--addr", addr, "--token", secret), 0)
+
+	r = runCLI(t, nil, "acl", "bootstrap", "--addr", addr, "--secret-file", good)
+	wantExit(t, r, 0)
+	if !strings.Contains(r.stderr, "already bootstrapped") || strings.Contains(r.stdout, secret) {
+		t.Fatalf("repeated bootstrap: stdout %q stderr %q", r.stdout, r.stderr)
+	}
+	other := filepath.Join(dir, "other")
+	if err := os.WriteFile(other, []byte("0f9a1c2e-8b7d-4e6f-a5c4-1b2d3e4f5a6b\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"--secret-file", other}, {}} {
+		r = runCLI(t, nil, append([]string{"acl", "bootstrap", "--addr", addr}, args...)...)
+		wantExit(t, r, 1)
+		if !strings.Contains(r.stderr, "409") && !strings.Contains(r.stderr, "conflict") {
+			t.Fatalf("bootstrap %v of a bootstrapped cluster: %q", args, r.stderr)
+		}
+	}
+	toks, _, err := client.New(addr, client.WithToken(secret)).Tokens(cliCtx(t), client.QueryOptions{})
+	if err != nil || len(toks.Tokens) != 1 {
+		t.Fatalf("tokens after repeated bootstraps: %+v, %v", toks, err)
+	}
 }
