@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end test of the 3-node docker compose cluster (docker-compose.yml).
 #
-#   scripts/e2e-compose.sh [--failover-trials N] [--no-build --bin PATH] [--no-demo]
+#   scripts/e2e-compose.sh [--failover-trials N] [--no-build --bin PATH] [--no-demo] [--no-secure]
 #
 # Builds the roster:dev image and a host copy of the binary (scripts/build-image.sh),
 # starts the cluster and checks, printing "ok: ..." or "FAIL: ..." for each check with times:
@@ -17,6 +17,8 @@
 #      restore`: the full instance lists are equal, on every node;
 #   6. the demo profile (skip with --no-demo): demo-register registers demo-backend with an
 #      HTTP check; the leader's prober marks it unhealthy when stopped, healthy when started;
+#   7. the secure cluster, docker-compose.secure.yml, with the same image and binary
+#      (scripts/e2e-compose-secure.sh; skip with --no-secure);
 # then tears everything down (`compose down -v`), also on failure (after printing the
 # logs). It prints the image size, the cold `compose up` to ready time and the leader kill
 # to first successful write times (median, max).
@@ -27,7 +29,7 @@
 # and go. Without a docker engine it prints "skipped: no docker" and exits 0, except under
 # CI=true where that is a failure. Host ports 127.0.0.1:8848-8850 and 9848-9850 must be
 # free (override with ROSTER1_HTTP_PORT.. ROSTER3_HTTP_PORT, ROSTER1_GRPC_PORT..
-# ROSTER3_GRPC_PORT).
+# ROSTER3_GRPC_PORT); step 7 needs 18848-18850 and 19848-19850 (see e2e-compose-secure.sh).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -35,6 +37,7 @@ FAILOVER_TRIALS=5
 BUILD=1
 BIN=""
 DEMO=1
+SECURE=1
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -44,6 +47,7 @@ while [ $# -gt 0 ]; do
 	--bin) BIN=$2; shift 2 ;;
 	--bin=*) BIN=${1#*=}; shift ;;
 	--no-demo) DEMO=0; shift ;;
+	--no-secure) SECURE=0; shift ;;
 	-h|--help) usage; exit 0 ;;
 	*) echo "e2e-compose: unknown argument: $1" >&2; usage >&2; exit 2 ;;
 	esac
@@ -581,6 +585,13 @@ fi
 step "teardown"
 "${C[@]}" --profile demo down -v --remove-orphans
 ok "compose down -v"
+
+# ---------------------------------------------------------------------------------------
+if [ "$SECURE" = 1 ]; then
+	step "7. the secure cluster: scripts/e2e-compose-secure.sh"
+	"$ROOT/scripts/e2e-compose-secure.sh" --no-build --bin "$BIN" || fail "the secure compose cluster's end-to-end test failed (output above)"
+	ok "docker-compose.secure.yml: ACLs, HTTPS, mutual TLS (scripts/e2e-compose-secure.sh)"
+fi
 trap - EXIT
 rm -rf "$WORK"
 

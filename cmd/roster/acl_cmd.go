@@ -38,7 +38,8 @@ func (a *app) aclBootstrapCmd() *cobra.Command {
 			"once: keep the secret it prints somewhere safe, it is shown nowhere else. With\n" +
 			"--secret-file the token's secret is the UUID in that file (prepared by automation)\n" +
 			"instead of one the cluster draws, and the command may be repeated: when the cluster\n" +
-			"is already bootstrapped and that secret is a management token, it exits 0.",
+			"is already bootstrapped and that secret is a management token, it exits 0. The secret\n" +
+			"of a file is never printed.",
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var secret string
@@ -65,7 +66,12 @@ func (a *app) aclBootstrapCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.printTokens(true, t)
+			if secretFile != "" {
+				// The secret is in the file already: keep it out of logs and terminals.
+				t.SecretID = ""
+				fmt.Fprintf(a.stderr, "bootstrapped: the management token's secret is the one in %s\n", secretFile)
+			}
+			return a.printTokens(secretFile == "", t)
 		},
 	}
 	cmd.Flags().StringVar(&secretFile, "secret-file", "", "file holding the secret to give the management token (a UUID)")
@@ -228,8 +234,12 @@ func (a *app) printTokens(withSecret bool, tokens ...api.ACLToken) error {
 		if withSecret {
 			row = append(row, tok.SecretID)
 		}
-		row = append(row, orDash(tok.Description), strconv.FormatBool(tok.Management), namespaceRules(tok.Rules.Namespaces),
-			orDash(tok.Rules.Operator), orDash(tok.Rules.ACL), strconv.FormatUint(tok.CreateIndex, 10))
+		ns, op, acl := namespaceRules(tok.Rules.Namespaces), orDash(tok.Rules.Operator), orDash(tok.Rules.ACL)
+		if tok.Management {
+			// A management token has every right whatever its rules say.
+			ns, op, acl = "*=write", "write", "write"
+		}
+		row = append(row, orDash(tok.Description), strconv.FormatBool(tok.Management), ns, op, acl, strconv.FormatUint(tok.CreateIndex, 10))
 		t.row(row...)
 	}
 	return t.flush()

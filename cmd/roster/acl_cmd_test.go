@@ -63,6 +63,11 @@ func TestACLCommands_AgainstANodeWithACLs(t *testing.T) {
 			t.Errorf("token list lacks %q:\n%s", want, r.stdout)
 		}
 	}
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if strings.HasPrefix(line, boot.AccessorID) && !strings.Contains(strings.Join(strings.Fields(line), " "), "true *=write write write") {
+			t.Errorf("the management token's row does not show every right: %q", line)
+		}
+	}
 	for _, secret := range []string{bot.SecretID, boot.SecretID} {
 		if strings.Contains(r.stdout, secret) {
 			t.Fatalf("token list printed a secret:\n%s", r.stdout)
@@ -89,7 +94,7 @@ func TestACLCommands_AgainstANodeWithACLs(t *testing.T) {
 }
 
 // roster acl bootstrap --secret-file gives the management token a secret prepared
-// beforehand (automation); a secret that is not a UUID is refused and bootstraps nothing.
+// beforehand (automation), which it does not print; a secret that is not a UUID is refused and bootstraps nothing.
 // Repeating it with the same file succeeds without a second token; with another secret,
 // or without a file, the cluster's 409 stands.
 func TestACLBootstrap_SecretFile(t *testing.T) {
@@ -113,8 +118,8 @@ func TestACLBootstrap_SecretFile(t *testing.T) {
 	}
 	r = runCLI(t, nil, "acl", "bootstrap", "--addr", addr, "--secret-file", good, "-o", "json")
 	wantExit(t, r, 0)
-	if !strings.Contains(r.stdout, secret) {
-		t.Fatalf("bootstrap output %q lacks the prepared secret", r.stdout)
+	if strings.Contains(r.stdout+r.stderr, secret) || !strings.Contains(r.stdout, `"management": true`) {
+		t.Fatalf("bootstrap with a secret file printed %q %q: want the token without its secret", r.stdout, r.stderr)
 	}
 	wantExit(t, runCLI(t, nil, "acl", "token", "self", "--addr", addr, "--token", secret), 0)
 
