@@ -153,6 +153,7 @@ func (c *rosterClient) readFrom(ctx context.Context, hc *http.Client, url string
 	if err != nil {
 		return 0, nil, err
 	}
+	c.h.authorize(req)
 	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, nil, shortenNetErr(err)

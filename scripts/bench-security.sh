@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# What access control and TLS cost: register throughput and latency percentiles of a
-# 3-node loopback cluster at 1 and 64 clients, with everything off, with ACLs on (a
+# What access control and TLS cost: register and linearizable read throughput and latency
+# percentiles of a 3-node loopback cluster at 1 and 64 clients, with everything off, with ACLs on (a
 # token scoped to the bench's namespace), and with ACLs and TLS on (HTTPS to the API,
 # mutual TLS between the nodes), in the same run, alternating the modes over rounds.
 #
 # Usage: scripts/bench-security.sh [--rounds 3] [--duration 5s] [--warmup 1s]
-#          [--concurrency 1,64] [--modes "off acl acl+tls"] [--out bench-security.json]
+#          [--concurrency 1,64] [--modes "off acl acl+tls"] [--workload register,read]
+#          [--out bench-security.json]
 # ROSTER_BIN uses a prebuilt binary instead of building ./cmd/roster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ROUNDS=3 DURATION=5s WARMUP=1s CONCURRENCY=1,64 MODES="off acl acl+tls" OUT=bench-security.json
+ROUNDS=3 DURATION=5s WARMUP=1s CONCURRENCY=1,64 MODES="off acl acl+tls" WORKLOAD=register,read OUT=bench-security.json
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rounds) ROUNDS=$2; shift 2 ;;
@@ -18,6 +19,7 @@ while [ $# -gt 0 ]; do
 	--warmup) WARMUP=$2; shift 2 ;;
 	--concurrency) CONCURRENCY=$2; shift 2 ;;
 	--modes) MODES=$2; shift 2 ;;
+	--workload) WORKLOAD=$2; shift 2 ;;
 	--out) OUT=$2; shift 2 ;;
 	*) echo "unknown argument $1" >&2; exit 2 ;;
 	esac
@@ -81,7 +83,7 @@ for round in $(seq 1 "$ROUNDS"); do
 	for mode in $MODES; do
 		start "$mode"
 		f=$D/$mode-$round.json
-		"$BIN" bench --system roster --endpoints "$EP" "${CLIENT_FLAGS[@]}" "${TOKEN_FLAGS[@]}" --workload register \
+		"$BIN" bench --system roster --endpoints "$EP" "${CLIENT_FLAGS[@]}" "${TOKEN_FLAGS[@]}" --workload "$WORKLOAD" \
 			--concurrency "$CONCURRENCY" --duration "$DURATION" --warmup "$WARMUP" --quiet \
 			--cpu-pids "$(IFS=,; echo "${pids[*]}")" --label "$mode" --json "$f" >/dev/null
 		results+=("$f")
@@ -96,20 +98,21 @@ out, files = sys.argv[1], sys.argv[2:]
 rows = {}
 for f in files:
     for r in json.load(open(f))["results"]:
-        rows.setdefault((r["label"], r["concurrency"]), []).append(r)
+        rows.setdefault((r["workload"], r["label"], r["concurrency"]), []).append(r)
 table = []
-for (mode, conc), rs in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+order = {"off": 0, "acl": 1, "acl+tls": 2}
+for (wl, mode, conc), rs in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][2], order.get(kv[0][1], 9), kv[0][1])):
     med = lambda get: round(statistics.median(get(r) for r in rs), 3)
-    table.append({"mode": mode, "concurrency": conc, "rounds": len(rs),
+    table.append({"workload": wl, "mode": mode, "concurrency": conc, "rounds": len(rs),
                   "rps": med(lambda r: r["rps"]), "p50_ms": med(lambda r: r["latency"]["p50_ms"]),
                   "p99_ms": med(lambda r: r["latency"]["p99_ms"]), "errors": sum(r["errors"] for r in rs),
                   "server_cpu_cores": med(lambda r: r.get("server_cpu_cores", 0))})
-base = {t["concurrency"]: t for t in table if t["mode"] == "off"}
-print(f"{'mode':9} {'clients':>7} {'req/s':>9} {'vs off':>7} {'p50 ms':>8} {'p99 ms':>8} {'cpu':>6} {'errors':>6}")
+base = {(t["workload"], t["concurrency"]): t for t in table if t["mode"] == "off"}
+print(f"{'workload':9} {'mode':9} {'clients':>7} {'req/s':>9} {'vs off':>7} {'p50 ms':>8} {'p99 ms':>8} {'cpu':>6} {'errors':>6}")
 for t in table:
-    b = base.get(t["concurrency"])
+    b = base.get((t["workload"], t["concurrency"]))
     t["rps_vs_off_percent"] = round(t["rps"] / b["rps"] * 100 - 100, 1) if b else None
     rel = f"{t['rps_vs_off_percent']:+.1f}%" if b else "-"
-    print(f"{t['mode']:9} {t['concurrency']:>7} {t['rps']:>9.0f} {rel:>7} {t['p50_ms']:>8.2f} {t['p99_ms']:>8.2f} {t['server_cpu_cores']:>6.2f} {t['errors']:>6}")
+    print(f"{t['workload']:9} {t['mode']:9} {t['concurrency']:>7} {t['rps']:>9.0f} {rel:>7} {t['p50_ms']:>8.2f} {t['p99_ms']:>8.2f} {t['server_cpu_cores']:>6.2f} {t['errors']:>6}")
 json.dump({"points": table}, open(out, "w"), indent=2)
 EOF
