@@ -166,9 +166,64 @@ func (s *Store) ACLState() (ACLState, error) {
 	return st, err
 }
 
-// ACLBootstrapIndex returns the index of the ACL bootstrap, 0 before it: one key read,
-// for the check every request makes.
+// aclCache is the committed ACL state held in memory: authentication reads it on every
+// request, so it must cost no transaction. It is rebuilt whole by each commit that
+// changes the ACL bucket (tokens number in the hundreds, not millions), on open and on
+// restore, and never modified after it is published.
+type aclCache struct {
+	bootstrapIndex uint64
+	bySecretHash   map[string]acl.Token
+}
+
+// readACLCache builds the ACL cache from btx (a read or a not yet committed write
+// transaction).
+func readACLCache(btx *bolt.Tx, codec *valueCodec) (*aclCache, error) {
+	c := &aclCache{bySecretHash: map[string]acl.Token{}}
+	b := btx.Bucket(bucketACL)
+	if b == nil {
+		return c, nil
+	}
+	var err error
+	if c.bootstrapIndex, err = readU64(b.Get(aclBootstrapKey)); err != nil {
+		return nil, err
+	}
+	cur := b.Cursor()
+	p := []byte(aclSecretPrefix)
+	for k, accessor := cur.Seek(p); k != nil && bytes.HasPrefix(k, p); k, accessor = cur.Next() {
+		raw := b.Get(aclTokenKey(string(accessor)))
+		if raw == nil {
+			return nil, fmt.Errorf("%w: secret %s names token %q, which does not exist", ErrCorrupt, k, accessor)
+		}
+		var t acl.Token
+		if err := codec.decode(raw, &t); err != nil {
+			return nil, fmt.Errorf("token %q: %w", accessor, err)
+		}
+		c.bySecretHash[string(k[len(p):])] = t
+	}
+	return c, nil
+}
+
+// loadACL reads the committed ACL state of db into memory.
+func (s *Store) loadACL(db *bolt.DB) error {
+	var c *aclCache
+	err := db.View(func(btx *bolt.Tx) error {
+		var err error
+		c, err = readACLCache(btx, &s.codec)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("read ACL state: %w", err)
+	}
+	s.acl.Store(c)
+	return nil
+}
+
+// ACLBootstrapIndex returns the index of the ACL bootstrap, 0 before it, for the check
+// every request makes: from memory, without a transaction.
 func (s *Store) ACLBootstrapIndex() (uint64, error) {
+	if c := s.acl.Load(); c != nil {
+		return c.bootstrapIndex, nil
+	}
 	var idx uint64
 	err := s.view(nil, func(r *reader) error {
 		b := r.btx.Bucket(bucketACL)
@@ -182,8 +237,13 @@ func (s *Store) ACLBootstrapIndex() (uint64, error) {
 	return idx, err
 }
 
-// TokenBySecretHash returns the token whose secret hashes to hash.
+// TokenBySecretHash returns the token whose secret hashes to hash: from memory, without
+// a transaction.
 func (s *Store) TokenBySecretHash(hash string) (acl.Token, bool, error) {
+	if c := s.acl.Load(); c != nil {
+		t, ok := c.bySecretHash[hash]
+		return t, ok, nil
+	}
 	var t acl.Token
 	var ok bool
 	err := s.view(nil, func(r *reader) error {

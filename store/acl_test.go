@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -161,4 +162,91 @@ func TestACL_KeepACL(t *testing.T) {
 	if _, ok, _ := own.TokenBySecretHash(tok.SecretHash); ok {
 		t.Fatal("a state with its own ACLs took the cluster's tokens")
 	}
+}
+
+// Authentication reads the ACL state from memory: after every commit, rollback, reopen
+// and restore, that copy answers as the file does.
+func TestACL_InMemoryStateFollowsTheFile(t *testing.T) {
+	s := mustNewStore(t)
+	boot, _ := testToken(t, true)
+	tok, _ := testToken(t, false)
+	// check compares the in-memory answers with the file's for both tokens.
+	check := func(what string, wantBoot uint64, wantFound ...bool) {
+		t.Helper()
+		for _, mem := range []bool{true, false} {
+			var saved *aclCache
+			if !mem {
+				saved = s.acl.Swap(nil)
+			}
+			idx, err := s.ACLBootstrapIndex()
+			if err != nil || idx != wantBoot {
+				t.Errorf("%s (memory %v): bootstrap index %d %v, want %d", what, mem, idx, err, wantBoot)
+			}
+			for i, tk := range []acl.Token{boot, tok} {
+				got, ok, err := s.TokenBySecretHash(tk.SecretHash)
+				if err != nil || ok != wantFound[i] || (ok && got.AccessorID != tk.AccessorID) {
+					t.Errorf("%s (memory %v): token %d found %v (%v), want %v", what, mem, i, ok, err, wantFound[i])
+				}
+			}
+			if !mem {
+				s.acl.Store(saved)
+			}
+		}
+	}
+	snapshot := func() []byte {
+		t.Helper()
+		sn, err := s.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = sn.Close() }()
+		var buf bytes.Buffer
+		if _, err := sn.WriteTo(&buf); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	empty := snapshot()
+	check("new store", 0, false, false)
+
+	rollback := errors.New("rolled back")
+	if err := s.Update(func(tx *Txn) error {
+		if err := tx.ACLBootstrap(3, boot); err != nil {
+			return err
+		}
+		return rollback
+	}); !errors.Is(err, rollback) {
+		t.Fatal(err)
+	}
+	check("after a rolled-back bootstrap", 0, false, false)
+
+	if err := s.Update(func(tx *Txn) error { return tx.ACLBootstrap(4, boot) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(func(tx *Txn) error { return tx.CreateToken(5, tok) }); err != nil {
+		t.Fatal(err)
+	}
+	check("after bootstrap and create", 4, true, true)
+	both := snapshot()
+
+	if err := s.Update(func(tx *Txn) error { return tx.DeleteToken(6, tok.AccessorID) }); err != nil {
+		t.Fatal(err)
+	}
+	check("after delete", 4, true, false)
+
+	path := s.Path()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpenAt(t, path)
+	check("after reopen", 4, true, false)
+
+	if err := s.Restore(bytes.NewReader(both)); err != nil {
+		t.Fatal(err)
+	}
+	check("after restoring a snapshot with both tokens", 4, true, true)
+	if err := s.Restore(bytes.NewReader(empty)); err != nil {
+		t.Fatal(err)
+	}
+	check("after restoring a snapshot without ACLs", 0, false, false)
 }

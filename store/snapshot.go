@@ -146,6 +146,11 @@ func (s *Store) Restore(r io.Reader) error {
 		def := model.DefaultSettings()
 		s.settings.Store(&def)
 	}
+	if err := s.loadACL(db); err != nil {
+		// Lookups read the file instead, and fail the way it does.
+		s.logger.Error("restore: reading the restored ACL state into memory failed", "err", err)
+		s.acl.Store(nil)
+	}
 	s.mu.Unlock()
 
 	s.closeRetired(old)

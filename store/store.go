@@ -67,6 +67,9 @@ type Store struct {
 	// settings is the committed cluster-wide settings, read without a transaction by
 	// the registry's admission of every write.
 	settings atomic.Pointer[model.Settings]
+	// acl is the committed ACL state in memory, which authenticating every request reads
+	// without a transaction; nil when it could not be read (lookups then read the file).
+	acl atomic.Pointer[aclCache]
 	watches  *watchRegistry
 	feed     *feed
 	// retired tracks databases replaced by Restore that close once their
@@ -107,6 +110,10 @@ func Open(path string, opts Options) (*Store, error) {
 	s.db, s.floor = db, floor
 	s.applied.Store(applied)
 	if err := s.loadSettings(db); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	if err := s.loadACL(db); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
@@ -304,6 +311,13 @@ func (s *Store) Update(fn func(tx *Txn) error) error {
 	if fault := s.writeFault.Load(); fault != nil {
 		return *fault
 	}
+	var aclNext *aclCache
+	if _, ok := tx.touched[watchACL]; ok {
+		// Built from what is about to be committed, published once it is.
+		if aclNext, err = readACLCache(btx, &s.codec); err != nil {
+			return fmt.Errorf("read the changed ACL state: %w", err)
+		}
+	}
 	done = true
 	if err := btx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
@@ -311,6 +325,9 @@ func (s *Store) Update(fn func(tx *Txn) error) error {
 	s.applied.Store(tx.applied)
 	if tx.settings != nil {
 		s.settings.Store(tx.settings)
+	}
+	if aclNext != nil {
+		s.acl.Store(aclNext)
 	}
 	if s.stopSync != nil {
 		s.unsynced.Store(true)
