@@ -69,9 +69,9 @@ type Store struct {
 	settings atomic.Pointer[model.Settings]
 	// acl is the committed ACL state in memory, which authenticating every request reads
 	// without a transaction; nil when it could not be read (lookups then read the file).
-	acl atomic.Pointer[aclCache]
-	watches  *watchRegistry
-	feed     *feed
+	acl     atomic.Pointer[aclCache]
+	watches *watchRegistry
+	feed    *feed
 	// retired tracks databases replaced by Restore that close once their
 	// outstanding snapshots are released.
 	retired sync.WaitGroup
