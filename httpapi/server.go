@@ -15,6 +15,7 @@ import (
 
 	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/console"
 	"github.com/rosterhq/roster/fanout"
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/httpx"
@@ -215,6 +216,7 @@ type server struct {
 	metrics  *httpx.Metrics
 	streams  *streamMetrics
 	streamer *streamer
+	console  *console.Handler
 	// handler is the router behind the refusal of browsers' cross-origin writes.
 	handler http.Handler
 }
@@ -258,6 +260,9 @@ func New(cfg Config) (http.Handler, error) {
 		}
 		s.ownsFwd = true
 	}
+	if s.console, err = console.New(); err != nil {
+		return nil, err
+	}
 	s.router = s.routes()
 	s.handler = crossOrigin(s.router)
 	return s, nil
@@ -276,6 +281,12 @@ func (s *server) CloseIdleConnections() {
 }
 
 // routes builds the router. Every route appears in docs/openapi.yaml.
+//
+// The web console's pages (package console, docs/console.md) are not API routes and are
+// not in docs/openapi.yaml: GET /ui/... serves them, GET /ui redirects to /ui/, and a
+// browser's GET / (Accept: text/html) is sent to /ui/; any other GET / is the API's 404.
+// They carry no data, so they answer anyone; the pages read and write through the
+// routes below with the operator's token.
 //
 // Access control: the status routes, /metrics (unless Config.MetricsRequireToken) and
 // POST /v1/acl/bootstrap answer anyone; every other route first resolves the request's
@@ -306,6 +317,10 @@ func (s *server) routes() *chi.Mux {
 	} else {
 		r.Method(http.MethodGet, "/metrics", httpx.Handler(s.cfg.Metrics))
 	}
+	r.Get("/", s.root)
+	r.Get("/ui", console.RedirectToPrefix)
+	r.Method(http.MethodGet, console.Prefix+"*", s.console)
+	r.Method(http.MethodHead, console.Prefix+"*", s.console)
 	r.Get("/v1/status/leader", s.handle(s.getLeader))
 	r.Get("/v1/status/ready", s.handle(s.getReady))
 	r.Get("/v1/status/state-check", s.handle(s.getStateCheck))
@@ -386,6 +401,16 @@ func (s *server) routes() *chi.Mux {
 		})
 	})
 	return r
+}
+
+// root answers GET /: a browser asking for a page is sent to the console; anything else
+// is the API's 404, as for any unknown route.
+func (s *server) root(w http.ResponseWriter, r *http.Request) {
+	if console.WantsPage(r) {
+		http.Redirect(w, r, console.Prefix, http.StatusFound)
+		return
+	}
+	s.notFound(w, r)
 }
 
 // handle adapts a handler that returns an error. An error that says this node is not
