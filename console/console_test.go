@@ -103,7 +103,7 @@ func TestConsole_ViewsServeTheIndex(t *testing.T) {
 func TestConsole_WantsPage(t *testing.T) {
 	for accept, want := range map[string]bool{
 		"text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8": true,
-		"text/html": true,
+		"text/html":        true,
 		"application/json": false,
 		"*/*":              false,
 		"":                 false,
