@@ -4,6 +4,10 @@
 import { request, can } from '../api.js';
 import { h, replace, errorBox, dialog, time } from '../dom.js';
 
+function plural(n, word) {
+  return `${n} ${word}${n === 1 ? '' : 's'}`;
+}
+
 function size(n) {
   if (n < 1024) return `${n} B`;
   if (n < 1 << 20) return `${(n / 1024).toFixed(1)} KiB`;
@@ -94,8 +98,8 @@ export function render(main, _params, _query, ctx) {
     return h('dl', { class: 'facts' },
       h('div', {}, h('dt', {}, 'File'), h('dd', {}, `${c.file.name} (${size(c.file.size)})`)),
       h('div', {}, h('dt', {}, 'Index / term'), h('dd', { id: 'archive-index' }, `${m.index} / ${m.term}`)),
-      h('div', {}, h('dt', {}, 'Contents'), h('dd', { id: 'archive-counts' }, `${n.namespaces} namespaces, ${n.services} services, ${n.instances} instances`)),
-      h('div', {}, h('dt', {}, 'Written'), h('dd', {}, time(m.createdAt), ` by Roster ${m.rosterVersion || '?'}`)));
+      h('div', {}, h('dt', {}, 'Contents'), h('dd', { id: 'archive-counts' }, `${plural(n.namespaces, 'namespace')}, ${plural(n.services, 'service')}, ${plural(n.instances, 'instance')}`)),
+      h('div', {}, h('dt', {}, 'Written'), h('dd', {}, time(m.createdAt), m.rosterVersion ? ` by Roster ${m.rosterVersion}` : null)));
   }
 
   fileInput.addEventListener('change', async () => {
@@ -120,7 +124,7 @@ export function render(main, _params, _query, ctx) {
     const c = chosen;
     if (!c) return;
     const what = c.meta
-      ? `the state at index ${c.meta.index}: ${c.meta.counts.namespaces} namespaces, ${c.meta.counts.services} services and ${c.meta.counts.instances} instances`
+      ? `the state at index ${c.meta.index}: ${plural(c.meta.counts.namespaces, 'namespace')}, ${plural(c.meta.counts.services, 'service')} and ${plural(c.meta.counts.instances, 'instance')}`
       : `the archive ${c.file.name} (${size(c.file.size)}), whose contents could not be read here`;
     dialog('Restore the whole cluster?', (form) => {
       form.append(h('p', {}, `Every member’s state is replaced by ${what}. Everything registered since then is lost. This cannot be undone.`));
