@@ -1,0 +1,231 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+)
+
+// Viewport is the size of the browser window and of the screenshots: a laptop screen.
+const (
+	viewportWidth  = 1280
+	viewportHeight = 800
+)
+
+// chromium returns the path of a Chromium binary: $ROSTER_CHROMIUM, else the first of
+// the usual names on PATH. Without one the test is skipped, except under CI=true,
+// where it fails (.ci/run installs Debian's chromium package).
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("ROSTER_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no Chromium binary (chromium, chromium-browser, google-chrome or headless-shell on PATH, or ROSTER_CHROMIUM): the console's browser test cannot run; install Debian's chromium package")
+	}
+	t.Skip("no Chromium binary on PATH (apt-get install chromium, or set ROSTER_CHROMIUM): skipping the console's browser test")
+	return ""
+}
+
+// newBrowser starts a headless Chromium for the test and returns its allocator
+// context. The browser may reach loopback only: every other host name fails to
+// resolve, and every other address goes to a proxy that is not there.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.WindowSize(viewportWidth, viewportHeight),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("no-pings", true),
+		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1"),
+		chromedp.ProxyServer("http://127.0.0.1:9"),
+		chromedp.Flag("proxy-bypass-list", "127.0.0.1;localhost"),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	if os.Geteuid() == 0 {
+		opts = append(opts, chromedp.NoSandbox)
+	}
+	ctx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// tab is one browser tab that fails the test on any uncaught exception or
+// console.error of its pages.
+type tab struct {
+	t   *testing.T
+	ctx context.Context
+	mu  sync.Mutex
+	js  []string // the JavaScript errors seen so far
+}
+
+// newTab opens a tab of the browser of alloc with a laptop viewport.
+func newTab(t *testing.T, alloc context.Context) *tab {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(cancel)
+	tb := &tab{t: t, ctx: ctx}
+	err := chromedp.Listen(ctx, func(ev any) {
+		switch ev := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			tb.record("uncaught exception: " + exceptionText(ev.ExceptionDetails))
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.ConsoleAPICalledTypeError {
+				var parts []string
+				for _, a := range ev.Args {
+					if a.Value != nil {
+						parts = append(parts, string(a.Value))
+					} else {
+						parts = append(parts, a.Description)
+					}
+				}
+				tb.record("console.error: " + strings.Join(parts, " "))
+			}
+		}
+	})
+	if err != nil {
+		t.Fatalf("start the browser: %v", err)
+	}
+	tb.do(chromedp.EmulateViewport(viewportWidth, viewportHeight))
+	// The listener works: a console.error of a page reaches it.
+	tb.do(chromedp.Navigate("about:blank"), chromedp.Evaluate[chromedp.Void](`console.error("listener check")`))
+	deadline := time.Now().Add(5 * time.Second)
+	for !tb.saw("listener check") {
+		if time.Now().After(deadline) {
+			t.Fatal("the test does not see the console errors of its pages")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tb.mu.Lock()
+	tb.js = nil
+	tb.mu.Unlock()
+	t.Cleanup(tb.noErrors)
+	return tb
+}
+
+func exceptionText(d *runtime.ExceptionDetails) string {
+	if d == nil {
+		return "?"
+	}
+	s := d.Text
+	if d.Exception != nil && d.Exception.Description != "" {
+		s += " " + d.Exception.Description
+	}
+	return fmt.Sprintf("%s (%s:%d:%d)", s, d.URL, d.LineNumber, d.ColumnNumber)
+}
+
+func (tb *tab) record(s string) {
+	tb.mu.Lock()
+	tb.js = append(tb.js, s)
+	tb.mu.Unlock()
+}
+
+func (tb *tab) saw(s string) bool {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	for _, e := range tb.js {
+		if strings.Contains(e, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// noErrors fails the test if a page of the tab threw or logged an error.
+func (tb *tab) noErrors() {
+	tb.t.Helper()
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	for _, e := range tb.js {
+		tb.t.Errorf("JavaScript error in the console: %s", e)
+	}
+	tb.js = nil
+}
+
+// do runs actions that return nothing, each within 20 s.
+func (tb *tab) do(actions ...chromedp.Action[chromedp.Void]) {
+	tb.t.Helper()
+	for _, a := range actions {
+		ctx, cancel := context.WithTimeout(tb.ctx, 20*time.Second)
+		err := chromedp.Do(ctx, a)
+		cancel()
+		if err != nil {
+			tb.t.Fatalf("browser: %v", err)
+		}
+	}
+}
+
+// eval evaluates a JavaScript expression that returns a string.
+func (tb *tab) eval(expr string) string {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
+	if err != nil {
+		tb.t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// waitFor polls a JavaScript condition until it is true, failing the test after
+// within with what was awaited, the page's location and its main text.
+func (tb *tab) waitFor(within time.Duration, what, cond string) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, within+5*time.Second)
+	defer cancel()
+	_, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](cond,
+		chromedp.WithPollingTimeout(within), chromedp.WithPollingInterval(25*time.Millisecond)))
+	if err != nil {
+		loc := tb.eval(`location.pathname + location.search`)
+		text := tb.eval(`(document.querySelector('main') || document.body).innerText.slice(0, 1500)`)
+		text += "\ncondition now: " + tb.eval(`String(`+cond+`)`)
+		tb.t.Fatalf("waiting %s for %s: %v\nat %s, the page shows:\n%s", within, what, err, loc, text)
+	}
+}
+
+// click clicks the element of a CSS selector, once it is visible.
+func (tb *tab) click(css string) {
+	tb.t.Helper()
+	tb.do(chromedp.WaitVisible(chromedp.CSS(css)), chromedp.Click(chromedp.CSS(css)))
+}
+
+// screenshot captures the viewport as name.png: in the test's artifact directory
+// always, and in docs/console/ with ROSTER_UPDATE_SCREENSHOTS=1.
+func (tb *tab) screenshot(name string) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, 20*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		tb.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if len(png) < 8 || string(png[1:4]) != "PNG" {
+		tb.t.Fatalf("screenshot %s is not a PNG (%d bytes)", name, len(png))
+	}
+	dirs := []string{tb.t.ArtifactDir()}
+	if os.Getenv("ROSTER_UPDATE_SCREENSHOTS") == "1" {
+		dirs = append(dirs, filepath.Join("..", "..", "docs", "console"))
+	}
+	for _, dir := range dirs {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			tb.t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+			tb.t.Fatal(err)
+		}
+	}
+}

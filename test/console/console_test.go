@@ -1,0 +1,307 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/client"
+	"github.com/rosterhq/roster/internal/wait"
+	"github.com/rosterhq/roster/server/servertest"
+)
+
+const (
+	ns    = "public"
+	group = "DEFAULT_GROUP"
+)
+
+// backend is a real TCP listener on loopback that an instance points at; the leader's
+// probes succeed while it is open.
+type backend struct {
+	ln   net.Listener
+	port int
+}
+
+func newBackend(t *testing.T) *backend {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	b := &backend{ln: ln, port: ln.Addr().(*net.TCPAddr).Port}
+	t.Cleanup(b.close)
+	return b
+}
+
+func (b *backend) close() { _ = b.ln.Close() }
+
+func ptr[T any](v T) *T { return &v }
+
+func must[T any](t *testing.T) func(T, error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+// seed registers the services the views show: orders, TCP-probed every second on two
+// real listeners; payments and inventory on NONE clusters, one payments instance set
+// unhealthy; a service in another group.
+func seed(ctx context.Context, t *testing.T, c *client.Client) (b1, b2 *backend) {
+	t.Helper()
+	idx := must[uint64](t)
+	idx(c.UpsertService(ctx, ns, group, "orders", api.ServiceRequest{ProtectThreshold: ptr(0.4), Metadata: map[string]string{"team": "checkout"}}))
+	idx(c.UpsertCluster(ctx, ns, group, "orders", "DEFAULT", api.ClusterRequest{HealthCheck: &api.HealthCheckSpec{
+		Type: "TCP", Interval: "1s", Timeout: "400ms", Rise: 1, Fall: 1,
+	}}))
+	b1, b2 = newBackend(t), newBackend(t)
+	for _, b := range []*backend{b1, b2} {
+		idx(c.RegisterInstance(ctx, ns, group, "orders", "127.0.0.1", b.port, api.InstanceRequest{
+			Weight: ptr(1.0), Metadata: map[string]string{"version": "1.4.2", "zone": "a"},
+		}))
+	}
+	for _, svc := range []string{"payments", "inventory"} {
+		idx(c.UpsertCluster(ctx, ns, group, svc, "DEFAULT", api.ClusterRequest{HealthCheck: &api.HealthCheckSpec{Type: "NONE"}}))
+	}
+	for i := 1; i <= 3; i++ {
+		idx(c.RegisterInstance(ctx, ns, group, "payments", "127.0.0.2", 9000+i, api.InstanceRequest{}))
+	}
+	idx(c.SetInstanceHealth(ctx, ns, group, "payments", "127.0.0.2", 9003, false))
+	idx(c.RegisterInstance(ctx, ns, group, "inventory", "127.0.0.3", 7000, api.InstanceRequest{Cluster: ptr("DEFAULT")}))
+	idx(c.UpsertCluster(ctx, ns, "billing", "invoices", "DEFAULT", api.ClusterRequest{HealthCheck: &api.HealthCheckSpec{Type: "NONE"}}))
+	idx(c.RegisterInstance(ctx, ns, "billing", "invoices", "127.0.0.4", 8080, api.InstanceRequest{}))
+	return b1, b2
+}
+
+// rowCells is a JavaScript expression: the trimmed texts of the cells of the first row
+// matching css, or null.
+func rowCells(css string) string {
+	return fmt.Sprintf(`(() => { const r = document.querySelector(%q); return r ? [...r.cells].map(c => c.textContent.trim()) : null; })()`, css)
+}
+
+// countsAre is a condition: the services row of name shows these instance, healthy and
+// unhealthy counts.
+func countsAre(name string, total, healthy, unhealthy int) string {
+	return fmt.Sprintf(`(() => { const c = %s; return !!c && c[2] === %q && c[3] === %q && c[4] === %q; })()`,
+		rowCells(fmt.Sprintf(`#services tr[data-service=%q]`, name)), strconv.Itoa(total), strconv.Itoa(healthy), strconv.Itoa(unhealthy))
+}
+
+func instanceRow(port int) string {
+	return fmt.Sprintf(`#instances tr[data-addr="127.0.0.1:%d"]`, port)
+}
+
+// TestConsole drives the console of a 3-node cluster without ACLs through a follower:
+// the services list and its counts, the service view following probes and
+// deregistrations live, an edit and a deregistration through the UI, the cluster and
+// snapshot views, the back button; then, on a cluster with ACLs, the login.
+func TestConsole(t *testing.T) {
+	alloc := newBrowser(t)
+	start := time.Now()
+	c := servertest.New(t, 3, servertest.FastTimeouts())
+	leader := c.MustLeader()
+	follower := c.Nodes[c.Followers()[0]]
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cl := follower.Client()
+	b1, b2 := seed(ctx, t, cl)
+
+	tb := newTab(t, alloc)
+
+	// A browser asking for / is sent to the console, which opens on the services.
+	tb.do(chromedp.Navigate(follower.URL() + "/"))
+	tb.waitFor(10*time.Second, "the services view after GET /", `location.pathname === "/ui/services" && !!document.querySelector('#services tbody tr[data-service]')`)
+
+	// The list shows every service of the namespace with its counts.
+	tb.waitFor(10*time.Second, "the counts of orders and payments",
+		countsAre("orders", 2, 2, 0)+" && "+countsAre("payments", 3, 2, 1)+" && "+countsAre("inventory", 1, 1, 0)+" && "+countsAre("invoices", 1, 1, 0))
+	tb.screenshot("services")
+
+	// Filtering by name keeps the URL shareable and asks the server.
+	tb.do(chromedp.SendKeys(chromedp.ID("svc-name"), "pay"))
+	tb.waitFor(10*time.Second, "the name filter", `location.search.includes("name=pay") && document.querySelectorAll('#services tbody tr[data-service]').length === 1 && !!document.querySelector('#services tr[data-service="payments"]')`)
+	tb.click(`nav a[data-nav="services"]`)
+	tb.waitFor(10*time.Second, "the unfiltered list", `location.search === "" && document.querySelectorAll('#services tbody tr[data-service]').length === 4`)
+	// The back button returns to the filtered list, filter field included.
+	tb.do(chromedp.NavigateBack())
+	tb.waitFor(10*time.Second, "the filtered list after going back", `location.search.includes("name=pay") && document.getElementById('svc-name').value === "pay" && !document.querySelector('#services tr[data-service="orders"]')`)
+	tb.click(`nav a[data-nav="services"]`)
+	tb.waitFor(10*time.Second, "the unfiltered list again", `document.querySelectorAll('#services tbody tr[data-service]').length === 4`)
+
+	// The list links to each service with a plain link.
+	href := tb.eval(`document.querySelector('#services tr[data-service="orders"] a').getAttribute('href')`)
+	if href != "/ui/namespaces/public/groups/DEFAULT_GROUP/services/orders" {
+		t.Fatalf("the orders link is %q", href)
+	}
+	tb.click(`#services tr[data-service="orders"] a`)
+	tb.waitFor(10*time.Second, "both orders instances healthy",
+		fmt.Sprintf(`!!document.querySelector('%s[data-health="healthy"]') && !!document.querySelector('%s[data-health="healthy"]')`, instanceRow(b1.port), instanceRow(b2.port)))
+	tb.waitFor(10*time.Second, "the TCP check spec of the DEFAULT cluster", `(document.querySelector('#clusters tr[data-cluster="DEFAULT"]') || {}).textContent?.includes("TCP connect") && document.querySelector('#clusters tr[data-cluster="DEFAULT"]').textContent.includes("1s / 400ms")`)
+	tb.waitFor(10*time.Second, "a successful last probe", fmt.Sprintf(`(document.querySelector('%s') || {}).textContent?.includes("success")`, instanceRow(b1.port)))
+	// From here on, a reload would lose this mark.
+	tb.do(chromedp.Evaluate[chromedp.Void](`window.__sameDocument = true`))
+
+	// The leader's probe fails once the listener closes: the row turns red and says so.
+	b1.close()
+	took := time.Now()
+	tb.waitFor(15*time.Second, "the closed instance shown unhealthy", fmt.Sprintf(`!!document.querySelector('%s[data-health="unhealthy"] .health.bad')`, instanceRow(b1.port)))
+	t.Logf("a closed listener showed unhealthy after %v (probe interval 1s, fall 1)", time.Since(took).Round(10*time.Millisecond))
+	colour := tb.eval(fmt.Sprintf(`getComputedStyle(document.querySelector('%s .health .dot')).backgroundColor`, instanceRow(b1.port)))
+	if colour != "rgb(207, 34, 46)" {
+		t.Errorf("the unhealthy dot is %s, want the red rgb(207, 34, 46)", colour)
+	}
+	if text := tb.eval(fmt.Sprintf(`document.querySelector('%s .health').textContent`, instanceRow(b1.port))); text != "unhealthy" && text != "unhealthy (changing)" {
+		t.Errorf("the health cell says %q", text)
+	}
+	tb.waitFor(10*time.Second, "the failed probe's outcome", fmt.Sprintf(`(document.querySelector('%s') || {}).textContent?.includes("refused")`, instanceRow(b1.port)))
+	tb.waitFor(5*time.Second, "the change announced to screen readers", `document.getElementById('announcer').textContent.includes("is now unhealthy")`)
+	tb.screenshot("service")
+
+	// A deregistration through the API disappears without a reload.
+	if _, err := cl.DeregisterInstance(ctx, ns, group, "orders", "127.0.0.1", b2.port); err != nil {
+		t.Fatal(err)
+	}
+	tb.waitFor(5*time.Second, "the deregistered instance gone", fmt.Sprintf(`!document.querySelector('%s')`, instanceRow(b2.port)))
+
+	// Edit the weight through the UI; the API sees it.
+	tb.click(fmt.Sprintf(`%s button[aria-label="Edit 127.0.0.1:%d"]`, instanceRow(b1.port), b1.port))
+	tb.do(chromedp.WaitVisible(chromedp.CSS(`dialog[open] input[name="weight"]`)),
+		chromedp.SetValue(chromedp.CSS(`dialog[open] input[name="weight"]`), "7"))
+	tb.click(`dialog[open] button[type="submit"]`)
+	tb.waitFor(5*time.Second, "the dialog closed", `!document.querySelector('dialog')`)
+	wait.For(t, 5*time.Second, "weight 7 through the API", func() bool {
+		res, _, err := cl.Instance(ctx, ns, group, "orders", "127.0.0.1", b1.port, client.QueryOptions{})
+		return err == nil && res.Instance.Weight == 7
+	})
+	tb.waitFor(5*time.Second, "weight 7 in the row", fmt.Sprintf(`(%s || [])[2] === "7"`, rowCells(instanceRow(b1.port))))
+
+	// Deregister through the UI, behind a confirmation.
+	tb.click(fmt.Sprintf(`%s button[aria-label="Deregister 127.0.0.1:%d"]`, instanceRow(b1.port), b1.port))
+	tb.waitFor(5*time.Second, "the confirmation", `(document.querySelector('dialog[open]') || {}).textContent?.includes("cannot be undone")`)
+	tb.click(`dialog[open] button[type="submit"]`)
+	wait.For(t, 5*time.Second, "the instance gone through the API", func() bool {
+		_, _, err := cl.Instance(ctx, ns, group, "orders", "127.0.0.1", b1.port, client.QueryOptions{})
+		return client.IsNotFound(err)
+	})
+	tb.waitFor(5*time.Second, "no instances left", `!document.querySelector('#instances tr[data-addr]')`)
+	if tb.eval(`String(window.__sameDocument)`) != "true" {
+		t.Fatal("the page was reloaded")
+	}
+
+	// Cluster: three members, the leader, this node ready.
+	tb.click(`nav a[data-nav="cluster"]`)
+	tb.waitFor(10*time.Second, "three members and the leader",
+		fmt.Sprintf(`location.pathname === "/ui/cluster" && document.querySelectorAll('#members tr[data-member]').length === 3 && (document.getElementById('leader-id') || {}).textContent === %q`, c.Nodes[leader].ID))
+	tb.waitFor(10*time.Second, "this node ready", `!!document.querySelector('#ready .health.good')`)
+	tb.waitFor(10*time.Second, "the members' progress", `[...document.querySelectorAll('#members tr[data-member]')].every(r => /^\d+$/.test(r.cells[6].textContent) && /^\d+$/.test(r.cells[8].textContent))`)
+	tb.screenshot("cluster")
+
+	// Snapshot: an archive picked for restore shows its index and counts before anything
+	// is sent.
+	tb.click(`nav a[data-nav="snapshot"]`)
+	tb.waitFor(5*time.Second, "the snapshot view", `location.pathname === "/ui/snapshot" && !!document.getElementById('download')`)
+	archive := filepath.Join(t.TempDir(), "roster.snap")
+	f, err := os.Create(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cl.SaveSnapshot(ctx, f, false)
+	if err1 := f.Close(); err == nil {
+		err = err1
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.do(chromedp.SetUploadFiles(chromedp.CSS("#archive"), []string{archive}))
+	tb.waitFor(10*time.Second, "the archive's index and counts",
+		fmt.Sprintf(`(document.getElementById('archive-index') || {}).textContent?.startsWith("%d /") && document.getElementById('archive-counts').textContent === "1 namespace, 4 services, 5 instances"`, info.Index))
+	tb.screenshot("snapshot")
+
+	// The back button returns to the cluster view.
+	tb.do(chromedp.NavigateBack())
+	tb.waitFor(5*time.Second, "the cluster view after going back", `location.pathname === "/ui/cluster" && !!document.querySelector('#members tr[data-member]')`)
+
+	tb.noErrors()
+	t.Logf("console without ACLs: %v", time.Since(start).Round(100*time.Millisecond))
+	t.Run("ACL", testLogin)
+}
+
+// testLogin: with ACLs on, an anonymous session sees the login prompt; a pasted token
+// loads the views; a token without operator rights sees a plain 403; logout asks again.
+func testLogin(t *testing.T) {
+	alloc := newBrowser(t)
+	c := servertest.New(t, 3, servertest.FastTimeouts(), servertest.WithACL())
+	c.MustLeader()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	node := c.Nodes[c.Followers()[0]]
+	mgmt, err := node.Client().ACLBootstrap(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := client.New(node.HTTPAddr, client.WithToken(mgmt.SecretID))
+	// The node the browser uses knows the token once it applied the bootstrap.
+	wait.For(t, 10*time.Second, "the management token known to "+node.ID, func() bool {
+		_, err := admin.TokenSelf(ctx)
+		return err == nil
+	})
+	if _, err := admin.RegisterInstance(ctx, ns, group, "orders", "127.0.0.5", 8080, api.InstanceRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := admin.CreateToken(ctx, api.ACLTokenRequest{Description: "read-only", Rules: api.ACLRules{Namespaces: map[string]string{"*": "read"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tb := newTab(t, alloc)
+	tb.do(chromedp.Navigate(node.URL() + "/ui/services"))
+	tb.waitFor(10*time.Second, "the login prompt", `location.pathname === "/ui/login" && !!document.querySelector('form#login input#token')`)
+	if next := tb.eval(`new URLSearchParams(location.search).get("next")`); next != "/ui/services" {
+		t.Fatalf("the login prompt returns to %q", next)
+	}
+	tb.screenshot("login")
+
+	// A wrong token is refused with the API's message.
+	tb.do(chromedp.SendKeys(chromedp.ID("token"), "00000000-0000-4000-8000-000000000000"))
+	tb.click(`form#login button[type="submit"]`)
+	tb.waitFor(5*time.Second, "the refusal", `(document.querySelector('#login [role="alert"]') || {}).textContent?.includes("Not accepted")`)
+
+	tb.do(chromedp.SetValue(chromedp.ID("token"), mgmt.SecretID))
+	tb.click(`form#login button[type="submit"]`)
+	tb.waitFor(10*time.Second, "the services after login", `location.pathname === "/ui/services" && !!document.querySelector('#services tr[data-service="orders"]')`)
+	tb.waitFor(5*time.Second, "the logout button", `document.getElementById('session').textContent.includes("Log out")`)
+	tb.click(`#services tr[data-service="orders"] a`)
+	tb.waitFor(10*time.Second, "the instance and its actions", `!!document.querySelector('#instances tr[data-addr="127.0.0.5:8080"] button') && !!document.getElementById('register')`)
+
+	// Log out, and in again with a read-only token: no actions, and the cluster view's
+	// 403 is shown as it is.
+	tb.click(`#session button`)
+	tb.waitFor(5*time.Second, "the login prompt after logout", `location.pathname === "/ui/login" && sessionStorage.length === 0`)
+	tb.do(chromedp.SetValue(chromedp.ID("token"), reader.SecretID))
+	tb.click(`form#login button[type="submit"]`)
+	tb.waitFor(10*time.Second, "the services for the read-only token", `!!document.querySelector('#services tr[data-service="orders"]')`)
+	tb.click(`#services tr[data-service="orders"] a`)
+	tb.waitFor(10*time.Second, "the instance without actions", `!!document.querySelector('#instances tr[data-addr="127.0.0.5:8080"]') && !document.querySelector('#instances tr[data-addr] button') && !document.getElementById('register')`)
+	tb.click(`nav a[data-nav="cluster"]`)
+	tb.waitFor(10*time.Second, "the 403 shown plainly", `(document.querySelector('main [role="alert"]') || {}).textContent?.includes("Permission denied") && document.querySelector('main [role="alert"]').textContent.includes("operator")`)
+	tb.noErrors()
+}
