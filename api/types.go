@@ -204,12 +204,24 @@ type ServiceRequest struct {
 
 // ServicesResponse is the body of GET /v1/namespaces/{ns}/services.
 type ServicesResponse struct {
-	Index     uint64    `json:"index"`
-	Namespace string    `json:"namespace"`
-	Page      int       `json:"page"`
-	Size      int       `json:"size"`
-	Total     int       `json:"total"`
-	Services  []Service `json:"services"`
+	Index     uint64           `json:"index"`
+	Namespace string           `json:"namespace"`
+	Page      int              `json:"page"`
+	Size      int              `json:"size"`
+	Total     int              `json:"total"`
+	Services  []ServiceSummary `json:"services"`
+}
+
+// ServiceSummary is a service as a service list shows it: the service and counts of its
+// instances.
+type ServiceSummary struct {
+	Service
+	InstanceCount int `json:"instanceCount"`
+	HealthyCount  int `json:"healthyCount"`
+	// ProtectThresholdReached is set when the service has enabled instances and at most
+	// its protectThreshold share of them is healthy: Nacos clients are then given every
+	// enabled instance, healthy or not.
+	ProtectThresholdReached bool `json:"protectThresholdReached"`
 }
 
 // ServiceResponse is the body of GET .../services/{service}.
@@ -345,6 +357,25 @@ type Member struct {
 	Leader   bool   `json:"leader"`
 	// LastContactMillis is the leader's last contact with this server, -1 when unknown.
 	LastContactMillis int64 `json:"lastContactMillis"`
+	// Status is what the server says of itself, asked by the node that answered the
+	// list (GET /v1/cluster/members?detail=true only).
+	Status *MemberStatus `json:"status,omitempty"`
+}
+
+// MemberStatus is a member's own readiness and progress, as the node that listed the
+// members asked it (GET /v1/status/ready on the member).
+type MemberStatus struct {
+	// Reachable is false when the member could not be asked (Error says why); the other
+	// fields are then zero.
+	Reachable    bool   `json:"reachable"`
+	Ready        bool   `json:"ready"`
+	AppliedIndex uint64 `json:"appliedIndex"`
+	CommitIndex  uint64 `json:"commitIndex"`
+	// Lag is the listing node's commit index minus the member's applied index (0 when
+	// the member is ahead).
+	Lag    uint64 `json:"lag"`
+	Reason string `json:"reason,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
 // MembersResponse is the body of GET /v1/cluster/members.

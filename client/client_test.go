@@ -163,14 +163,14 @@ func routeCases() []routeCase {
 		{
 			name: "Services page",
 			call: func(ctx context.Context, c *Client) (any, error) {
-				r, _, err := c.Services(ctx, "dev", ServicesQuery{Group: "g1", Page: 2, Size: 10})
+				r, _, err := c.Services(ctx, "dev", ServicesQuery{Group: "g1", Name: "ord", Page: 2, Size: 10})
 				return r, err
 			},
 			method: "GET", path: "/v1/namespaces/dev/services",
-			query: url.Values{"group": {"g1"}, "page": {"2"}, "size": {"10"}},
+			query: url.Values{"group": {"g1"}, "name": {"ord"}, "page": {"2"}, "size": {"10"}},
 			resp:  `{"index":9,"namespace":"dev","page":2,"size":10,"total":11,"services":[{"namespace":"dev","group":"g1","name":"a","protectThreshold":0.5}]}`,
 			want: api.ServicesResponse{Index: 9, Namespace: "dev", Page: 2, Size: 10, Total: 11,
-				Services: []api.Service{{Namespace: "dev", Group: "g1", Name: "a", ProtectThreshold: 0.5}}},
+				Services: []api.ServiceSummary{{Service: api.Service{Namespace: "dev", Group: "g1", Name: "a", ProtectThreshold: 0.5}}}},
 		},
 		{
 			name: "Services default namespace",
@@ -180,7 +180,7 @@ func routeCases() []routeCase {
 			},
 			method: "GET", path: "/v1/namespaces/public/services",
 			resp: `{"index":1,"namespace":"public","services":[]}`,
-			want: api.ServicesResponse{Index: 1, Namespace: "public", Services: []api.Service{}},
+			want: api.ServicesResponse{Index: 1, Namespace: "public", Services: []api.ServiceSummary{}},
 		},
 		{
 			name: "UpsertService",

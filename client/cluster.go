@@ -64,6 +64,14 @@ func (c *Client) Members(ctx context.Context, q QueryOptions) (api.MembersRespon
 	return out, meta, err
 }
 
+// MembersWithStatus is Members with each member's own readiness, applied and commit
+// indexes and lag, asked by the node that answers (GET /v1/cluster/members?detail=true).
+func (c *Client) MembersWithStatus(ctx context.Context, q QueryOptions) (api.MembersResponse, Meta, error) {
+	var out api.MembersResponse
+	meta, err := c.read(ctx, newPath("v1", "cluster", "members"), q, url.Values{"detail": {"true"}}, &out)
+	return out, meta, err
+}
+
 // Join asks the cluster to add (or re-announce) a server (POST /v1/cluster/join); it
 // returns the member table's index afterwards.
 func (c *Client) Join(ctx context.Context, req api.JoinRequest) (uint64, error) {

@@ -17,16 +17,21 @@ type ServicesQuery struct {
 	QueryOptions
 	// Group restricts the list to one group ("" = every group).
 	Group string
+	// Name restricts it to services whose name contains Name, ignoring case ("" = all).
+	Name string
 	// Page (from 1) and Size (0 = the server's default) select a page.
 	Page, Size int
 }
 
-// Services lists a namespace's services, sorted by group and name
-// (GET /v1/namespaces/{ns}/services).
+// Services lists a namespace's services with the counts of their instances, sorted by
+// group and name (GET /v1/namespaces/{ns}/services).
 func (c *Client) Services(ctx context.Context, ns string, q ServicesQuery) (api.ServicesResponse, Meta, error) {
 	v := url.Values{}
 	if q.Group != "" {
 		v.Set("group", q.Group)
+	}
+	if q.Name != "" {
+		v.Set("name", q.Name)
 	}
 	if q.Page > 0 {
 		v.Set("page", strconv.Itoa(q.Page))

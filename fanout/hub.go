@@ -39,7 +39,7 @@ const feedBuffer = 1024
 type Source interface {
 	Subscribe(buffer int) (<-chan []store.Event, func())
 	ServiceView(ws *store.WatchSet, key model.ServiceKey) (uint64, store.ServiceView, error)
-	Services(ws *store.WatchSet, ns, group string, page, size int) (uint64, []model.Service, int, error)
+	ServiceSummaries(ws *store.WatchSet, ns string, f store.ServiceFilter, page, size int) (uint64, []store.ServiceSummary, int, error)
 }
 
 // Options configure a Hub.
@@ -240,7 +240,7 @@ func (h *Hub) read(t Topic) *Update {
 	case KindService:
 		u.Index, u.Service, u.Err = h.src.ServiceView(nil, t.Service)
 	case KindServices:
-		u.Index, u.Services, u.Total, u.Err = h.src.Services(nil, t.Namespace(), t.Group, t.Page, t.Size)
+		u.Index, u.Services, u.Total, u.Err = h.src.ServiceSummaries(nil, t.Namespace(), store.ServiceFilter{Group: t.Group, Name: t.Name}, t.Page, t.Size)
 	default:
 		u.Err = model.Invalid("topic", "unknown kind %d", t.Kind)
 	}

@@ -337,7 +337,7 @@ func TestHub_ResyncResendsUnchangedViews(t *testing.T) {
 func TestHub_ServiceListTopic(t *testing.T) {
 	e := newEnv(t, Options{})
 	e.register(svcKey, 1001)
-	sub, err := e.hub.Subscribe(ServicesTopic("public", "", 1, 0))
+	sub, err := e.hub.Subscribe(ServicesTopic("public", store.ServiceFilter{}, 1, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,6 +352,21 @@ func TestHub_ServiceListTopic(t *testing.T) {
 	if last := seen[len(seen)-1]; last.Total != 2 || len(last.Services) != 2 {
 		t.Fatalf("after a new service: total %d, %d services", last.Total, len(last.Services))
 	}
+	// A list filtered by name (case-insensitively) holds the matching service only, with
+	// its instance counts, and follows its registrations.
+	paySub, err := e.hub.Subscribe(ServicesTopic("public", store.ServiceFilter{Name: "PAY"}, 1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer paySub.Close()
+	if us := next(t, paySub); us[0].Total != 1 || len(us[0].Services) != 1 || us[0].Services[0].Service.Name != "payments" || us[0].Services[0].Instances != 1 {
+		t.Fatalf("filtered list: total %d, %+v", us[0].Total, us[0].Services)
+	}
+	idx = e.register(other, 2002)
+	if last := nextIndex(t, paySub, idx); last[len(last)-1].Services[0].Instances != 2 {
+		t.Fatalf("filtered list after a registration: %+v", last[len(last)-1].Services)
+	}
+	_ = next(t, sub) // the unfiltered list saw it too
 	// Another namespace does not wake the list.
 	elsewhere := model.ServiceKey{Namespace: "staging", Group: "DEFAULT_GROUP", Service: "orders"}
 	e.register(elsewhere, 3001)

@@ -26,19 +26,19 @@ type Topic struct {
 	// Service is the watched service (KindService); for KindServices only
 	// Service.Namespace is set, and Group optionally selects one group.
 	Service model.ServiceKey
-	// Group, Page and Size select the page of a KindServices list as
-	// store.Store.Services does (Page ≥ 1; Size 0 = every service).
-	Group      string
-	Page, Size int
+	// Group, Name, Page and Size select the page of a KindServices list as
+	// store.Store.ServiceSummaries does (Page ≥ 1; Size 0 = every service).
+	Group, Name string
+	Page, Size  int
 }
 
 // ServiceTopic watches a service.
 func ServiceTopic(key model.ServiceKey) Topic { return Topic{Kind: KindService, Service: key} }
 
-// ServicesTopic watches a page of a namespace's service list (group "" = every group;
-// size 0 = every service).
-func ServicesTopic(ns, group string, page, size int) Topic {
-	return Topic{Kind: KindServices, Service: model.ServiceKey{Namespace: ns}, Group: group, Page: max(page, 1), Size: size}
+// ServicesTopic watches a page of a namespace's service list, filtered by f (size 0 =
+// every service).
+func ServicesTopic(ns string, f store.ServiceFilter, page, size int) Topic {
+	return Topic{Kind: KindServices, Service: model.ServiceKey{Namespace: ns}, Group: f.Group, Name: f.Name, Page: max(page, 1), Size: size}
 }
 
 // Namespace is the namespace the topic belongs to.
@@ -48,7 +48,7 @@ func (t Topic) String() string {
 	if t.Kind == KindService {
 		return "service " + t.Service.String()
 	}
-	return fmt.Sprintf("services of namespace %q (group %q, page %d, size %d)", t.Namespace(), t.Group, t.Page, t.Size)
+	return fmt.Sprintf("services of namespace %q (group %q, name %q, page %d, size %d)", t.Namespace(), t.Group, t.Name, t.Page, t.Size)
 }
 
 // Update is the state of one topic at one index. It is shared by every subscriber of the
@@ -64,9 +64,9 @@ type Update struct {
 	Err error
 	// Service is the view of a KindService topic.
 	Service store.ServiceView
-	// Services and Total are the page and the number of matching services of a
-	// KindServices topic.
-	Services []model.Service
+	// Services and Total are the page (with instance counts) and the number of
+	// matching services of a KindServices topic.
+	Services []store.ServiceSummary
 	Total    int
 	// Resync marks an update sent because the subscriber must replace what it holds
 	// (a restore, a leadership change, or a subscriber that fell behind), not because the

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -258,14 +259,28 @@ func (f *fakeReader) Namespace(ws *store.WatchSet, id string) (uint64, model.Nam
 	return idx, model.Namespace{}, model.ErrNotFound
 }
 
-func (f *fakeReader) Services(ws *store.WatchSet, ns, group string, page, size int) (uint64, []model.Service, int, error) {
+func (f *fakeReader) ServiceSummaries(ws *store.WatchSet, ns string, filter store.ServiceFilter, page, size int) (uint64, []store.ServiceSummary, int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	idx := f.begin(ws)
-	var out []model.Service
+	var out []store.ServiceSummary
 	for _, s := range f.services {
-		if s.Namespace == ns && (group == "" || s.Group == group) {
-			out = append(out, s)
+		if s.Namespace == ns && (filter.Group == "" || s.Group == filter.Group) &&
+			strings.Contains(strings.ToLower(s.Name), strings.ToLower(filter.Name)) {
+			sum := store.ServiceSummary{Service: s}
+			for _, in := range f.instancesOf(s.Key()) {
+				sum.Instances++
+				if in.Healthy {
+					sum.Healthy++
+				}
+				if in.Enabled {
+					sum.Enabled++
+					if in.Healthy {
+						sum.EnabledHealthy++
+					}
+				}
+			}
+			out = append(out, sum)
 		}
 	}
 	total := len(out)

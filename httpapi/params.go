@@ -115,3 +115,16 @@ func pageParams(r *http.Request) (page, size int, err error) {
 	}
 	return page, size, nil
 }
+
+// boolParam reads an optional boolean query parameter (absent: false).
+func boolParam(r *http.Request, name string) (bool, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, invalid(name, "must be true or false, got %q", v)
+	}
+	return b, nil
+}

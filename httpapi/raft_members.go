@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
+	"time"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/store"
@@ -27,8 +30,60 @@ func (s *server) listMembers(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, api.MembersResponse{Index: idx, Members: wireList(members, wireMember)})
+	out := wireList(members, wireMember)
+	if detail, err := boolParam(r, "detail"); err != nil {
+		return err
+	} else if detail {
+		s.memberStatuses(ctx, out)
+	}
+	writeJSON(w, http.StatusOK, api.MembersResponse{Index: idx, Members: out})
 	return nil
+}
+
+// memberStatusTimeout bounds how long a members list with detail waits for each member.
+const memberStatusTimeout = 2 * time.Second
+
+// memberStatuses fills each member's Status: this node's own readiness, and every
+// other member's as it answers GET /v1/status/ready, asked all at once, each within
+// memberStatusTimeout. Lag is measured against this node's commit index.
+func (s *server) memberStatuses(ctx context.Context, members []api.Member) {
+	ready, self := s.node.Ready()
+	ctx, cancel := context.WithTimeout(ctx, memberStatusTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range members {
+		m := &members[i]
+		if m.ID == s.id {
+			rd := wireReady(self)
+			rd.Ready = ready && s.reg.ACLGate() == nil
+			m.Status = memberStatus(rd, self.CommitIndex)
+			continue
+		}
+		if m.HTTPAddr == "" || s.cfg.PeerReady == nil {
+			m.Status = &api.MemberStatus{Error: "no HTTP address recorded for this member"}
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rd, err := s.cfg.PeerReady(ctx, m.HTTPAddr)
+			if err != nil {
+				m.Status = &api.MemberStatus{Error: httpx.Message(err)}
+				return
+			}
+			m.Status = memberStatus(rd, self.CommitIndex)
+		}()
+	}
+	wg.Wait()
+}
+
+// memberStatus is a member's readiness with its lag behind commit.
+func memberStatus(rd api.Ready, commit uint64) *api.MemberStatus {
+	st := &api.MemberStatus{Reachable: true, Ready: rd.Ready, AppliedIndex: rd.AppliedIndex, CommitIndex: rd.CommitIndex, Reason: rd.Reason}
+	if commit > rd.AppliedIndex {
+		st.Lag = commit - rd.AppliedIndex
+	}
+	return st
 }
 
 // join serves POST /v1/cluster/join: add (or re-announce) a server. Leader only.

@@ -43,7 +43,7 @@ const (
 type Reader interface {
 	Namespaces(ws *store.WatchSet) (uint64, []model.Namespace, error)
 	Namespace(ws *store.WatchSet, id string) (uint64, model.Namespace, error)
-	Services(ws *store.WatchSet, ns, group string, page, size int) (uint64, []model.Service, int, error)
+	ServiceSummaries(ws *store.WatchSet, ns string, f store.ServiceFilter, page, size int) (uint64, []store.ServiceSummary, int, error)
 	Clusters(ws *store.WatchSet, key model.ServiceKey) (uint64, []model.Cluster, error)
 	Cluster(ws *store.WatchSet, key model.ServiceKey, name string) (uint64, model.Cluster, error)
 	Instance(ws *store.WatchSet, ref model.InstanceRef) (uint64, model.Instance, error)
@@ -128,6 +128,10 @@ type Config struct {
 	BodyTimeout time.Duration
 	// StateChecks serves GET /v1/status/state-check (nil: every check is 404).
 	StateChecks StateChecker
+	// PeerReady asks another node, by its HTTP address, for its GET /v1/status/ready
+	// answer (over the node-to-node client, with TLS when the cluster has it), for
+	// GET /v1/cluster/members?detail=true. Nil: other members show as unreachable.
+	PeerReady func(ctx context.Context, httpAddr string) (api.Ready, error)
 	// TrustedOrigins are the origins (scheme://host[:port]) whose pages a browser may send
 	// state-changing requests from; every other cross-origin write is refused (403).
 	TrustedOrigins []string

@@ -2,37 +2,42 @@ package httpapi
 
 import (
 	"net/http"
+	"unicode/utf8"
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
 
-// listServices serves GET /v1/namespaces/{ns}/services?group=&page=&size=.
+// listServices serves GET /v1/namespaces/{ns}/services?group=&name=&page=&size=: a page
+// of services with the counts of their instances.
 func (s *server) listServices(w http.ResponseWriter, r *http.Request) error {
 	ns, err := namespaceParam(r)
 	if err != nil {
 		return err
 	}
-	group := r.URL.Query().Get("group")
-	if group != "" {
-		if err := model.ValidateGroup(group); err != nil {
+	f := store.ServiceFilter{Group: r.URL.Query().Get("group"), Name: r.URL.Query().Get("name")}
+	if f.Group != "" {
+		if err := model.ValidateGroup(f.Group); err != nil {
 			return err
 		}
+	}
+	if len(f.Name) > model.MaxServiceNameLen || !utf8.ValidString(f.Name) {
+		return invalid("name", "must be valid UTF-8 of at most %d bytes", model.MaxServiceNameLen)
 	}
 	page, size, err := pageParams(r)
 	if err != nil {
 		return err
 	}
 	if wantsStream(r) {
-		return s.serveStream(w, r, servicesStream(ns, group, page, size))
+		return s.serveStream(w, r, servicesStream(ns, f, page, size))
 	}
 	var (
-		list  []model.Service
+		list  []store.ServiceSummary
 		total int
 	)
 	idx, err := s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
-		idx, l, n, err := s.store.Services(ws, ns, group, page, size)
+		idx, l, n, err := s.store.ServiceSummaries(ws, ns, f, page, size)
 		list, total = l, n
 		return idx, err
 	})
@@ -40,7 +45,7 @@ func (s *server) listServices(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, api.ServicesResponse{
-		Index: idx, Namespace: ns, Page: page, Size: size, Total: total, Services: wireList(list, wireService),
+		Index: idx, Namespace: ns, Page: page, Size: size, Total: total, Services: wireList(list, wireServiceSummary),
 	})
 	return nil
 }

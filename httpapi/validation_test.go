@@ -154,6 +154,8 @@ func TestValidation_BadInputIs400NamingTheFieldAndNothingApplied(t *testing.T) {
 		{http.MethodGet, "/v1/namespaces/public/services?size=1001", nil, "size"},
 		{http.MethodGet, "/v1/namespaces/public/services?size=0", nil, "size"},
 		{http.MethodGet, "/v1/namespaces/public/services?group=" + url.QueryEscape("bad group"), nil, "group"},
+		{http.MethodGet, "/v1/namespaces/public/services?name=" + strings.Repeat("x", 513), nil, "name"},
+		{http.MethodGet, "/v1/namespaces/public/services?name=%ff", nil, "name"},
 		{http.MethodGet, svc + "/instances?healthy=maybe", nil, "healthy"},
 		{http.MethodGet, svc + "/instances?cluster=DEFAULT,bad.c", nil, "cluster"},
 		{http.MethodGet, svc + "?consistency=strong", nil, "consistency"},
@@ -161,6 +163,7 @@ func TestValidation_BadInputIs400NamingTheFieldAndNothingApplied(t *testing.T) {
 		{http.MethodGet, svc + "?index=1&wait=soon", nil, "wait"},
 		{http.MethodGet, svc + "?index=1&wait=-1s", nil, "wait"},
 		{http.MethodGet, "/v1/cluster/members?consistency=", nil, "consistency"},
+		{http.MethodGet, "/v1/cluster/members?detail=maybe", nil, "detail"},
 	}...)
 
 	for _, tc := range tests {

@@ -20,6 +20,7 @@ import (
 	"github.com/rosterhq/roster/internal/prom"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/registry"
+	"github.com/rosterhq/roster/store"
 )
 
 // DefaultKeepAlive is how often an idle stream gets a comment line, so that proxies and
@@ -388,15 +389,15 @@ func instancesStream(key model.ServiceKey, f instanceFilter) streamSpec {
 }
 
 // servicesStream watches a page of a namespace's service list.
-func servicesStream(ns, group string, page, size int) streamSpec {
+func servicesStream(ns string, f store.ServiceFilter, page, size int) streamSpec {
 	return streamSpec{
-		topic: fanout.ServicesTopic(ns, group, page, size),
+		topic: fanout.ServicesTopic(ns, f, page, size),
 		event: api.EventServices,
 		key:   "services",
 		body: func(u *fanout.Update, withIndexes bool) any {
 			resp := api.ServicesResponse{
 				Index: u.Index, Namespace: ns, Page: page, Size: size, Total: u.Total,
-				Services: wireList(u.Services, wireService),
+				Services: wireList(u.Services, wireServiceSummary),
 			}
 			if !withIndexes {
 				resp.Index = 0

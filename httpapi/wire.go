@@ -5,6 +5,7 @@ import (
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/raftnode"
+	"github.com/rosterhq/roster/store"
 )
 
 // This file turns the lower layers' types into the native API's wire types (package
@@ -41,6 +42,11 @@ func wireService(s model.Service) api.Service {
 		CreateIndex:      s.CreateIndex,
 		ModifyIndex:      s.ModifyIndex,
 	}
+}
+
+func wireServiceSummary(s store.ServiceSummary) api.ServiceSummary {
+	return api.ServiceSummary{Service: wireService(s.Service), InstanceCount: s.Instances, HealthyCount: s.Healthy,
+		ProtectThresholdReached: s.ProtectThresholdReached()}
 }
 
 func wireHealthCheck(h model.HealthCheck) api.HealthCheck {

@@ -95,7 +95,11 @@ func TestWire_GoldenJSON(t *testing.T) {
 	}{
 		{path: "/v1/namespaces", want: `{"index":10,"namespaces":[` + nsPub + `,` + nsDev + `]}`},
 		{path: "/v1/namespaces/dev", want: `{"index":10,"namespace":` + nsDev + `}`},
-		{path: "/v1/namespaces/dev/services", want: `{"index":10,"namespace":"dev","page":1,"size":100,"total":1,"services":[` + service + `]}`},
+		{path: "/v1/namespaces/dev/services", want: `{"index":10,"namespace":"dev","page":1,"size":100,"total":1,"services":[` +
+			strings.TrimSuffix(service, "}") + `,"instanceCount":2,"healthyCount":1,"protectThresholdReached":false}]}`},
+		{path: "/v1/namespaces/dev/services?name=PA", want: `{"index":10,"namespace":"dev","page":1,"size":100,"total":1,"services":[` +
+			strings.TrimSuffix(service, "}") + `,"instanceCount":2,"healthyCount":1,"protectThresholdReached":false}]}`},
+		{path: "/v1/namespaces/dev/services?name=orders", want: `{"index":10,"namespace":"dev","page":1,"size":100,"total":0,"services":[]}`},
 		{path: "/v1/namespaces/public/services", want: `{"index":10,"namespace":"public","page":1,"size":100,"total":0,"services":[]}`},
 		{path: svc, want: `{"index":10,"service":` + service + `,"clusters":[` + clDefault + `,` + clWeb + `],"instanceCount":2,"healthyCount":1}`},
 		{path: svc + "/clusters", want: `{"index":10,"clusters":[` + clDefault + `,` + clWeb + `]}`},

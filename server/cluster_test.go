@@ -386,3 +386,57 @@ func TestServer_DiskMetrics(t *testing.T) {
 		}
 	}
 }
+
+// GET /v1/cluster/members?detail=true: the node that answers asks every member for its
+// readiness (over HTTPS in a TLS cluster) and shows its applied index and lag; a member
+// that does not answer is shown unreachable, with the reason, and the list still comes.
+func TestMembers_DetailAsksEveryMember(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []servertest.Option
+	}{
+		{"plain", nil},
+		{"tls", []servertest.Option{servertest.WithTLS()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := servertest.New(t, 3, append([]servertest.Option{servertest.FastTimeouts()}, tc.opts...)...)
+			leader := c.MustLeader()
+			ctx := ctxT(t, 30*time.Second)
+			idx := register(ctx, t, c.Nodes[leader].Client(), "orders", "127.100.0.1", 5000)
+			if err := c.WaitApplied(ctx, idx); err != nil {
+				t.Fatal(err)
+			}
+			cl := c.Nodes[leader].Client()
+			wait.For(t, 10*time.Second, "every member ready and caught up in the detailed list", func() bool {
+				res, _, err := cl.MembersWithStatus(ctx, client.QueryOptions{})
+				if err != nil || len(res.Members) != 3 {
+					return false
+				}
+				for _, m := range res.Members {
+					st := m.Status
+					if st == nil || !st.Reachable || !st.Ready || st.AppliedIndex < idx || st.Lag != 0 || st.Error != "" {
+						return false
+					}
+				}
+				return true
+			})
+			plain, _, err := cl.Members(ctx, client.QueryOptions{})
+			if err != nil || len(plain.Members) != 3 || plain.Members[0].Status != nil {
+				t.Fatalf("the list without detail: %+v %v", plain, err)
+			}
+
+			stopped := c.Followers()[0]
+			c.Stop(stopped)
+			res, _, err := cl.MembersWithStatus(ctx, client.QueryOptions{})
+			if err != nil || len(res.Members) != 3 {
+				t.Fatalf("detail with a member down: %+v %v", res, err)
+			}
+			for _, m := range res.Members {
+				down := m.ID == c.Nodes[stopped].ID
+				if m.Status == nil || m.Status.Reachable == down || (down && m.Status.Error == "") {
+					t.Errorf("member %s (down %v): status %+v", m.ID, down, m.Status)
+				}
+			}
+		})
+	}
+}

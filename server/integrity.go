@@ -268,3 +268,27 @@ func stateCorruptGauge(f *fsm.FSM) prometheus.Collector {
 		return 0
 	})
 }
+
+// peerReady asks a peer for its readiness (GET /v1/status/ready, which answers 503 with
+// the same body when the peer is not ready).
+func (s *Server) peerReady(ctx context.Context, httpAddr string) (api.Ready, error) {
+	base, err := api.BaseURL(s.peerURL(httpAddr))
+	if err != nil {
+		return api.Ready{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base.JoinPath("/v1/status/ready").String(), nil)
+	if err != nil {
+		return api.Ready{}, err
+	}
+	resp, err := s.joinHTTP.Do(req)
+	if err != nil {
+		return api.Ready{}, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<10))
+	var rd api.Ready
+	if (resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusServiceUnavailable) || json.Unmarshal(b, &rd) != nil {
+		return api.Ready{}, fmt.Errorf("GET /v1/status/ready: HTTP %d: %.200s", resp.StatusCode, b)
+	}
+	return rd, nil
+}

@@ -645,6 +645,7 @@ func (s *Server) newAPI(cfg Config) (http.Handler, error) {
 		Snapshot:    cfg.Snapshot,
 		Health:      s.health,
 		StateChecks: s.fsm,
+		PeerReady:   s.peerReady,
 		Watch:       s.hub,
 
 		ProbePolicy:         cfg.Health.Policy,

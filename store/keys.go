@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"strings"
@@ -165,4 +166,9 @@ func normalizeMap(m map[string]string) map[string]string {
 		return nil
 	}
 	return m
+}
+
+// serviceNameOfKey is the service name of a serviceKey: what follows its last separator.
+func serviceNameOfKey(k []byte) string {
+	return string(k[bytes.LastIndexByte(k, sep)+1:])
 }

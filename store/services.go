@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"strings"
 
 	"github.com/rosterhq/roster/model"
 )
@@ -106,15 +107,83 @@ func (s *Store) DeleteService(idx uint64, key model.ServiceKey) error {
 // clusters or instances. model.ErrNotFound if the namespace does not exist; model.ErrInvalid for a
 // page below 1 or a negative size.
 func (s *Store) Services(ws *WatchSet, ns, group string, page, size int) (uint64, []model.Service, int, error) {
+	var out []model.Service
+	idx, total, err := s.services(ws, ServiceFilter{Group: group}, ns, page, size, func(_ *reader, svc model.Service) error {
+		out = append(out, svc)
+		return nil
+	})
+	if err != nil {
+		return idx, nil, 0, err
+	}
+	return idx, out, total, nil
+}
+
+// ServiceFilter selects services in a list: only one group ("" all), only names that
+// contain Name, compared case-insensitively ("" all).
+type ServiceFilter struct {
+	Group string
+	Name  string
+}
+
+// ServiceSummary is a service with counts of its instances, as a service list shows it.
+type ServiceSummary struct {
+	Service model.Service
+	// Instances and Healthy count all its instances and the healthy ones; Enabled and
+	// EnabledHealthy count the same among enabled instances, what a Nacos client is
+	// given and what its protect threshold applies to.
+	Instances, Healthy, Enabled, EnabledHealthy int
+}
+
+// ProtectThresholdReached reports whether the service's protect threshold is reached:
+// it has enabled instances and at most that share of them is healthy, so Nacos clients
+// are given every enabled instance, healthy or not (Nacos's rule).
+func (s ServiceSummary) ProtectThresholdReached() bool {
+	return s.Enabled > 0 && float64(s.EnabledHealthy)/float64(s.Enabled) <= s.Service.ProtectThreshold
+}
+
+// ServiceSummaries is Services with a name filter and the instance counts of each
+// service of the page, read in the same transaction. A filter on the name counts and
+// pages only the matching services.
+func (s *Store) ServiceSummaries(ws *WatchSet, ns string, f ServiceFilter, page, size int) (uint64, []ServiceSummary, int, error) {
+	var out []ServiceSummary
+	idx, total, err := s.services(ws, f, ns, page, size, func(r *reader, svc model.Service) error {
+		list, err := r.instanceList(svc.Key())
+		if err != nil {
+			return err
+		}
+		sum := ServiceSummary{Service: svc, Instances: len(list)}
+		for _, in := range list {
+			if in.Healthy {
+				sum.Healthy++
+			}
+			if in.Enabled {
+				sum.Enabled++
+				if in.Healthy {
+					sum.EnabledHealthy++
+				}
+			}
+		}
+		out = append(out, sum)
+		return nil
+	})
+	if err != nil {
+		return idx, nil, 0, err
+	}
+	return idx, out, total, nil
+}
+
+// services walks a namespace's services that pass f, in (group, name) order, calling
+// emit for those of the page, and returns the services-list index and how many passed.
+func (s *Store) services(ws *WatchSet, f ServiceFilter, ns string, page, size int, emit func(*reader, model.Service) error) (uint64, int, error) {
 	if page < 1 {
-		return 0, nil, 0, model.Invalid("page", "must be at least 1")
+		return 0, 0, model.Invalid("page", "must be at least 1")
 	}
 	if size < 0 {
-		return 0, nil, 0, model.Invalid("size", "must not be negative")
+		return 0, 0, model.Invalid("size", "must not be negative")
 	}
+	group, name := f.Group, strings.ToLower(f.Name)
 	var (
 		idx   uint64
-		out   []model.Service
 		total int
 	)
 	err := s.view(ws, func(r *reader) error {
@@ -139,21 +208,26 @@ func (s *Store) Services(ws *WatchSet, ns, group string, page, size int) (uint64
 		prefix := namespacePrefix(ns, group)
 		c := r.services.Cursor()
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if name != "" && !strings.Contains(strings.ToLower(serviceNameOfKey(k)), name) {
+				continue
+			}
 			if total >= first && (size == 0 || total < first+size) {
 				var svc model.Service
 				if err := r.s.codec.decode(v, &svc); err != nil {
 					return err
 				}
-				out = append(out, svc)
+				if err := emit(r, svc); err != nil {
+					return err
+				}
 			}
 			total++
 		}
 		return nil
 	})
 	if err != nil {
-		return idx, nil, 0, err
+		return idx, 0, err
 	}
-	return idx, out, total, nil
+	return idx, total, nil
 }
 
 // Service returns one service and its ModifyIndex. If it does not exist the error wraps

@@ -155,3 +155,53 @@ func TestServices_PagesGroupsAndIndex(t *testing.T) {
 		t.Fatalf("public list index = %d, want 1", pubIdx)
 	}
 }
+
+// ServiceSummaries filters by a case-insensitive part of the name before paging, and
+// counts each listed service's instances: all, healthy, and the enabled ones its
+// protect threshold applies to.
+func TestServiceSummaries_NameFilterCountsAndProtectThreshold(t *testing.T) {
+	s := mustNewStore(t)
+	idx := uint64(0)
+	for _, name := range []string{"Orders", "orders-db", "payments", "shipping"} {
+		idx++
+		mustDo(t, s.UpsertService(idx, model.Service{Namespace: "dev", Group: "g", Name: name, ProtectThreshold: 0.5}))
+	}
+	register := func(svc string, port int, healthy, enabled bool) {
+		idx++
+		mustDo(t, s.RegisterInstance(idx, model.Instance{Namespace: "dev", Group: "g", Service: svc, IP: "127.100.0.1",
+			Port: port, Cluster: "DEFAULT", Weight: 1, Healthy: healthy, Enabled: enabled}))
+	}
+	// Orders: 3 instances, 1 healthy of 2 enabled (0.5 ≤ 0.5: protection on).
+	register("Orders", 1, true, true)
+	register("Orders", 2, false, true)
+	register("Orders", 3, true, false)
+	// payments: 2 healthy of 2 (1 > 0.5: off).
+	register("payments", 1, true, true)
+	register("payments", 2, true, true)
+
+	cases := []struct {
+		name       string
+		filter     ServiceFilter
+		page, size int
+		total      int
+		want       string // name:instances/healthy/enabled/enabledHealthy/protect
+	}{
+		{"every service", ServiceFilter{}, 1, 0, 4, "Orders:3/2/2/1/true orders-db:0/0/0/0/false payments:2/2/2/2/false shipping:0/0/0/0/false"},
+		{"a part of the name, any case", ServiceFilter{Name: "ORDER"}, 1, 0, 2, "Orders:3/2/2/1/true orders-db:0/0/0/0/false"},
+		{"the filter pages the matches", ServiceFilter{Name: "order"}, 2, 1, 2, "orders-db:0/0/0/0/false"},
+		{"no match", ServiceFilter{Name: "zzz"}, 1, 0, 0, ""},
+		{"with a group", ServiceFilter{Group: "g", Name: "pay"}, 1, 0, 1, "payments:2/2/2/2/false"},
+		{"another group", ServiceFilter{Group: "h", Name: "pay"}, 1, 0, 0, ""},
+	}
+	for _, tc := range cases {
+		_, list, total, err := s.ServiceSummaries(nil, "dev", tc.filter, tc.page, tc.size)
+		mustDo(t, err)
+		var got []string
+		for _, v := range list {
+			got = append(got, fmt.Sprintf("%s:%d/%d/%d/%d/%v", v.Service.Name, v.Instances, v.Healthy, v.Enabled, v.EnabledHealthy, v.ProtectThresholdReached()))
+		}
+		if total != tc.total || strings.Join(got, " ") != tc.want {
+			t.Errorf("%s: total %d %q, want %d %q", tc.name, total, strings.Join(got, " "), tc.total, tc.want)
+		}
+	}
+}

@@ -192,15 +192,15 @@ func TestInstances_JSONIsTheResponse(t *testing.T) {
 
 func TestServices_TableAndPagingNote(t *testing.T) {
 	f := newFakeAPI(t, map[string]fakeRoute{"GET /v1/namespaces/dev/services": {body: `{"index":5,"namespace":"dev","page":1,"size":2,"total":3,"services":[
-		{"namespace":"dev","group":"DEFAULT_GROUP","name":"orders","protectThreshold":0},
-		{"namespace":"dev","group":"g2","name":"users","protectThreshold":0.5,"metadata":{"team":"id"}}]}`}})
-	r := runCLI(t, nil, "services", "--addr", f.addr(), "--namespace", "dev", "--group", "g2", "--page", "1", "--size", "2")
+		{"namespace":"dev","group":"DEFAULT_GROUP","name":"orders","protectThreshold":0,"instanceCount":3,"healthyCount":3},
+		{"namespace":"dev","group":"g2","name":"users","protectThreshold":0.5,"metadata":{"team":"id"},"instanceCount":2,"healthyCount":1,"protectThresholdReached":true}]}`}})
+	r := runCLI(t, nil, "services", "--addr", f.addr(), "--namespace", "dev", "--group", "g2", "--name", "Us", "--page", "1", "--size", "2")
 	wantExit(t, r, 0)
-	assertCall(t, f, "GET", "/v1/namespaces/dev/services", url.Values{"group": {"g2"}, "page": {"1"}, "size": {"2"}}, "")
+	assertCall(t, f, "GET", "/v1/namespaces/dev/services", url.Values{"group": {"g2"}, "name": {"Us"}, "page": {"1"}, "size": {"2"}}, "")
 	want := "" +
-		"GROUP          SERVICE  PROTECT_THRESHOLD  METADATA\n" +
-		"DEFAULT_GROUP  orders   0                  -\n" +
-		"g2             users    0.5                team=id\n"
+		"GROUP          SERVICE  INSTANCES  HEALTHY  PROTECT_THRESHOLD  METADATA\n" +
+		"DEFAULT_GROUP  orders   3          3        0                  -\n" +
+		"g2             users    2          1        0.5 (reached)      team=id\n"
 	if r.stdout != want {
 		t.Fatalf("stdout:\n%s\nwant:\n%s", r.stdout, want)
 	}
@@ -248,6 +248,26 @@ func TestMembers_Table(t *testing.T) {
 		"n3  127.100.0.3:7848  127.100.0.3:8848  true   false   1.25s\n"
 	if r.stdout != want {
 		t.Fatalf("stdout:\n%s\nwant:\n%s", r.stdout, want)
+	}
+}
+
+func TestMembers_StatusColumns(t *testing.T) {
+	f := newFakeAPI(t, map[string]fakeRoute{"GET /v1/cluster/members": {body: `{"index":4,"members":[
+		{"id":"n1","raftAddr":"127.100.0.1:7848","httpAddr":"127.100.0.1:8848","voter":true,"leader":true,"lastContactMillis":0,
+		 "status":{"reachable":true,"ready":true,"appliedIndex":42,"commitIndex":42,"lag":0}},
+		{"id":"n2","raftAddr":"127.100.0.2:7848","httpAddr":"127.100.0.2:8848","voter":true,"leader":false,"lastContactMillis":10,
+		 "status":{"reachable":true,"ready":false,"appliedIndex":30,"commitIndex":42,"lag":12,"reason":"applying committed entries"}},
+		{"id":"n3","raftAddr":"127.100.0.3:7848","httpAddr":"127.100.0.3:8848","voter":true,"leader":false,"lastContactMillis":-1,
+		 "status":{"reachable":false,"ready":false,"appliedIndex":0,"commitIndex":0,"lag":0,"error":"connection refused"}}]}`}})
+	r := runCLI(t, nil, "members", "--addr", f.addr(), "--status")
+	wantExit(t, r, 0)
+	assertCall(t, f, "GET", "/v1/cluster/members", url.Values{"detail": {"true"}}, "")
+	squeezed := strings.Join(strings.Fields(r.stdout), " ")
+	for _, want := range []string{"READY APPLIED LAG", "0s true 42 0", "false (applying committed entries) 30 12",
+		"unreachable: connection refused - -"} {
+		if !strings.Contains(squeezed, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+		}
 	}
 }
 

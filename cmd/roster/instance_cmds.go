@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -168,16 +169,16 @@ func (a *app) instancesCmd() *cobra.Command {
 func (a *app) servicesCmd() *cobra.Command {
 	var (
 		namespace   string
-		group       string
+		group, name string
 		page, size  int
 		consistency string
 	)
 	cmd := &cobra.Command{
 		Use:   "services",
-		Short: "List the services of a namespace",
+		Short: "List the services of a namespace, with their instance counts",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			q := client.ServicesQuery{QueryOptions: client.QueryOptions{Consistency: consistency}, Group: group, Page: page, Size: size}
+			q := client.ServicesQuery{QueryOptions: client.QueryOptions{Consistency: consistency}, Group: group, Name: name, Page: page, Size: size}
 			res, _, err := a.client().Services(ctxOf(cmd), namespace, q)
 			if err != nil {
 				return err
@@ -185,9 +186,13 @@ func (a *app) servicesCmd() *cobra.Command {
 			if a.output == outputJSON {
 				return writeJSON(a.stdout, res)
 			}
-			t := newTable(a.stdout, "GROUP", "SERVICE", "PROTECT_THRESHOLD", "METADATA")
+			t := newTable(a.stdout, "GROUP", "SERVICE", "INSTANCES", "HEALTHY", "PROTECT_THRESHOLD", "METADATA")
 			for _, s := range res.Services {
-				t.row(s.Group, s.Name, formatFloat(s.ProtectThreshold), formatMeta(s.Metadata))
+				threshold := formatFloat(s.ProtectThreshold)
+				if s.ProtectThresholdReached {
+					threshold += " (reached)"
+				}
+				t.row(s.Group, s.Name, strconv.Itoa(s.InstanceCount), strconv.Itoa(s.HealthyCount), threshold, formatMeta(s.Metadata))
 			}
 			if err := t.flush(); err != nil {
 				return err
@@ -200,6 +205,7 @@ func (a *app) servicesCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&namespace, "namespace", api.DefaultNamespace, "namespace")
 	cmd.Flags().StringVar(&group, "group", "", "only this group (default all groups)")
+	cmd.Flags().StringVar(&name, "name", "", "only services whose name contains this, ignoring case")
 	cmd.Flags().IntVar(&page, "page", 0, "page number, from 1 (default the first)")
 	cmd.Flags().IntVar(&size, "size", 0, "page size (default the server's)")
 	cmd.Flags().StringVar(&consistency, "consistency", "", "read consistency: linearizable (default), leader or stale")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/client"
 )
 
@@ -35,31 +36,52 @@ func (a *app) leaderCmd() *cobra.Command {
 }
 
 func (a *app) membersCmd() *cobra.Command {
-	var consistency string
+	var (
+		consistency string
+		status      bool
+	)
 	cmd := &cobra.Command{
 		Use:   "members",
 		Short: "List the cluster's Raft servers",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, _, err := a.client().Members(ctxOf(cmd), client.QueryOptions{Consistency: consistency})
+			q := client.QueryOptions{Consistency: consistency}
+			var (
+				res api.MembersResponse
+				err error
+			)
+			if status {
+				res, _, err = a.client().MembersWithStatus(ctxOf(cmd), q)
+			} else {
+				res, _, err = a.client().Members(ctxOf(cmd), q)
+			}
 			if err != nil {
 				return err
 			}
 			if a.output == outputJSON {
 				return writeJSON(a.stdout, res)
 			}
-			t := newTable(a.stdout, "ID", "RAFT_ADDR", "HTTP_ADDR", "VOTER", "LEADER", "LAST_CONTACT")
+			head := []string{"ID", "RAFT_ADDR", "HTTP_ADDR", "VOTER", "LEADER", "LAST_CONTACT"}
+			if status {
+				head = append(head, "READY", "APPLIED", "LAG")
+			}
+			t := newTable(a.stdout, head...)
 			for _, m := range res.Members {
 				contact := "-"
 				if m.LastContactMillis >= 0 {
 					contact = (time.Duration(m.LastContactMillis) * time.Millisecond).String()
 				}
-				t.row(m.ID, orDash(m.RaftAddr), orDash(m.HTTPAddr), strconv.FormatBool(m.Voter), strconv.FormatBool(m.Leader), contact)
+				row := []string{m.ID, orDash(m.RaftAddr), orDash(m.HTTPAddr), strconv.FormatBool(m.Voter), strconv.FormatBool(m.Leader), contact}
+				if status {
+					row = append(row, memberStatusCells(m.Status)...)
+				}
+				t.row(row...)
 			}
 			return t.flush()
 		},
 	}
 	cmd.Flags().StringVar(&consistency, "consistency", "", "read consistency: linearizable (default), leader or stale (works without a leader)")
+	cmd.Flags().BoolVar(&status, "status", false, "also ask every member for its readiness, applied index and lag")
 	a.clientFlags(cmd)
 	return cmd
 }
@@ -121,4 +143,19 @@ func (a *app) versionCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&a.output, "output", "o", outputTable, "output format: table or json")
 	return cmd
+}
+
+// memberStatusCells are the READY, APPLIED and LAG cells of a member's status.
+func memberStatusCells(st *api.MemberStatus) []string {
+	switch {
+	case st == nil:
+		return []string{"-", "-", "-"}
+	case !st.Reachable:
+		return []string{"unreachable: " + safeText(st.Error), "-", "-"}
+	}
+	ready := strconv.FormatBool(st.Ready)
+	if !st.Ready && st.Reason != "" {
+		ready += " (" + safeText(st.Reason) + ")"
+	}
+	return []string{ready, strconv.FormatUint(st.AppliedIndex, 10), strconv.FormatUint(st.Lag, 10)}
 }
