@@ -199,6 +199,32 @@ func TestConsole(t *testing.T) {
 	})
 	tb.waitFor(5*time.Second, "weight 7 in the row", fmt.Sprintf(`(%s || [])[2] === "7"`, rowCells(instanceRow(b1.port))))
 
+	// Register an instance and change the cluster's check through the UI.
+	b3 := newBackend(t)
+	tb.click(`#register`)
+	tb.do(chromedp.WaitVisible(chromedp.CSS(`dialog[open] input[name="ip"]`)),
+		chromedp.SetValue(chromedp.CSS(`dialog[open] input[name="ip"]`), "127.0.0.1"),
+		chromedp.SetValue(chromedp.CSS(`dialog[open] input[name="port"]`), strconv.Itoa(b3.port)),
+		chromedp.SetValue(chromedp.CSS(`dialog[open] textarea[name="metadata"]`), "version=1.5.0\nzone=b"))
+	tb.click(`dialog[open] button[type="submit"]`)
+	tb.waitFor(5*time.Second, "the registered instance in the list", fmt.Sprintf(`!!document.querySelector('%s')`, instanceRow(b3.port)))
+	got, _, err := cl.Instance(ctx, ns, group, "orders", "127.0.0.1", b3.port, client.QueryOptions{})
+	if err != nil || got.Instance.Metadata["version"] != "1.5.0" || got.Instance.Metadata["zone"] != "b" || got.Instance.Cluster != "DEFAULT" {
+		t.Fatalf("the instance registered through the console: %+v, %v", got.Instance, err)
+	}
+	tb.click(`#clusters tr[data-cluster="DEFAULT"] button`)
+	tb.do(chromedp.WaitVisible(chromedp.CSS(`dialog[open] input[name="interval"]`)),
+		chromedp.SetValue(chromedp.CSS(`dialog[open] input[name="interval"]`), "2s"))
+	tb.click(`dialog[open] button[type="submit"]`)
+	tb.waitFor(5*time.Second, "the new interval in the clusters table", `(document.querySelector('#clusters tr[data-cluster="DEFAULT"]') || {}).textContent?.includes("2s / 400ms")`)
+	cs, _, err := cl.Cluster(ctx, ns, group, "orders", "DEFAULT", client.QueryOptions{})
+	if err != nil || cs.Cluster.HealthCheck.Type != "TCP" || cs.Cluster.HealthCheck.Interval.String() != "2s" || cs.Cluster.HealthCheck.Fall != 1 {
+		t.Fatalf("the check changed through the console: %+v, %v", cs.Cluster.HealthCheck, err)
+	}
+	if _, err := cl.DeregisterInstance(ctx, ns, group, "orders", "127.0.0.1", b3.port); err != nil {
+		t.Fatal(err)
+	}
+
 	// Deregister through the UI, behind a confirmation.
 	tb.click(fmt.Sprintf(`%s button[aria-label="Deregister 127.0.0.1:%d"]`, instanceRow(b1.port), b1.port))
 	tb.waitFor(5*time.Second, "the confirmation", `(document.querySelector('dialog[open]') || {}).textContent?.includes("cannot be undone")`)
@@ -224,6 +250,16 @@ func TestConsole(t *testing.T) {
 	tb.waitFor(10*time.Second, "this node ready", `!!document.querySelector('#ready .health.good')`)
 	tb.waitFor(10*time.Second, "the members' progress", `[...document.querySelectorAll('#members tr[data-member]')].every(r => /^\d+$/.test(r.cells[6].textContent) && /^\d+$/.test(r.cells[8].textContent))`)
 	tb.screenshot("cluster")
+
+	// An operator hands leadership over from the view.
+	before := c.Leader()
+	tb.click(`#transfer`)
+	tb.click(`dialog[open] button[type="submit"]`)
+	wait.For(t, 15*time.Second, "a new leader, named by the view", func() bool {
+		i := c.Leader()
+		return i >= 0 && i != before && tb.eval(`(document.getElementById('leader-id') || {}).textContent || ""`) == c.Nodes[i].ID
+	})
+	c.MustLeader()
 
 	// Snapshot: an archive picked for restore shows its index and counts before anything
 	// is sent.
