@@ -13,6 +13,8 @@ import (
 
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/rosterhq/roster/internal/wait"
 )
 
 // Viewport is the size of the browser window and of the screenshots: a laptop screen.
@@ -103,13 +105,7 @@ func newTab(t *testing.T, alloc context.Context) *tab {
 	tb.do(chromedp.EmulateViewport(viewportWidth, viewportHeight))
 	// The listener works: a console.error of a page reaches it.
 	tb.do(chromedp.Navigate("about:blank"), chromedp.Evaluate[chromedp.Void](`console.error("listener check")`))
-	deadline := time.Now().Add(5 * time.Second)
-	for !tb.saw("listener check") {
-		if time.Now().After(deadline) {
-			t.Fatal("the test does not see the console errors of its pages")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.For(t, 5*time.Second, "the test to see a console error of its page", func() bool { return tb.saw("listener check") })
 	tb.mu.Lock()
 	tb.js = nil
 	tb.mu.Unlock()
