@@ -88,6 +88,12 @@ func startRaftCluster(t *testing.T, size int) []*raftMember {
 		})
 		return err
 	}
+	// The data directories exist before the cleanup below is registered, so that the
+	// nodes stop before their directories are removed (cleanups run last-in, first-out).
+	dirs := make([]string, len(members))
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+	}
 	t.Cleanup(func() {
 		for i, m := range members {
 			if m.srv == nil {
@@ -100,7 +106,7 @@ func startRaftCluster(t *testing.T, size int) []*raftMember {
 		joinHTTP.CloseIdleConnections()
 	})
 	for i, m := range members {
-		dir := t.TempDir()
+		dir := dirs[i]
 		st, err := store.Open(filepath.Join(dir, "state.db"), store.Options{NoSync: true, Logger: discardLogger()})
 		if err != nil {
 			t.Fatal(err)

@@ -104,15 +104,17 @@ order = {"off": 0, "acl": 1, "acl+tls": 2}
 for (wl, mode, conc), rs in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][2], order.get(kv[0][1], 9), kv[0][1])):
     med = lambda get: round(statistics.median(get(r) for r in rs), 3)
     table.append({"workload": wl, "mode": mode, "concurrency": conc, "rounds": len(rs),
-                  "rps": med(lambda r: r["rps"]), "p50_ms": med(lambda r: r["latency"]["p50_ms"]),
+                  "rps": med(lambda r: r["rps"]), "rps_min": round(min(r["rps"] for r in rs)),
+                  "rps_max": round(max(r["rps"] for r in rs)), "p50_ms": med(lambda r: r["latency"]["p50_ms"]),
                   "p99_ms": med(lambda r: r["latency"]["p99_ms"]), "errors": sum(r["errors"] for r in rs),
                   "server_cpu_cores": med(lambda r: r.get("server_cpu_cores", 0))})
 base = {(t["workload"], t["concurrency"]): t for t in table if t["mode"] == "off"}
-print(f"{'workload':9} {'mode':9} {'clients':>7} {'req/s':>9} {'vs off':>7} {'p50 ms':>8} {'p99 ms':>8} {'cpu':>6} {'errors':>6}")
+print(f"{'workload':9} {'mode':9} {'clients':>7} {'req/s':>9} {'min-max':>13} {'vs off':>7} {'p50 ms':>8} {'p99 ms':>8} {'cpu':>6} {'errors':>6}")
 for t in table:
     b = base.get((t["workload"], t["concurrency"]))
     t["rps_vs_off_percent"] = round(t["rps"] / b["rps"] * 100 - 100, 1) if b else None
     rel = f"{t['rps_vs_off_percent']:+.1f}%" if b else "-"
-    print(f"{t['workload']:9} {t['mode']:9} {t['concurrency']:>7} {t['rps']:>9.0f} {rel:>7} {t['p50_ms']:>8.2f} {t['p99_ms']:>8.2f} {t['server_cpu_cores']:>6.2f} {t['errors']:>6}")
+    rng = f"{t['rps_min']}-{t['rps_max']}"
+    print(f"{t['workload']:9} {t['mode']:9} {t['concurrency']:>7} {t['rps']:>9.0f} {rng:>13} {rel:>7} {t['p50_ms']:>8.2f} {t['p99_ms']:>8.2f} {t['server_cpu_cores']:>6.2f} {t['errors']:>6}")
 json.dump({"points": table}, open(out, "w"), indent=2)
 EOF
