@@ -136,7 +136,7 @@ func TestConsole(t *testing.T) {
 	tb.waitFor(10*time.Second, "the counts of orders and payments",
 		countsAre("orders", 2, 2, 0)+" && "+countsAre("payments", 3, 2, 1)+" && "+countsAre("inventory", 1, 1, 0)+" && "+countsAre("invoices", 1, 1, 0))
 	// payments has 2 of 3 healthy, at or below its threshold of 0.7; orders 2 of 2, above 0.4.
-	tb.waitFor(5*time.Second, "the protect threshold states",
+	tb.waitFor(10*time.Second, "the protect threshold states",
 		fmt.Sprintf(`(%s || [])[5] === "0.7 reached" && (%s || [])[5] === "0.4 not reached"`,
 			rowCells(`#services tr[data-service="payments"]`), rowCells(`#services tr[data-service="orders"]`)))
 	tb.screenshot("services")
@@ -178,26 +178,26 @@ func TestConsole(t *testing.T) {
 		t.Errorf("the health cell says %q", text)
 	}
 	tb.waitFor(10*time.Second, "the failed probe's outcome", fmt.Sprintf(`(document.querySelector('%s') || {}).textContent?.includes("refused")`, instanceRow(b1.port)))
-	tb.waitFor(5*time.Second, "the change announced to screen readers", `document.getElementById('announcer').textContent.includes("is now unhealthy")`)
+	tb.waitFor(10*time.Second, "the change announced to screen readers", `document.getElementById('announcer').textContent.includes("is now unhealthy")`)
 	tb.screenshot("service")
 
 	// A deregistration through the API disappears without a reload.
 	if _, err := cl.DeregisterInstance(ctx, ns, group, "orders", "127.0.0.1", b2.port); err != nil {
 		t.Fatal(err)
 	}
-	tb.waitFor(5*time.Second, "the deregistered instance gone", fmt.Sprintf(`!document.querySelector('%s')`, instanceRow(b2.port)))
+	tb.waitFor(10*time.Second, "the deregistered instance gone", fmt.Sprintf(`!document.querySelector('%s')`, instanceRow(b2.port)))
 
 	// Edit the weight through the UI; the API sees it.
 	tb.click(fmt.Sprintf(`%s button[aria-label="Edit 127.0.0.1:%d"]`, instanceRow(b1.port), b1.port))
 	tb.do(chromedp.WaitVisible(chromedp.CSS(`dialog[open] input[name="weight"]`)),
 		chromedp.SetValue(chromedp.CSS(`dialog[open] input[name="weight"]`), "7"))
 	tb.click(`dialog[open] button[type="submit"]`)
-	tb.waitFor(5*time.Second, "the dialog closed", `!document.querySelector('dialog')`)
-	wait.For(t, 5*time.Second, "weight 7 through the API", func() bool {
+	tb.waitFor(10*time.Second, "the dialog closed", `!document.querySelector('dialog')`)
+	wait.For(t, 10*time.Second, "weight 7 through the API", func() bool {
 		res, _, err := cl.Instance(ctx, ns, group, "orders", "127.0.0.1", b1.port, client.QueryOptions{})
 		return err == nil && res.Instance.Weight == 7
 	})
-	tb.waitFor(5*time.Second, "weight 7 in the row", fmt.Sprintf(`(%s || [])[2] === "7"`, rowCells(instanceRow(b1.port))))
+	tb.waitFor(10*time.Second, "weight 7 in the row", fmt.Sprintf(`(%s || [])[2] === "7"`, rowCells(instanceRow(b1.port))))
 
 	// Register an instance and change the cluster's check through the UI.
 	b3 := newBackend(t)
@@ -207,7 +207,7 @@ func TestConsole(t *testing.T) {
 		chromedp.SetValue(chromedp.CSS(`dialog[open] input[name="port"]`), strconv.Itoa(b3.port)),
 		chromedp.SetValue(chromedp.CSS(`dialog[open] textarea[name="metadata"]`), "version=1.5.0\nzone=b"))
 	tb.click(`dialog[open] button[type="submit"]`)
-	tb.waitFor(5*time.Second, "the registered instance in the list", fmt.Sprintf(`!!document.querySelector('%s')`, instanceRow(b3.port)))
+	tb.waitFor(10*time.Second, "the registered instance in the list", fmt.Sprintf(`!!document.querySelector('%s')`, instanceRow(b3.port)))
 	got, _, err := cl.Instance(ctx, ns, group, "orders", "127.0.0.1", b3.port, client.QueryOptions{})
 	if err != nil || got.Instance.Metadata["version"] != "1.5.0" || got.Instance.Metadata["zone"] != "b" || got.Instance.Cluster != "DEFAULT" {
 		t.Fatalf("the instance registered through the console: %+v, %v", got.Instance, err)
@@ -216,7 +216,7 @@ func TestConsole(t *testing.T) {
 	tb.do(chromedp.WaitVisible(chromedp.CSS(`dialog[open] input[name="interval"]`)),
 		chromedp.SetValue(chromedp.CSS(`dialog[open] input[name="interval"]`), "2s"))
 	tb.click(`dialog[open] button[type="submit"]`)
-	tb.waitFor(5*time.Second, "the new interval in the clusters table", `(document.querySelector('#clusters tr[data-cluster="DEFAULT"]') || {}).textContent?.includes("2s / 400ms")`)
+	tb.waitFor(10*time.Second, "the new interval in the clusters table", `(document.querySelector('#clusters tr[data-cluster="DEFAULT"]') || {}).textContent?.includes("2s / 400ms")`)
 	cs, _, err := cl.Cluster(ctx, ns, group, "orders", "DEFAULT", client.QueryOptions{})
 	if err != nil || cs.Cluster.HealthCheck.Type != "TCP" || cs.Cluster.HealthCheck.Interval.String() != "2s" || cs.Cluster.HealthCheck.Fall != 1 {
 		t.Fatalf("the check changed through the console: %+v, %v", cs.Cluster.HealthCheck, err)
@@ -227,13 +227,13 @@ func TestConsole(t *testing.T) {
 
 	// Deregister through the UI, behind a confirmation.
 	tb.click(fmt.Sprintf(`%s button[aria-label="Deregister 127.0.0.1:%d"]`, instanceRow(b1.port), b1.port))
-	tb.waitFor(5*time.Second, "the confirmation", `(document.querySelector('dialog[open]') || {}).textContent?.includes("cannot be undone")`)
+	tb.waitFor(10*time.Second, "the confirmation", `(document.querySelector('dialog[open]') || {}).textContent?.includes("cannot be undone")`)
 	tb.click(`dialog[open] button[type="submit"]`)
-	wait.For(t, 5*time.Second, "the instance gone through the API", func() bool {
+	wait.For(t, 10*time.Second, "the instance gone through the API", func() bool {
 		_, _, err := cl.Instance(ctx, ns, group, "orders", "127.0.0.1", b1.port, client.QueryOptions{})
 		return client.IsNotFound(err)
 	})
-	tb.waitFor(5*time.Second, "no instances left", `!document.querySelector('#instances tr[data-addr]')`)
+	tb.waitFor(10*time.Second, "no instances left", `!document.querySelector('#instances tr[data-addr]')`)
 	if tb.eval(`String(window.__sameDocument)`) != "true" {
 		t.Fatal("the page was reloaded")
 	}
@@ -264,7 +264,7 @@ func TestConsole(t *testing.T) {
 	// Snapshot: an archive picked for restore shows its index and counts before anything
 	// is sent.
 	tb.click(`nav a[data-nav="snapshot"]`)
-	tb.waitFor(5*time.Second, "the snapshot view", `location.pathname === "/ui/snapshot" && !!document.getElementById('download')`)
+	tb.waitFor(10*time.Second, "the snapshot view", `location.pathname === "/ui/snapshot" && !!document.getElementById('download')`)
 	archive := filepath.Join(t.TempDir(), "roster.snap")
 	f, err := os.Create(archive)
 	if err != nil {
@@ -284,7 +284,7 @@ func TestConsole(t *testing.T) {
 
 	// The back button returns to the cluster view.
 	tb.do(chromedp.NavigateBack())
-	tb.waitFor(5*time.Second, "the cluster view after going back", `location.pathname === "/ui/cluster" && !!document.querySelector('#members tr[data-member]')`)
+	tb.waitFor(10*time.Second, "the cluster view after going back", `location.pathname === "/ui/cluster" && !!document.querySelector('#members tr[data-member]')`)
 
 	tb.noErrors()
 	t.Logf("console without ACLs: %v", time.Since(start).Round(100*time.Millisecond))
@@ -329,19 +329,19 @@ func testLogin(t *testing.T) {
 	// A wrong token is refused with the API's message.
 	tb.do(chromedp.SendKeys(chromedp.ID("token"), "00000000-0000-4000-8000-000000000000"))
 	tb.click(`form#login button[type="submit"]`)
-	tb.waitFor(5*time.Second, "the refusal", `(document.querySelector('#login [role="alert"]') || {}).textContent?.includes("Not accepted")`)
+	tb.waitFor(10*time.Second, "the refusal", `(document.querySelector('#login [role="alert"]') || {}).textContent?.includes("Not accepted")`)
 
 	tb.do(chromedp.SetValue(chromedp.ID("token"), mgmt.SecretID))
 	tb.click(`form#login button[type="submit"]`)
 	tb.waitFor(10*time.Second, "the services after login", `location.pathname === "/ui/services" && !!document.querySelector('#services tr[data-service="orders"]')`)
-	tb.waitFor(5*time.Second, "the logout button", `document.getElementById('session').textContent.includes("Log out")`)
+	tb.waitFor(10*time.Second, "the logout button", `document.getElementById('session').textContent.includes("Log out")`)
 	tb.click(`#services tr[data-service="orders"] a`)
 	tb.waitFor(10*time.Second, "the instance and its actions", `!!document.querySelector('#instances tr[data-addr="127.0.0.5:8080"] button') && !!document.getElementById('register')`)
 
 	// Log out, and in again with a read-only token: no actions, and the cluster view's
 	// 403 is shown as it is.
 	tb.click(`#session button`)
-	tb.waitFor(5*time.Second, "the login prompt after logout", `location.pathname === "/ui/login" && sessionStorage.length === 0`)
+	tb.waitFor(10*time.Second, "the login prompt after logout", `location.pathname === "/ui/login" && sessionStorage.length === 0`)
 	tb.do(chromedp.SetValue(chromedp.ID("token"), reader.SecretID))
 	tb.click(`form#login button[type="submit"]`)
 	tb.waitFor(10*time.Second, "the services for the read-only token", `!!document.querySelector('#services tr[data-service="orders"]')`)
