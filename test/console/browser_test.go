@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -193,10 +194,17 @@ func (tb *tab) waitFor(within time.Duration, what, cond string) {
 	}
 }
 
-// click clicks the element of a CSS selector, once it is visible.
+// click clicks the element of a CSS selector once it is visible. Finding and clicking
+// happen in one evaluation in the page: the live views re-render rows as changes
+// arrive, and a node found in one DevTools call may be gone by the next.
 func (tb *tab) click(css string) {
 	tb.t.Helper()
-	tb.do(chromedp.WaitVisible(chromedp.CSS(css)), chromedp.Click(chromedp.CSS(css)))
+	sel, err := json.Marshal(css)
+	if err != nil {
+		tb.t.Fatal(err)
+	}
+	tb.waitFor(10*time.Second, "a visible "+css+" to click", fmt.Sprintf(
+		`(() => { const e = document.querySelector(%s); if (!e || e.getClientRects().length === 0) return false; e.click(); return true; })()`, sel))
 }
 
 // screenshot captures the viewport as name.png: in the test's artifact directory
