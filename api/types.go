@@ -81,6 +81,9 @@ type HealthCheck struct {
 	Timeout        Duration          `json:"timeout"`
 	Rise           int               `json:"rise"`
 	Fall           int               `json:"fall"`
+	// Confirm is who decides a health transition: "majority" (the leader asks the other
+	// voters to probe once and needs a majority of the nodes that answered) or "leader".
+	Confirm string `json:"confirm"`
 }
 
 // Cluster groups a service's instances and carries their health-check spec.
@@ -246,6 +249,7 @@ type HealthCheckSpec struct {
 	Timeout        string            `json:"timeout,omitempty"`
 	Rise           int               `json:"rise,omitempty"`
 	Fall           int               `json:"fall,omitempty"`
+	Confirm        string            `json:"confirm,omitempty"`
 }
 
 // ClusterRequest is the body of PUT .../clusters/{cluster}.
@@ -447,6 +451,23 @@ type ProbeResult struct {
 	Interval             Duration `json:"interval"`
 	// NextCheck is when the next probe is due (zero for NONE clusters).
 	NextCheck time.Time `json:"nextCheck,omitzero"`
+	// Vantages are the nodes' views in the last majority confirmation of a transition
+	// of the instance (the leader's first), while this leader has been in office.
+	Vantages []Vantage `json:"vantages,omitempty"`
+}
+
+// Vantage is one node's probe of an instance when the leader asks the voters to confirm
+// a health transition (confirm: majority), and the answer of POST /v1/cluster/probe.
+type Vantage struct {
+	Node string `json:"node"`
+	// Answered is false when the node could not be asked or did not answer in time
+	// (Error says why); its view then does not count.
+	Answered bool      `json:"answered"`
+	Healthy  bool      `json:"healthy"`
+	Outcome  string    `json:"outcome,omitempty"`
+	Error    string    `json:"error,omitempty"`
+	Latency  Duration  `json:"latency,omitzero"`
+	At       time.Time `json:"at,omitzero"`
 }
 
 // HealthResponse is the body of GET .../services/{service}/health: the leader's last

@@ -67,7 +67,7 @@ func (s *spec) equal(o *spec) bool {
 	}
 	a, b := s.hc, o.hc
 	if a.Type != b.Type || a.Port != b.Port || a.Path != b.Path || a.Interval != b.Interval ||
-		a.Timeout != b.Timeout || a.Rise != b.Rise || a.Fall != b.Fall ||
+		a.Timeout != b.Timeout || a.Rise != b.Rise || a.Fall != b.Fall || a.Confirm.Majority() != b.Confirm.Majority() ||
 		len(a.Headers) != len(b.Headers) || len(a.ExpectedStatus) != len(b.ExpectedStatus) {
 		return false
 	}

@@ -50,6 +50,12 @@ type Config struct {
 	Dial DialFunc
 	// Registerer receives the prober's metrics (nil: metrics are kept but not exported).
 	Registerer prometheus.Registerer
+	// Confirmer asks the other voters to probe an instance once before a transition of
+	// a cluster that confirms by majority is committed (nil: the leader decides alone,
+	// as in a single-node cluster).
+	Confirmer Confirmer
+	// NodeID names this node in the vantages a confirmation reports.
+	NodeID string
 }
 
 // Validate fills zero fields with their defaults and reports the first out-of-range

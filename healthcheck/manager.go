@@ -17,6 +17,8 @@ type Manager struct {
 	app Applier
 	log *slog.Logger
 	met *metrics
+	// check runs the single probes a leader asks this node for (ProbeOnce).
+	check *checker
 
 	mu  sync.Mutex
 	cur *Prober
@@ -38,7 +40,7 @@ func NewManager(cfg Config, src Source, app Applier, logger *slog.Logger) (*Mana
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{cfg: cfg, src: src, app: app, log: logger, met: met}, nil
+	return &Manager{cfg: cfg, src: src, app: app, log: logger, met: met, check: newChecker(cfg)}, nil
 }
 
 // Run probes for one leadership term: call it from the leadership observer with a

@@ -22,6 +22,9 @@ type metrics struct {
 	skipped      prometheus.Counter
 	discarded    prometheus.Counter
 	denied       prometheus.Counter
+	// confirmations counts transitions put to the other voters; overruled those a
+	// majority of them contradicted.
+	confirmations, overruled prometheus.Counter
 
 	// Resolved children for the hot path.
 	tcpOK, tcpFail, httpOK, httpFail prometheus.Counter
@@ -77,9 +80,23 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "roster_health_probes_denied_total",
 			Help: "Probes refused by the probe target policy before any packet was sent.",
 		}),
+		confirmations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roster_health_confirmations_total",
+			Help: "Health transitions the leader asked the other voters to confirm with a probe of their own.",
+		}),
+		overruled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roster_health_transitions_overruled_total",
+			Help: "Health transitions not committed because a majority of the nodes that answered saw otherwise.",
+		}),
 	}
 	if reg != nil {
 		var err error
+		if m.confirmations, err = prom.Register(reg, m.confirmations); err != nil {
+			return nil, err
+		}
+		if m.overruled, err = prom.Register(reg, m.overruled); err != nil {
+			return nil, err
+		}
 		if m.probes, err = prom.Register(reg, m.probes); err != nil {
 			return nil, err
 		}

@@ -67,6 +67,7 @@ type Prober struct {
 	backoff        time.Duration
 	submitting     bool
 	submitted      chan submitResult
+	confirmed      chan confirmResult
 	needRescan     bool
 	rescanAt       time.Time
 	rescanBackoff  time.Duration
@@ -135,6 +136,7 @@ func newProber(cfg Config, src Source, app Applier, logger *slog.Logger, met *me
 		jobs:      make(chan probeJob, cfg.MaxConcurrent),
 		results:   make(chan probeResult, cfg.MaxConcurrent),
 		submitted: make(chan submitResult, 1),
+		confirmed: make(chan confirmResult),
 	}
 }
 
@@ -238,11 +240,11 @@ func (p *Prober) loop(ctx context.Context, events <-chan []store.Event) {
 		case r := <-p.results:
 			p.mu.Lock()
 			now := clk.Now()
-			p.handleResult(r, now)
+			p.handleResult(ctx, r, now)
 			for drained := false; !drained; {
 				select {
 				case r := <-p.results:
-					p.handleResult(r, now)
+					p.handleResult(ctx, r, now)
 				default:
 					drained = true
 				}
@@ -260,6 +262,10 @@ func (p *Prober) loop(ctx context.Context, events <-chan []store.Event) {
 		case r := <-p.submitted:
 			p.mu.Lock()
 			p.handleSubmit(ctx, r, clk.Now())
+			p.mu.Unlock()
+		case r := <-p.confirmed:
+			p.mu.Lock()
+			p.handleConfirm(ctx, r, clk.Now())
 			p.mu.Unlock()
 		}
 		if ctx.Err() != nil {
@@ -328,7 +334,7 @@ func (p *Prober) work(ctx context.Context) {
 
 // handleResult feeds a probe outcome to its instance's state machine, unless the
 // instance was removed, re-registered or re-specified since the probe started.
-func (p *Prober) handleResult(r probeResult, now time.Time) {
+func (p *Prober) handleResult(ctx context.Context, r probeResult, now time.Time) {
 	p.inFlight--
 	p.met.inFlight.Dec()
 	p.met.observeProbe(r.kind, r.out.ok, r.out.latency.Seconds())
@@ -346,7 +352,11 @@ func (p *Prober) handleResult(r probeResult, now time.Time) {
 	t.st, flipped = step(t.st, r.out.ok, t.spec.hc.Rise, t.spec.hc.Fall)
 	if flipped {
 		p.log.Debug("health transition decided", "instance", refString(t.ref), "healthy", t.st.healthy, "err", r.out.err)
-		if t.pending() {
+		switch {
+		case !t.pending():
+		case p.needsConfirmation(t):
+			p.confirm(ctx, t)
+		default:
 			p.markDirty(t, now)
 		}
 	}

@@ -46,6 +46,9 @@ type Result struct {
 	Interval             time.Duration
 	// NextCheck is when the next probe is due (zero for NONE clusters).
 	NextCheck time.Time
+	// Vantages are the views of the last majority confirmation of a transition of the
+	// instance in this term, this node's first (nil when none was asked).
+	Vantages []Vantage
 }
 
 // result snapshots a target; the caller holds Prober.mu.
@@ -71,6 +74,9 @@ func (t *target) result() Result {
 			r.Target = t.url
 		}
 		r.NextCheck = t.next
+	}
+	if len(t.vantages) > 0 {
+		r.Vantages = append([]Vantage(nil), t.vantages...)
 	}
 	if t.last.done {
 		o := t.last.outcome

@@ -62,6 +62,10 @@ type target struct {
 	probing bool
 
 	last lastProbe
+	// confirming is set while the other voters are asked about a decided transition;
+	// vantages are the answers of the last confirmation, this node's view first.
+	confirming bool
+	vantages   []Vantage
 }
 
 // lastProbe is the outcome of the latest probe of the current gen.

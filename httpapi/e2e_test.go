@@ -94,7 +94,7 @@ func TestEndToEnd_Lifecycle(t *testing.T) {
 	var cl api.ClusterResponse
 	mustDo(t, h, http.MethodGet, svc+"/clusters/probe", nil, 200).decode(t, &cl)
 	want := api.HealthCheck{Type: api.CheckHTTP, Path: "/ping", ExpectedStatus: []int{200, 204},
-		Interval: api.Duration(3 * time.Second), Timeout: api.Duration(time.Second), Rise: 1, Fall: 2}
+		Interval: api.Duration(3 * time.Second), Timeout: api.Duration(time.Second), Rise: 1, Fall: 2, Confirm: "majority"}
 	if !reflect.DeepEqual(cl.Cluster.HealthCheck, want) {
 		t.Fatalf("health check %+v", cl.Cluster.HealthCheck)
 	}

@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/healthcheck"
@@ -46,5 +48,40 @@ func (s *server) getHealth(w http.ResponseWriter, r *http.Request) error {
 func (s *server) getProbePolicy(w http.ResponseWriter, _ *http.Request) error {
 	p := s.cfg.ProbePolicy
 	writeJSON(w, http.StatusOK, api.ProbePolicyResponse{Node: s.id, Allow: p.Allow(), Deny: p.Deny()})
+	return nil
+}
+
+// SingleProber runs one probe for a leader's majority confirmation (healthcheck.Manager).
+type SingleProber interface {
+	ProbeOnce(ctx context.Context, req healthcheck.ProbeRequest) healthcheck.Vantage
+}
+
+// probeForLeader serves POST /v1/cluster/probe: one probe of an instance with the
+// check the leader sends, under this node's own probe policy, which the leader asks of
+// every other voter before it commits a health transition of a cluster that confirms
+// by majority. Served by the node that receives it, never forwarded; only nodes (a
+// certificate of the cluster's CA) or operators (operator: write) may ask.
+func (s *server) probeForLeader(w http.ResponseWriter, r *http.Request) error {
+	var req healthcheck.ProbeRequest
+	if err := decodeBody(r, &req); err != nil {
+		return err
+	}
+	if err := model.ValidateHealthCheck(req.Check); err != nil {
+		return err
+	}
+	if err := model.ValidateIP(req.IP); err != nil {
+		return err
+	}
+	if err := model.ValidatePort(req.Port); err != nil {
+		return err
+	}
+	if s.cfg.Prober == nil {
+		return fmt.Errorf("%w: health probing is not configured on %s", httpx.ErrUnavailable, s.id)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), req.Check.Timeout.D()+time.Second)
+	defer cancel()
+	v := s.cfg.Prober.ProbeOnce(ctx, req)
+	v.Node = s.id
+	writeJSON(w, http.StatusOK, wireVantage(v))
 	return nil
 }

@@ -119,6 +119,8 @@ type Config struct {
 	Snapshot SnapshotConfig
 	// Health serves the leader's last probe results (health.go); nil answers 503.
 	Health HealthResults
+	// Prober runs the single probes of POST /v1/cluster/probe (nil answers 503).
+	Prober SingleProber
 	// Watch is the node's change fan-out, which serves streaming watches
 	// (Accept: text/event-stream); nil answers them 406.
 	Watch *fanout.Hub
@@ -335,6 +337,10 @@ func (s *server) routes() *chi.Mux {
 	r.With(httpx.NodeOr(func(next http.Handler) http.Handler { return authenticate(need(acl.OperatorWrite)(next)) }),
 		httpx.BufferBodyWithin(s.cfg.MaxBodyBytes, s.cfg.BodyTimeout, httpx.JSONBodies, s.writeError),
 		s.fwd.LeaderOnly(s.writeError)).Post("/v1/cluster/join", s.handle(s.join))
+	// A leader's request for one probe, to confirm a health transition: from a node
+	// (its certificate) or an operator; served here, never forwarded.
+	r.With(httpx.NodeOr(func(next http.Handler) http.Handler { return authenticate(need(acl.OperatorWrite)(next)) }),
+		httpx.BufferBodyWithin(s.cfg.MaxBodyBytes, s.cfg.BodyTimeout, httpx.JSONBodies, s.writeError)).Post("/v1/cluster/probe", s.handle(s.probeForLeader))
 
 	const (
 		ns       = "/v1/namespaces/{ns}"

@@ -81,6 +81,10 @@ func healthCheckFromSpec(spec *api.HealthCheckSpec) (model.HealthCheck, error) {
 			ExpectedStatus: spec.ExpectedStatus,
 			Rise:           spec.Rise,
 			Fall:           spec.Fall,
+			Confirm:        model.ConfirmMode(strings.ToLower(strings.TrimSpace(spec.Confirm))),
+		}
+		if hc.Confirm == model.ConfirmMajority {
+			hc.Confirm = "" // the default is stored as ""
 		}
 		var err error
 		if hc.Interval, err = parseSpecDuration("healthCheck.interval", spec.Interval); err != nil {

@@ -108,6 +108,7 @@ func TestValidation_BadInputIs400NamingTheFieldAndNothingApplied(t *testing.T) {
 		{http.MethodPut, svc + "/clusters/web", `{"healthCheck":{"rise":11}}`, "healthCheck.rise"},
 		{http.MethodPut, svc + "/clusters/web", `{"healthCheck":{"rise":-1}}`, "healthCheck.rise"},
 		{http.MethodPut, svc + "/clusters/web", `{"healthCheck":{"fall":11}}`, "healthCheck.fall"},
+		{http.MethodPut, svc + "/clusters/web", `{"healthCheck":{"confirm":"quorum"}}`, "healthCheck.confirm"},
 		{http.MethodPut, svc + "/clusters/web", `{"healthCheck":{"type":"HTTP","path":"noslash"}}`, "healthCheck.path"},
 		{http.MethodPut, svc + "/clusters/web", `{"healthCheck":{"type":"HTTP","path":"/` + long(1100) + `"}}`, "healthCheck.path"},
 		{http.MethodPut, svc + "/clusters/web", `{"healthCheck":{"headers":{"bad:key":"v"}}}`, "healthCheck.headers"},
@@ -164,6 +165,9 @@ func TestValidation_BadInputIs400NamingTheFieldAndNothingApplied(t *testing.T) {
 		{http.MethodGet, svc + "?index=1&wait=-1s", nil, "wait"},
 		{http.MethodGet, "/v1/cluster/members?consistency=", nil, "consistency"},
 		{http.MethodGet, "/v1/cluster/members?detail=maybe", nil, "detail"},
+		{http.MethodPost, "/v1/cluster/probe", `{"check":{"type":"TCP","interval":"1s","timeout":"1s","rise":1,"fall":1},"ip":"127.0.0.1","port":80}`, "healthCheck.timeout"},
+		{http.MethodPost, "/v1/cluster/probe", `{"check":{"type":"TCP","interval":"1s","timeout":"100ms","rise":1,"fall":1},"ip":"not an ip","port":80}`, "ip"},
+		{http.MethodPost, "/v1/cluster/probe", `{"check":{"type":"TCP","interval":"1s","timeout":"100ms","rise":1,"fall":1},"ip":"127.0.0.1","port":70000}`, "port"},
 	}...)
 
 	for _, tc := range tests {

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"cmp"
+
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/model"
@@ -60,6 +62,7 @@ func wireHealthCheck(h model.HealthCheck) api.HealthCheck {
 		Timeout:        api.Duration(h.Timeout),
 		Rise:           h.Rise,
 		Fall:           h.Fall,
+		Confirm:        string(cmp.Or(h.Confirm, model.ConfirmMajority)),
 	}
 }
 
@@ -152,5 +155,19 @@ func wireProbeResult(r healthcheck.Result) api.ProbeResult {
 		Fall:                 r.Fall,
 		Interval:             api.Duration(r.Interval),
 		NextCheck:            r.NextCheck,
+		Vantages:             wireVantages(r.Vantages),
 	}
+}
+
+// wireVantages converts a confirmation's views (nil stays nil: the field is omitted).
+func wireVantages(vs []healthcheck.Vantage) []api.Vantage {
+	if len(vs) == 0 {
+		return nil
+	}
+	return wireList(vs, wireVantage)
+}
+
+func wireVantage(v healthcheck.Vantage) api.Vantage {
+	return api.Vantage{Node: v.Node, Answered: v.Answered, Healthy: v.Healthy, Outcome: v.Outcome, Error: v.Error,
+		Latency: api.Duration(v.Latency), At: v.At}
 }

@@ -76,11 +76,11 @@ func TestWire_GoldenJSON(t *testing.T) {
 		service = `{"namespace":"dev","group":"g1","name":"pay","protectThreshold":0.25,"metadata":{"team":"billing"},"createIndex":5,"modifyIndex":9}`
 
 		clDefault = `{"namespace":"dev","group":"g1","service":"pay","name":"DEFAULT",` +
-			`"healthCheck":{"type":"NONE","port":0,"interval":"5s","timeout":"2s","rise":2,"fall":3},` +
+			`"healthCheck":{"type":"NONE","port":0,"interval":"5s","timeout":"2s","rise":2,"fall":3,"confirm":"majority"},` +
 			`"metadata":null,"createIndex":5,"modifyIndex":5}`
 		clWeb = `{"namespace":"dev","group":"g1","service":"pay","name":"web",` +
 			`"healthCheck":{"type":"HTTP","port":8081,"path":"/hz","headers":{"Host":"pay"},"expectedStatus":[200,204],` +
-			`"interval":"1.5s","timeout":"1s","rise":1,"fall":4},` +
+			`"interval":"1.5s","timeout":"1s","rise":1,"fall":4,"confirm":"majority"},` +
 			`"metadata":{"zone":"a"},"createIndex":6,"modifyIndex":7}`
 
 		inst1 = `{"namespace":"dev","group":"g1","service":"pay","ip":"127.100.0.1","port":8080,"cluster":"web",` +

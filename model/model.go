@@ -99,7 +99,26 @@ type HealthCheck struct {
 	Timeout        Duration          `json:"timeout"`
 	Rise           int               `json:"rise"`
 	Fall           int               `json:"fall"`
+	// Confirm is who decides a health transition: ConfirmMajority ("" too) or
+	// ConfirmLeader.
+	Confirm ConfirmMode `json:"confirm,omitempty"`
 }
+
+// ConfirmMode says who decides a health transition of a cluster's instances.
+type ConfirmMode string
+
+// Confirmation modes.
+const (
+	// ConfirmMajority (the default, stored as ""): before it commits a transition the
+	// leader asks the other voters to probe the instance once, and commits only when a
+	// majority of the nodes that answered in time, itself included, saw the same.
+	ConfirmMajority ConfirmMode = "majority"
+	// ConfirmLeader: the leader's own probes decide alone.
+	ConfirmLeader ConfirmMode = "leader"
+)
+
+// Majority reports whether transitions need a majority of the nodes (the default).
+func (c ConfirmMode) Majority() bool { return c != ConfirmLeader }
 
 // DefaultHealthCheck is the spec of a cluster created implicitly: TCP on the instance's own port.
 func DefaultHealthCheck() HealthCheck {

@@ -262,6 +262,11 @@ func ValidateHealthCheck(h HealthCheck) error {
 	default:
 		return Invalid("healthCheck.type", "must be TCP, HTTP or NONE, got %q", h.Type)
 	}
+	switch h.Confirm {
+	case "", ConfirmMajority, ConfirmLeader:
+	default:
+		return Invalid("healthCheck.confirm", "must be majority or leader, got %q", h.Confirm)
+	}
 	if h.Port < 0 || h.Port > 65535 {
 		return Invalid("healthCheck.port", "must be between 0 (the instance's port) and 65535")
 	}

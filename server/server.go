@@ -302,6 +302,7 @@ func New(cfg Config) (_ *Server, err error) {
 
 	hcfg := cfg.Health
 	hcfg.Registerer = s.metrics
+	hcfg.Confirmer, hcfg.NodeID = confirmer{s: s}, cfg.NodeID
 	s.health, err = healthcheck.NewManager(hcfg, s.store, s.node, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("health checks: %w", err)
@@ -388,6 +389,10 @@ func New(cfg Config) (_ *Server, err error) {
 		s.http.ErrorLog = httpErrorLog(s.log)
 	}
 	s.logTLS()
+	if cfg.ACLEnabled && s.certs == nil && cfg.JoinToken == "" && (len(cfg.Peers) > 1 || cfg.Join != "") {
+		s.log.Warn("ACLs without TLS and without --join-token: this node cannot authenticate to the others, " +
+			"so it cannot announce its addresses nor ask them to confirm health transitions (while it leads, its own probes decide alone)")
+	}
 	return s, nil
 }
 
@@ -646,6 +651,7 @@ func (s *Server) newAPI(cfg Config) (http.Handler, error) {
 		Health:      s.health,
 		StateChecks: s.fsm,
 		PeerReady:   s.peerReady,
+		Prober:      s.health,
 		Watch:       s.hub,
 
 		ProbePolicy:         cfg.Health.Policy,

@@ -367,3 +367,23 @@ func TestRoot_UnknownCommandExits1(t *testing.T) {
 		t.Fatalf("stderr %q", r.stderr)
 	}
 }
+
+// roster health shows the probe results, and each node's view of the last majority
+// confirmation when there was one.
+func TestHealth_TableWithConfirmationViews(t *testing.T) {
+	f := newFakeAPI(t, map[string]fakeRoute{"GET /v1/namespaces/public/groups/DEFAULT_GROUP/services/db/health": {body: `{
+		"namespace":"public","group":"DEFAULT_GROUP","service":"db","leader":"n1","probing":true,"results":[
+		{"ip":"127.0.0.1","port":3306,"cluster":"DEFAULT","epoch":4,"checkType":"TCP","target":"127.0.0.1:3306","healthy":true,
+		 "pending":false,"outcome":"denied","error":"address 127.0.0.1 is outside the probe policy","consecutiveSuccesses":0,
+		 "consecutiveFailures":0,"rise":1,"fall":1,"interval":"1s",
+		 "vantages":[{"node":"n1","answered":true,"healthy":false,"outcome":"denied"},{"node":"n2","answered":true,"healthy":true},
+		             {"node":"n3","answered":false,"healthy":false,"error":"timeout"}]}]}`}})
+	r := runCLI(t, nil, "health", "db", "--addr", f.addr())
+	wantExit(t, r, 0)
+	squeezed := strings.Join(strings.Fields(r.stdout), " ")
+	for _, want := range []string{"LAST_CONFIRMATION", "n1:down n2:up n3:no answer"} {
+		if !strings.Contains(squeezed, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rosterhq/roster/api"
@@ -26,7 +27,15 @@ func (a *app) healthCmd() *cobra.Command {
 			if a.output == outputJSON {
 				return writeJSON(a.stdout, res)
 			}
-			t := newTable(a.stdout, "ADDRESS", "CLUSTER", "CHECK", "HEALTHY", "LAST", "OUTCOME", "LATENCY", "OK/FAIL", "ERROR")
+			withViews := false
+			for _, r := range res.Results {
+				withViews = withViews || len(r.Vantages) > 0
+			}
+			head := []string{"ADDRESS", "CLUSTER", "CHECK", "HEALTHY", "LAST", "OUTCOME", "LATENCY", "OK/FAIL", "ERROR"}
+			if withViews {
+				head = append(head, "LAST_CONFIRMATION")
+			}
+			t := newTable(a.stdout, head...)
 			for _, r := range res.Results {
 				last := "-"
 				if !r.LastCheck.IsZero() {
@@ -36,8 +45,12 @@ func (a *app) healthCmd() *cobra.Command {
 				if r.Pending {
 					healthy += " (changing)"
 				}
-				t.row(api.JoinAddr(r.IP, r.Port), r.Cluster, r.CheckType, healthy, last, orDash(r.Outcome),
-					orDash(latency(r.Latency)), fmt.Sprintf("%d/%d", r.ConsecutiveSuccesses, r.ConsecutiveFailures), orDash(r.Error))
+				row := []string{api.JoinAddr(r.IP, r.Port), r.Cluster, r.CheckType, healthy, last, orDash(r.Outcome),
+					orDash(latency(r.Latency)), fmt.Sprintf("%d/%d", r.ConsecutiveSuccesses, r.ConsecutiveFailures), orDash(r.Error)}
+				if withViews {
+					row = append(row, orDash(views(r.Vantages)))
+				}
+				t.row(row...)
 			}
 			if err := t.flush(); err != nil {
 				return err
@@ -58,4 +71,20 @@ func latency(d api.Duration) string {
 		return ""
 	}
 	return d.D().Round(10 * time.Microsecond).String()
+}
+
+// views shows a confirmation's views as "n1:down n2:up n3:no answer".
+func views(vs []api.Vantage) string {
+	parts := make([]string, 0, len(vs))
+	for _, v := range vs {
+		seen := "no answer"
+		switch {
+		case v.Answered && v.Healthy:
+			seen = "up"
+		case v.Answered:
+			seen = "down"
+		}
+		parts = append(parts, safeText(v.Node)+":"+seen)
+	}
+	return strings.Join(parts, " ")
 }
