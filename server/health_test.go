@@ -227,10 +227,12 @@ func TestHealth_DeregisterDuringProbeStaysGone(t *testing.T) {
 	l := c.MustLeader()
 	ctx := ctxT(t, 60*time.Second)
 	cl := c.Nodes[l].Client()
-	// A timeout far longer than the test needs to hold a probe.
+	// A timeout far longer than the test needs to hold a probe. The leader's probes decide
+	// alone (confirm: leader): this test drives the leader's batch against a
+	// re-registration, and every node's dials are held.
 	const interval = 10 * time.Second
 	if _, err := cl.UpsertCluster(ctx, ns, group, "svc", "DEFAULT", api.ClusterRequest{HealthCheck: &api.HealthCheckSpec{
-		Type: "TCP", Interval: interval.String(), Timeout: (interval - time.Second).String(), Rise: 1, Fall: 1,
+		Type: "TCP", Interval: interval.String(), Timeout: (interval - time.Second).String(), Rise: 1, Fall: 1, Confirm: "leader",
 	}}); err != nil {
 		t.Fatal(err)
 	}

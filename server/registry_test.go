@@ -85,17 +85,27 @@ func TestRegistry_NodeFlagsDoNotMakeReplicasDiverge(t *testing.T) {
 		}
 	}
 	noErr(t, c.WaitApplied(ctx, last))
-	hashes := map[string]string{}
-	for _, nd := range c.Nodes {
-		st := dump(t, nd)
-		if len(st.Instances) != 3 {
-			t.Fatalf("%s holds %d instances, want 3", nd.ID, len(st.Instances))
+	// The replicas are compared at the same applied index: entries the leader writes on
+	// its own (a state check after an election on a loaded machine) may reach the nodes
+	// at different moments, so a comparison is retried until every node has applied the
+	// same index; replicas that diverged never agree.
+	var hashes map[string]string
+	wait.For(t, 15*time.Second, "every replica at the same index with the same state", func() bool {
+		hashes = map[string]string{}
+		applied := map[uint64]bool{}
+		for _, nd := range c.Nodes {
+			st := dump(t, nd)
+			if len(st.Instances) != 3 {
+				t.Fatalf("%s holds %d instances, want 3", nd.ID, len(st.Instances))
+			}
+			applied[st.AppliedIndex] = true
+			st.AppliedIndex = 0
+			hashes[st.Hash()] = nd.ID
 		}
-		st.AppliedIndex = 0
-		hashes[st.Hash()] = nd.ID
-	}
+		return len(applied) == 1
+	})
 	if len(hashes) != 1 {
-		t.Fatalf("replicas diverged: %v", hashes)
+		t.Fatalf("replicas diverged at the same applied index: %v", hashes)
 	}
 }
 
