@@ -81,6 +81,9 @@ func healthCheckFromSpec(spec *api.HealthCheckSpec) (model.HealthCheck, error) {
 			ExpectedStatus: spec.ExpectedStatus,
 			Rise:           spec.Rise,
 			Fall:           spec.Fall,
+			TLSServerName:  spec.TLSServerName,
+			TLSSkipVerify:  spec.TLSSkipVerify,
+			TLSCAPEM:       spec.TLSCAPEM,
 		}
 		var err error
 		if hc.Interval, err = parseSpecDuration("healthCheck.interval", spec.Interval); err != nil {

@@ -60,6 +60,9 @@ func wireHealthCheck(h model.HealthCheck) api.HealthCheck {
 		Timeout:        api.Duration(h.Timeout),
 		Rise:           h.Rise,
 		Fall:           h.Fall,
+		TLSServerName:  h.TLSServerName,
+		TLSSkipVerify:  h.TLSSkipVerify,
+		TLSCAPEM:       h.TLSCAPEM,
 	}
 }
 
@@ -146,6 +149,7 @@ func wireProbeResult(r healthcheck.Result) api.ProbeResult {
 		Outcome:              r.Outcome,
 		Status:               r.Status,
 		Error:                r.Error,
+		CertificateExpiry:    r.CertificateExpiry,
 		ConsecutiveSuccesses: r.ConsecutiveSuccesses,
 		ConsecutiveFailures:  r.ConsecutiveFailures,
 		Rise:                 r.Rise,

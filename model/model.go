@@ -73,8 +73,19 @@ type CheckType string
 const (
 	CheckTCP  CheckType = "TCP"
 	CheckHTTP CheckType = "HTTP"
+	// CheckHTTPS is an HTTP check over TLS.
+	CheckHTTPS CheckType = "HTTPS"
+	// CheckTLS is a TCP connect plus a completed TLS handshake.
+	CheckTLS  CheckType = "TLS"
 	CheckNone CheckType = "NONE"
 )
+
+// IsHTTP reports whether the type sends an HTTP request (HTTP or HTTPS).
+func (t CheckType) IsHTTP() bool { return t == CheckHTTP || t == CheckHTTPS }
+
+// UsesTLS reports whether the type's probe takes the TLS options (tlsServerName,
+// tlsSkipVerify, tlsCaPem).
+func (t CheckType) UsesTLS() bool { return t == CheckHTTPS || t == CheckTLS }
 
 // Health-check defaults and bounds.
 const (
@@ -89,6 +100,9 @@ const (
 
 // HealthCheck is a cluster's probe specification. Port 0 means the instance's own port.
 // ExpectedStatus empty means any status in 200..399 is healthy.
+//
+// The fields added after the first release are omitempty, so that a spec without them
+// encodes exactly as before (the log format and the state file are frozen).
 type HealthCheck struct {
 	Type           CheckType         `json:"type"`
 	Port           int               `json:"port"`
@@ -99,6 +113,15 @@ type HealthCheck struct {
 	Timeout        Duration          `json:"timeout"`
 	Rise           int               `json:"rise"`
 	Fall           int               `json:"fall"`
+
+	// TLSServerName is the name the server's certificate is verified against (and
+	// sent as SNI); empty means the instance's address.
+	TLSServerName string `json:"tlsServerName,omitempty"`
+	// TLSSkipVerify accepts any server certificate.
+	TLSSkipVerify bool `json:"tlsSkipVerify,omitempty"`
+	// TLSCAPEM is a PEM bundle of CA certificates that verify the server; empty means
+	// the system roots.
+	TLSCAPEM string `json:"tlsCaPem,omitempty"`
 }
 
 // DefaultHealthCheck is the spec of a cluster created implicitly: TCP on the instance's own port.
@@ -132,7 +155,7 @@ func (h HealthCheck) WithDefaults() HealthCheck {
 	if h.Fall == 0 {
 		h.Fall = DefaultFall
 	}
-	if h.Type == CheckHTTP && h.Path == "" {
+	if h.Type.IsHTTP() && h.Path == "" {
 		h.Path = "/"
 	}
 	return h

@@ -1,7 +1,10 @@
 package model
 
 import (
+	"bytes"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"regexp"
 	"strings"
 	"time"
@@ -21,6 +24,8 @@ const (
 	MaxDescriptionLen   = 256
 	MaxHeaderCount      = 32
 	MaxPathLen          = 1024
+	// MaxCAPEMBytes bounds a health check's CA bundle (tlsCaPem).
+	MaxCAPEMBytes = 64 << 10
 )
 
 var (
@@ -258,9 +263,12 @@ func (l Limits) ValidateCluster(c Cluster) error {
 // interval ≥ 1 s, timeout < interval, 1 ≤ rise,fall ≤ 10, statuses 100..599.
 func ValidateHealthCheck(h HealthCheck) error {
 	switch h.Type {
-	case CheckTCP, CheckHTTP, CheckNone:
+	case CheckTCP, CheckHTTP, CheckHTTPS, CheckTLS, CheckNone:
 	default:
-		return Invalid("healthCheck.type", "must be TCP, HTTP or NONE, got %q", h.Type)
+		return Invalid("healthCheck.type", "must be TCP, HTTP, HTTPS, TLS or NONE, got %q", h.Type)
+	}
+	if err := validateCheckFields(h); err != nil {
+		return err
 	}
 	if h.Port < 0 || h.Port > 65535 {
 		return Invalid("healthCheck.port", "must be between 0 (the instance's port) and 65535")
@@ -283,7 +291,7 @@ func ValidateHealthCheck(h HealthCheck) error {
 	if len(h.Path) > MaxPathLen {
 		return Invalid("healthCheck.path", "must be at most %d characters", MaxPathLen)
 	}
-	if h.Type == CheckHTTP && !strings.HasPrefix(h.Path, "/") {
+	if h.Type.IsHTTP() && !strings.HasPrefix(h.Path, "/") {
 		return Invalid("healthCheck.path", "must start with '/'")
 	}
 	if len(h.Headers) > MaxHeaderCount {
@@ -298,6 +306,96 @@ func ValidateHealthCheck(h HealthCheck) error {
 		if s < 100 || s > 599 {
 			return Invalid("healthCheck.expectedStatus", "status %d is not between 100 and 599", s)
 		}
+	}
+	return nil
+}
+
+// validateCheckFields refuses the fields that do not belong to the check's type and
+// checks the TLS options. The HTTP fields (path, headers, expectedStatus) are refused
+// only on the types added with the TLS options: TCP and NONE specs written before them
+// may carry a path, and the state machine must keep applying them.
+func validateCheckFields(h HealthCheck) error {
+	if !h.Type.UsesTLS() {
+		switch {
+		case h.TLSServerName != "":
+			return notForType("healthCheck.tlsServerName", h.Type)
+		case h.TLSSkipVerify:
+			return notForType("healthCheck.tlsSkipVerify", h.Type)
+		case h.TLSCAPEM != "":
+			return notForType("healthCheck.tlsCaPem", h.Type)
+		}
+	}
+	if !h.Type.IsHTTP() && h.Type != CheckTCP && h.Type != CheckNone {
+		switch {
+		case h.Path != "":
+			return notForType("healthCheck.path", h.Type)
+		case len(h.Headers) > 0:
+			return notForType("healthCheck.headers", h.Type)
+		case len(h.ExpectedStatus) > 0:
+			return notForType("healthCheck.expectedStatus", h.Type)
+		}
+	}
+	if h.TLSServerName != "" {
+		if err := validateServerName(h.TLSServerName); err != nil {
+			return err
+		}
+	}
+	if h.TLSCAPEM != "" {
+		if err := validateCAPEM(h.TLSCAPEM); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func notForType(field string, t CheckType) error {
+	return Invalid(field, "does not apply to a %s check", t)
+}
+
+// validateServerName checks tlsServerName: an IP address, or a DNS name of at most 253
+// characters (a leading "*." is not a name a certificate is verified against).
+func validateServerName(name string) error {
+	const field = "healthCheck.tlsServerName"
+	if len(name) > MaxHostnameLen {
+		return Invalid(field, "must be at most %d characters", MaxHostnameLen)
+	}
+	if isIP(name) {
+		return nil
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(name, "."), ".") {
+		if !hostLabelRe.MatchString(l) {
+			return Invalid(field, "%q is not a valid host name", name)
+		}
+	}
+	return nil
+}
+
+// validateCAPEM checks tlsCaPem: at most 64 KiB of PEM holding at least one
+// certificate, every CERTIFICATE block parsing as X.509 and nothing else but blocks
+// and white space.
+func validateCAPEM(pemText string) error {
+	const field = "healthCheck.tlsCaPem"
+	if len(pemText) > MaxCAPEMBytes {
+		return Invalid(field, "must be at most %d bytes", MaxCAPEMBytes)
+	}
+	rest := []byte(pemText)
+	n := 0
+	for {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			return Invalid(field, "holds a %q block; only CERTIFICATE blocks are allowed", b.Type)
+		}
+		if _, err := x509.ParseCertificate(b.Bytes); err != nil {
+			return Invalid(field, "certificate %d does not parse", n+1)
+		}
+		n++
+	}
+	if n == 0 || len(bytes.TrimSpace(rest)) != 0 {
+		return Invalid(field, "must be PEM holding one or more CERTIFICATE blocks")
 	}
 	return nil
 }

@@ -27,7 +27,7 @@ type nacosHealthChecker struct {
 // no expectedResponseCode.
 func toNacosHealthChecker(hc model.HealthCheck) nacosHealthChecker {
 	out := nacosHealthChecker{Type: string(hc.Type)}
-	if hc.Type != model.CheckHTTP {
+	if !hc.Type.IsHTTP() {
 		return out
 	}
 	out.Path = hc.Path

@@ -1,0 +1,79 @@
+package model
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rosterhq/roster/tlsutil"
+)
+
+// TestValidateHealthCheck_CheckTypes checks each field of the check types beyond TCP
+// and HTTP, good and bad, and that a refusal names the field.
+func TestValidateHealthCheck_CheckTypes(t *testing.T) {
+	caPEM, keyPEM, err := tlsutil.GenerateCA(1, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := string(caPEM)
+	of := func(typ CheckType, f func(*HealthCheck)) HealthCheck {
+		h := HealthCheck{Type: typ}
+		if f != nil {
+			f(&h)
+		}
+		return h.WithDefaults()
+	}
+	for _, tc := range []struct {
+		name  string
+		h     HealthCheck
+		field string // "" when valid
+	}{
+		{"https defaults", of(CheckHTTPS, nil), ""},
+		{"https path default", of(CheckHTTPS, func(h *HealthCheck) { h.Path = "" }), ""},
+		{"https all options", of(CheckHTTPS, func(h *HealthCheck) {
+			h.Path, h.Headers, h.ExpectedStatus = "/ready", map[string]string{"X-A": "1"}, []int{204}
+			h.TLSServerName, h.TLSSkipVerify, h.TLSCAPEM = "svc.example.com", true, ca
+		}), ""},
+		{"https bad path", of(CheckHTTPS, func(h *HealthCheck) { h.Path = "ready" }), "healthCheck.path"},
+		{"tls defaults", of(CheckTLS, nil), ""},
+		{"tls server name ip", of(CheckTLS, func(h *HealthCheck) { h.TLSServerName = "127.0.0.1" }), ""},
+		{"tls server name trailing dot", of(CheckTLS, func(h *HealthCheck) { h.TLSServerName = "a.example." }), ""},
+		{"tls ca bundle of two", of(CheckTLS, func(h *HealthCheck) { h.TLSCAPEM = ca + "\n" + ca }), ""},
+		{"server name too long", of(CheckTLS, func(h *HealthCheck) { h.TLSServerName = strings.Repeat("a.", 127) + "ab" }), "healthCheck.tlsServerName"},
+		{"server name invalid", of(CheckHTTPS, func(h *HealthCheck) { h.TLSServerName = "a b" }), "healthCheck.tlsServerName"},
+		{"server name wildcard", of(CheckHTTPS, func(h *HealthCheck) { h.TLSServerName = "*.example.com" }), "healthCheck.tlsServerName"},
+		{"server name with port", of(CheckHTTPS, func(h *HealthCheck) { h.TLSServerName = "a.example:443" }), "healthCheck.tlsServerName"},
+		{"ca not pem", of(CheckTLS, func(h *HealthCheck) { h.TLSCAPEM = "hello" }), "healthCheck.tlsCaPem"},
+		{"ca trailing garbage", of(CheckTLS, func(h *HealthCheck) { h.TLSCAPEM = ca + "junk" }), "healthCheck.tlsCaPem"},
+		{"ca private key", of(CheckTLS, func(h *HealthCheck) { h.TLSCAPEM = ca + string(keyPEM) }), "healthCheck.tlsCaPem"},
+		{"ca bad der", of(CheckTLS, func(h *HealthCheck) {
+			h.TLSCAPEM = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
+		}), "healthCheck.tlsCaPem"},
+		{"ca too large", of(CheckTLS, func(h *HealthCheck) { h.TLSCAPEM = ca + strings.Repeat("\n", MaxCAPEMBytes) }), "healthCheck.tlsCaPem"},
+		{"tls option on http", of(CheckHTTP, func(h *HealthCheck) { h.TLSSkipVerify = true }), "healthCheck.tlsSkipVerify"},
+		{"tls option on tcp", of(CheckTCP, func(h *HealthCheck) { h.TLSServerName = "a.example" }), "healthCheck.tlsServerName"},
+		{"ca on none", of(CheckNone, func(h *HealthCheck) { h.TLSCAPEM = ca }), "healthCheck.tlsCaPem"},
+		{"path on tls", of(CheckTLS, func(h *HealthCheck) { h.Path = "/" }), "healthCheck.path"},
+		{"headers on tls", of(CheckTLS, func(h *HealthCheck) { h.Headers = map[string]string{"A": "b"} }), "healthCheck.headers"},
+		{"status on tls", of(CheckTLS, func(h *HealthCheck) { h.ExpectedStatus = []int{200} }), "healthCheck.expectedStatus"},
+		// Specs written before the TLS types may carry a path on TCP: still applied.
+		{"path on tcp (as before)", of(CheckTCP, func(h *HealthCheck) { h.Path = "/x" }), ""},
+		{"unknown type", of("SMTP", nil), "healthCheck.type"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, err := range []error{ValidateHealthCheck(tc.h), AdmitHealthCheck(tc.h)} {
+				if tc.field == "" {
+					if err != nil {
+						t.Fatalf("refused: %v", err)
+					}
+					continue
+				}
+				var ve *ValidationError
+				if !errors.As(err, &ve) || ve.Field != tc.field {
+					t.Fatalf("got %v, want a validation error naming %s", err, tc.field)
+				}
+			}
+		})
+	}
+}
