@@ -24,6 +24,7 @@ const (
 	CheckHTTP  = "HTTP"
 	CheckHTTPS = "HTTPS"
 	CheckTLS   = "TLS"
+	CheckGRPC  = "GRPC"
 	CheckNone  = "NONE"
 )
 
@@ -90,6 +91,10 @@ type HealthCheck struct {
 	TLSServerName string `json:"tlsServerName,omitempty"`
 	TLSSkipVerify bool   `json:"tlsSkipVerify,omitempty"`
 	TLSCAPEM      string `json:"tlsCaPem,omitempty"`
+	// GRPCService is the name a GRPC check asks the gRPC health server about (empty:
+	// the server as a whole), not the Roster service; GRPCTLS makes it use TLS.
+	GRPCService string `json:"grpcService,omitempty"`
+	GRPCTLS     bool   `json:"grpcTls,omitempty"`
 }
 
 // Cluster groups a service's instances and carries their health-check spec.
@@ -258,6 +263,8 @@ type HealthCheckSpec struct {
 	TLSServerName  string            `json:"tlsServerName,omitempty"`
 	TLSSkipVerify  bool              `json:"tlsSkipVerify,omitempty"`
 	TLSCAPEM       string            `json:"tlsCaPem,omitempty"`
+	GRPCService    string            `json:"grpcService,omitempty"`
+	GRPCTLS        bool              `json:"grpcTls,omitempty"`
 }
 
 // ClusterRequest is the body of PUT .../clusters/{cluster}.
@@ -446,7 +453,8 @@ type ProbeResult struct {
 	// Outcome is "success" or the class of the failure: "denied" (outside the probe
 	// policy; nothing was sent), "refused", "timeout", "reset", "unreachable", "dns",
 	// "status" (an unexpected HTTP status), "tls" (the TLS handshake failed),
-	// "malformed response" or "error"; empty before the first probe.
+	// "not serving" (a gRPC health status other than SERVING), "malformed response"
+	// or "error"; empty before the first probe.
 	Outcome string `json:"outcome,omitempty"`
 	// Status is the HTTP status of the last HTTP probe that got a response.
 	Status int `json:"status,omitempty"`

@@ -32,7 +32,7 @@ type spec struct {
 	timeout  time.Duration
 	header   http.Header // the configured headers plus User-Agent, minus Host
 	host     string      // a configured Host header
-	tls      *tlsOptions // HTTPS and TLS checks
+	tls      *tlsOptions // checks that do a TLS handshake (model.HealthCheck.TLS)
 }
 
 func newSpec(hc model.HealthCheck) *spec {
@@ -41,7 +41,7 @@ func newSpec(hc model.HealthCheck) *spec {
 	if s.timeout <= 0 || s.timeout > s.interval {
 		s.timeout = s.interval
 	}
-	if hc.Type.UsesTLS() {
+	if hc.TLS() {
 		s.tls = newTLSOptions(hc.TLSServerName, hc.TLSSkipVerify, hc.TLSCAPEM)
 	}
 	if hc.Type.IsHTTP() {
@@ -64,7 +64,7 @@ func newSpec(hc model.HealthCheck) *spec {
 // Unknown types are treated as NONE: health stays what the API set.
 func (s *spec) probed() bool {
 	switch s.hc.Type {
-	case model.CheckTCP, model.CheckHTTP, model.CheckHTTPS, model.CheckTLS:
+	case model.CheckTCP, model.CheckHTTP, model.CheckHTTPS, model.CheckTLS, model.CheckGRPC:
 		return true
 	}
 	return false
@@ -79,6 +79,7 @@ func (s *spec) equal(o *spec) bool {
 	if a.Type != b.Type || a.Port != b.Port || a.Path != b.Path || a.Interval != b.Interval ||
 		a.Timeout != b.Timeout || a.Rise != b.Rise || a.Fall != b.Fall ||
 		a.TLSServerName != b.TLSServerName || a.TLSSkipVerify != b.TLSSkipVerify || a.TLSCAPEM != b.TLSCAPEM ||
+		a.GRPCService != b.GRPCService || a.GRPCTLS != b.GRPCTLS ||
 		len(a.Headers) != len(b.Headers) || len(a.ExpectedStatus) != len(b.ExpectedStatus) {
 		return false
 	}
@@ -192,6 +193,8 @@ func (c *checker) probe(ctx context.Context, s *spec, addr, rawURL string) outco
 		o = c.probeHTTP(ctx, s, addr, rawURL)
 	case model.CheckTLS:
 		o = c.probeTLS(ctx, s, addr)
+	case model.CheckGRPC:
+		o = c.probeGRPC(ctx, s, addr)
 	default:
 		o = outcome{class: OutcomeError, err: fmt.Sprintf("check type %q is not probed", s.hc.Type)}
 	}

@@ -33,15 +33,15 @@ type Result struct {
 	// Outcome is "success" or the class of the failure: "denied" (outside the probe
 	// policy; nothing was sent), "refused", "timeout", "reset", "unreachable", "dns",
 	// "status" (an unexpected HTTP status), "tls" (the handshake failed),
-	// "malformed response" or "error"; empty
-	// before the first probe.
+	// "not serving" (a gRPC health status other than SERVING), "malformed response"
+	// or "error"; empty before the first probe.
 	Outcome string
 	// Status is the HTTP status of the last HTTP probe that got a response.
 	Status int
 	// Error describes a failure in Roster's words; it never contains bytes the target sent.
 	Error string
 	// CertificateExpiry is when the peer's leaf certificate expires, as the last probe
-	// that completed a TLS handshake saw it (zero otherwise).
+	// saw it in its TLS handshake (zero when it did no handshake or got no certificate).
 	CertificateExpiry time.Time
 
 	ConsecutiveSuccesses int

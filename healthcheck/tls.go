@@ -32,10 +32,10 @@ func newTLSOptions(serverName string, skipVerify bool, caPEM string) *tlsOptions
 }
 
 // config returns the client configuration of one probe of addr. Go's own verification
-// is replaced by verify, which does the same (chain to the roots, name, validity) but
-// first records the leaf certificate's expiry into *expiry, so that a result shows the
-// expiry of a certificate that failed verification, an expired one in particular.
-func (o *tlsOptions) config(addr string, expiry *time.Time) *tls.Config {
+// is replaced by one that does the same (chain to the roots, name, validity) but first
+// passes the leaf certificate's expiry to record, so that a result shows the expiry of
+// a certificate that failed verification, an expired one in particular.
+func (o *tlsOptions) config(addr string, record func(time.Time)) *tls.Config {
 	name := o.name(addr)
 	return &tls.Config{
 		ServerName:         name,
@@ -44,7 +44,7 @@ func (o *tlsOptions) config(addr string, expiry *time.Time) *tls.Config {
 			if len(cs.PeerCertificates) == 0 {
 				return errNoCertificate
 			}
-			*expiry = cs.PeerCertificates[0].NotAfter
+			record(cs.PeerCertificates[0].NotAfter)
 			if o.skipVerify {
 				return nil
 			}
@@ -81,7 +81,7 @@ func (o *tlsOptions) handshake(ctx context.Context, conn net.Conn, addr string) 
 		return nil, time.Time{}, &outcome{class: OutcomeError, err: "the CA bundle (tlsCaPem) holds no usable certificate"}
 	}
 	var expiry time.Time
-	tc := tls.Client(conn, o.config(addr, &expiry))
+	tc := tls.Client(conn, o.config(addr, func(t time.Time) { expiry = t }))
 	if err := tc.HandshakeContext(ctx); err != nil {
 		out := tlsFailed(err, o.name(addr))
 		out.certExpiry = expiry

@@ -150,3 +150,37 @@ func TestSpecEqual_TLSFields(t *testing.T) {
 		t.Error("a spec differs from itself")
 	}
 }
+
+// TestNewTypes_Policy: the probe policy applies to every type; a denied address is not
+// dialled.
+func TestNewTypes_Policy(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	accepted := make(chan struct{}, 1)
+	go func() {
+		if conn, err := ln.Accept(); err == nil {
+			accepted <- struct{}{}
+			_ = conn.Close()
+		}
+	}()
+	pol, err := ParsePolicy("", "127.0.0.0/8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := mustNewChecker(t, Config{Policy: pol})
+	addr := ln.Addr().String()
+	for _, typ := range []model.CheckType{model.CheckHTTPS, model.CheckTLS, model.CheckGRPC} {
+		sp := tlsSpec(typ, nil)
+		if o := c.probe(context.Background(), sp, addr, probeURL(addr, sp)); o.ok || o.class != OutcomeDenied {
+			t.Errorf("%s: outcome %+v, want denied", typ, o)
+		}
+	}
+	select {
+	case <-accepted:
+		t.Fatal("a denied probe connected")
+	default:
+	}
+}

@@ -84,6 +84,8 @@ func healthCheckFromSpec(spec *api.HealthCheckSpec) (model.HealthCheck, error) {
 			TLSServerName:  spec.TLSServerName,
 			TLSSkipVerify:  spec.TLSSkipVerify,
 			TLSCAPEM:       spec.TLSCAPEM,
+			GRPCService:    spec.GRPCService,
+			GRPCTLS:        spec.GRPCTLS,
 		}
 		var err error
 		if hc.Interval, err = parseSpecDuration("healthCheck.interval", spec.Interval); err != nil {

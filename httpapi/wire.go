@@ -63,6 +63,8 @@ func wireHealthCheck(h model.HealthCheck) api.HealthCheck {
 		TLSServerName:  h.TLSServerName,
 		TLSSkipVerify:  h.TLSSkipVerify,
 		TLSCAPEM:       h.TLSCAPEM,
+		GRPCService:    h.GRPCService,
+		GRPCTLS:        h.GRPCTLS,
 	}
 }
 

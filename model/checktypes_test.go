@@ -59,6 +59,18 @@ func TestValidateHealthCheck_CheckTypes(t *testing.T) {
 		{"status on tls", of(CheckTLS, func(h *HealthCheck) { h.ExpectedStatus = []int{200} }), "healthCheck.expectedStatus"},
 		// Specs written before the TLS types may carry a path on TCP: still applied.
 		{"path on tcp (as before)", of(CheckTCP, func(h *HealthCheck) { h.Path = "/x" }), ""},
+		{"grpc defaults", of(CheckGRPC, nil), ""},
+		{"grpc service", of(CheckGRPC, func(h *HealthCheck) { h.GRPCService = "orders.v1.Orders" }), ""},
+		{"grpc tls options", of(CheckGRPC, func(h *HealthCheck) {
+			h.GRPCTLS, h.TLSServerName, h.TLSSkipVerify, h.TLSCAPEM = true, "svc.test", true, ca
+		}), ""},
+		{"grpc tls option without grpcTls", of(CheckGRPC, func(h *HealthCheck) { h.TLSCAPEM = ca }), "healthCheck.tlsCaPem"},
+		{"grpc skip verify without grpcTls", of(CheckGRPC, func(h *HealthCheck) { h.TLSSkipVerify = true }), "healthCheck.tlsSkipVerify"},
+		{"grpc service too long", of(CheckGRPC, func(h *HealthCheck) { h.GRPCService = strings.Repeat("a", MaxGRPCServiceLen+1) }), "healthCheck.grpcService"},
+		{"grpc service control", of(CheckGRPC, func(h *HealthCheck) { h.GRPCService = "a\nb" }), "healthCheck.grpcService"},
+		{"grpc path", of(CheckGRPC, func(h *HealthCheck) { h.Path = "/" }), "healthCheck.path"},
+		{"grpcService on http", of(CheckHTTP, func(h *HealthCheck) { h.GRPCService = "x" }), "healthCheck.grpcService"},
+		{"grpcTls on tls", of(CheckTLS, func(h *HealthCheck) { h.GRPCTLS = true }), "healthCheck.grpcTls"},
 		{"unknown type", of("SMTP", nil), "healthCheck.type"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -76,7 +76,9 @@ const (
 	// CheckHTTPS is an HTTP check over TLS.
 	CheckHTTPS CheckType = "HTTPS"
 	// CheckTLS is a TCP connect plus a completed TLS handshake.
-	CheckTLS  CheckType = "TLS"
+	CheckTLS CheckType = "TLS"
+	// CheckGRPC is the standard gRPC health check (grpc.health.v1.Health/Check).
+	CheckGRPC CheckType = "GRPC"
 	CheckNone CheckType = "NONE"
 )
 
@@ -84,8 +86,8 @@ const (
 func (t CheckType) IsHTTP() bool { return t == CheckHTTP || t == CheckHTTPS }
 
 // UsesTLS reports whether the type's probe takes the TLS options (tlsServerName,
-// tlsSkipVerify, tlsCaPem).
-func (t CheckType) UsesTLS() bool { return t == CheckHTTPS || t == CheckTLS }
+// tlsSkipVerify, tlsCaPem): HTTPS, TLS, and GRPC with grpcTls.
+func (t CheckType) UsesTLS() bool { return t == CheckHTTPS || t == CheckTLS || t == CheckGRPC }
 
 // Health-check defaults and bounds.
 const (
@@ -122,6 +124,17 @@ type HealthCheck struct {
 	// TLSCAPEM is a PEM bundle of CA certificates that verify the server; empty means
 	// the system roots.
 	TLSCAPEM string `json:"tlsCaPem,omitempty"`
+
+	// GRPCService is the service name a GRPC check asks the health server about
+	// (empty: the server as a whole). It is not the Roster service of the cluster.
+	GRPCService string `json:"grpcService,omitempty"`
+	// GRPCTLS makes a GRPC check connect over TLS (with the TLS options above).
+	GRPCTLS bool `json:"grpcTls,omitempty"`
+}
+
+// TLS reports whether the check's probe does a TLS handshake.
+func (h HealthCheck) TLS() bool {
+	return h.Type == CheckHTTPS || h.Type == CheckTLS || (h.Type == CheckGRPC && h.GRPCTLS)
 }
 
 // DefaultHealthCheck is the spec of a cluster created implicitly: TCP on the instance's own port.

@@ -26,6 +26,8 @@ const (
 	MaxPathLen          = 1024
 	// MaxCAPEMBytes bounds a health check's CA bundle (tlsCaPem).
 	MaxCAPEMBytes = 64 << 10
+	// MaxGRPCServiceLen bounds a GRPC check's service name.
+	MaxGRPCServiceLen = 512
 )
 
 var (
@@ -263,9 +265,9 @@ func (l Limits) ValidateCluster(c Cluster) error {
 // interval ≥ 1 s, timeout < interval, 1 ≤ rise,fall ≤ 10, statuses 100..599.
 func ValidateHealthCheck(h HealthCheck) error {
 	switch h.Type {
-	case CheckTCP, CheckHTTP, CheckHTTPS, CheckTLS, CheckNone:
+	case CheckTCP, CheckHTTP, CheckHTTPS, CheckTLS, CheckGRPC, CheckNone:
 	default:
-		return Invalid("healthCheck.type", "must be TCP, HTTP, HTTPS, TLS or NONE, got %q", h.Type)
+		return Invalid("healthCheck.type", "must be TCP, HTTP, HTTPS, TLS, GRPC or NONE, got %q", h.Type)
 	}
 	if err := validateCheckFields(h); err != nil {
 		return err
@@ -315,6 +317,30 @@ func ValidateHealthCheck(h HealthCheck) error {
 // only on the types added with the TLS options: TCP and NONE specs written before them
 // may carry a path, and the state machine must keep applying them.
 func validateCheckFields(h HealthCheck) error {
+	if h.Type != CheckGRPC {
+		switch {
+		case h.GRPCService != "":
+			return notForType("healthCheck.grpcService", h.Type)
+		case h.GRPCTLS:
+			return notForType("healthCheck.grpcTls", h.Type)
+		}
+	}
+	if h.Type == CheckGRPC && !h.GRPCTLS {
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"tlsServerName", h.TLSServerName != ""}, {"tlsSkipVerify", h.TLSSkipVerify}, {"tlsCaPem", h.TLSCAPEM != ""}} {
+			if f.set {
+				return Invalid("healthCheck."+f.name, "applies to a GRPC check only with grpcTls: true")
+			}
+		}
+	}
+	if len(h.GRPCService) > MaxGRPCServiceLen {
+		return Invalid("healthCheck.grpcService", "must be at most %d characters", MaxGRPCServiceLen)
+	}
+	if !printable(h.GRPCService) {
+		return Invalid("healthCheck.grpcService", "must be valid UTF-8 without control characters")
+	}
 	if !h.Type.UsesTLS() {
 		switch {
 		case h.TLSServerName != "":
