@@ -25,6 +25,7 @@ const (
 	CheckHTTPS = "HTTPS"
 	CheckTLS   = "TLS"
 	CheckGRPC  = "GRPC"
+	CheckMySQL = "MYSQL"
 	CheckNone  = "NONE"
 )
 
@@ -95,7 +96,17 @@ type HealthCheck struct {
 	// the server as a whole), not the Roster service; GRPCTLS makes it use TLS.
 	GRPCService string `json:"grpcService,omitempty"`
 	GRPCTLS     bool   `json:"grpcTls,omitempty"`
+	// User, Password and Query are a MYSQL check's account and query. Password is
+	// never shown: a set password reads as RedactedPassword.
+	User     string `json:"user,omitempty"`
+	Password string `json:"password,omitempty"`
+	Query    string `json:"query,omitempty"`
 }
+
+// RedactedPassword is what reads show instead of a MYSQL check's password. A cluster
+// write whose healthCheck.password is RedactedPassword keeps the stored password, so
+// that a client may write back what it read.
+const RedactedPassword = "***"
 
 // Cluster groups a service's instances and carries their health-check spec.
 type Cluster struct {
@@ -265,6 +276,9 @@ type HealthCheckSpec struct {
 	TLSCAPEM       string            `json:"tlsCaPem,omitempty"`
 	GRPCService    string            `json:"grpcService,omitempty"`
 	GRPCTLS        bool              `json:"grpcTls,omitempty"`
+	User           string            `json:"user,omitempty"`
+	Password       string            `json:"password,omitempty"`
+	Query          string            `json:"query,omitempty"`
 }
 
 // ClusterRequest is the body of PUT .../clusters/{cluster}.
@@ -453,8 +467,9 @@ type ProbeResult struct {
 	// Outcome is "success" or the class of the failure: "denied" (outside the probe
 	// policy; nothing was sent), "refused", "timeout", "reset", "unreachable", "dns",
 	// "status" (an unexpected HTTP status), "tls" (the TLS handshake failed),
-	// "not serving" (a gRPC health status other than SERVING), "malformed response"
-	// or "error"; empty before the first probe.
+	// "not serving" (a gRPC health status other than SERVING), "auth failed" (a
+	// MYSQL check's login was refused), "query error", "malformed response" or
+	// "error"; empty before the first probe.
 	Outcome string `json:"outcome,omitempty"`
 	// Status is the HTTP status of the last HTTP probe that got a response.
 	Status int `json:"status,omitempty"`

@@ -64,7 +64,7 @@ func newSpec(hc model.HealthCheck) *spec {
 // Unknown types are treated as NONE: health stays what the API set.
 func (s *spec) probed() bool {
 	switch s.hc.Type {
-	case model.CheckTCP, model.CheckHTTP, model.CheckHTTPS, model.CheckTLS, model.CheckGRPC:
+	case model.CheckTCP, model.CheckHTTP, model.CheckHTTPS, model.CheckTLS, model.CheckGRPC, model.CheckMySQL:
 		return true
 	}
 	return false
@@ -80,6 +80,7 @@ func (s *spec) equal(o *spec) bool {
 		a.Timeout != b.Timeout || a.Rise != b.Rise || a.Fall != b.Fall ||
 		a.TLSServerName != b.TLSServerName || a.TLSSkipVerify != b.TLSSkipVerify || a.TLSCAPEM != b.TLSCAPEM ||
 		a.GRPCService != b.GRPCService || a.GRPCTLS != b.GRPCTLS ||
+		a.User != b.User || a.Password != b.Password || a.Query != b.Query ||
 		len(a.Headers) != len(b.Headers) || len(a.ExpectedStatus) != len(b.ExpectedStatus) {
 		return false
 	}
@@ -195,6 +196,8 @@ func (c *checker) probe(ctx context.Context, s *spec, addr, rawURL string) outco
 		o = c.probeTLS(ctx, s, addr)
 	case model.CheckGRPC:
 		o = c.probeGRPC(ctx, s, addr)
+	case model.CheckMySQL:
+		o = c.probeMySQL(ctx, s, addr)
 	default:
 		o = outcome{class: OutcomeError, err: fmt.Sprintf("check type %q is not probed", s.hc.Type)}
 	}

@@ -33,8 +33,9 @@ type Result struct {
 	// Outcome is "success" or the class of the failure: "denied" (outside the probe
 	// policy; nothing was sent), "refused", "timeout", "reset", "unreachable", "dns",
 	// "status" (an unexpected HTTP status), "tls" (the handshake failed),
-	// "not serving" (a gRPC health status other than SERVING), "malformed response"
-	// or "error"; empty before the first probe.
+	// "not serving" (a gRPC health status other than SERVING), "auth failed" (a
+	// MYSQL check's login was refused), "query error", "malformed response" or
+	// "error"; empty before the first probe.
 	Outcome string
 	// Status is the HTTP status of the last HTTP probe that got a response.
 	Status int

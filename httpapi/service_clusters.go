@@ -86,6 +86,9 @@ func healthCheckFromSpec(spec *api.HealthCheckSpec) (model.HealthCheck, error) {
 			TLSCAPEM:       spec.TLSCAPEM,
 			GRPCService:    spec.GRPCService,
 			GRPCTLS:        spec.GRPCTLS,
+			User:           spec.User,
+			Password:       spec.Password,
+			Query:          spec.Query,
 		}
 		var err error
 		if hc.Interval, err = parseSpecDuration("healthCheck.interval", spec.Interval); err != nil {

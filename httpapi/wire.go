@@ -49,7 +49,9 @@ func wireServiceSummary(s store.ServiceSummary) api.ServiceSummary {
 		ProtectThresholdReached: s.ProtectThresholdReached()}
 }
 
+// wireHealthCheck shows a spec with its password, if any, redacted.
 func wireHealthCheck(h model.HealthCheck) api.HealthCheck {
+	h = h.Redacted()
 	return api.HealthCheck{
 		Type:           string(h.Type),
 		Port:           h.Port,
@@ -65,6 +67,9 @@ func wireHealthCheck(h model.HealthCheck) api.HealthCheck {
 		TLSCAPEM:       h.TLSCAPEM,
 		GRPCService:    h.GRPCService,
 		GRPCTLS:        h.GRPCTLS,
+		User:           h.User,
+		Password:       h.Password,
+		Query:          h.Query,
 	}
 }
 

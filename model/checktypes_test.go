@@ -17,6 +17,9 @@ func TestValidateHealthCheck_CheckTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	ca := string(caPEM)
+	if (HealthCheck{Type: CheckMySQL, User: "u"}).WithDefaults().Query != DefaultMySQLQuery {
+		t.Fatal("no default query")
+	}
 	of := func(typ CheckType, f func(*HealthCheck)) HealthCheck {
 		h := HealthCheck{Type: typ}
 		if f != nil {
@@ -71,6 +74,26 @@ func TestValidateHealthCheck_CheckTypes(t *testing.T) {
 		{"grpc path", of(CheckGRPC, func(h *HealthCheck) { h.Path = "/" }), "healthCheck.path"},
 		{"grpcService on http", of(CheckHTTP, func(h *HealthCheck) { h.GRPCService = "x" }), "healthCheck.grpcService"},
 		{"grpcTls on tls", of(CheckTLS, func(h *HealthCheck) { h.GRPCTLS = true }), "healthCheck.grpcTls"},
+		{"mysql", of(CheckMySQL, func(h *HealthCheck) { h.User = "probe" }), ""},
+		{"mysql all fields", of(CheckMySQL, func(h *HealthCheck) {
+			h.User, h.Password, h.Query = "probe", "s3cr3t é", "SELECT 1\nFROM dual"
+		}), ""},
+		{"mysql default query", of(CheckMySQL, func(h *HealthCheck) { h.User = "probe"; h.Query = "" }), ""},
+		{"mysql without user", of(CheckMySQL, nil), "healthCheck.user"},
+		{"mysql user too long", of(CheckMySQL, func(h *HealthCheck) { h.User = strings.Repeat("u", MaxCheckUserLen+1) }), "healthCheck.user"},
+		{"mysql user control", of(CheckMySQL, func(h *HealthCheck) { h.User = "a\x00" }), "healthCheck.user"},
+		{"mysql password too long", of(CheckMySQL, func(h *HealthCheck) {
+			h.User, h.Password = "probe", strings.Repeat("p", MaxCheckPasswordLen+1)
+		}), "healthCheck.password"},
+		{"mysql password control", of(CheckMySQL, func(h *HealthCheck) { h.User, h.Password = "probe", "a\x01b" }), "healthCheck.password"},
+		{"mysql blank query", of(CheckMySQL, func(h *HealthCheck) { h.User, h.Query = "probe", "  " }), "healthCheck.query"},
+		{"mysql query too long", of(CheckMySQL, func(h *HealthCheck) { h.User, h.Query = "probe", strings.Repeat("1", MaxCheckQueryLen+1) }), "healthCheck.query"},
+		{"mysql query control", of(CheckMySQL, func(h *HealthCheck) { h.User, h.Query = "probe", "SELECT\x00" }), "healthCheck.query"},
+		{"mysql path", of(CheckMySQL, func(h *HealthCheck) { h.User, h.Path = "probe", "/" }), "healthCheck.path"},
+		{"mysql tls option", of(CheckMySQL, func(h *HealthCheck) { h.User, h.TLSSkipVerify = "probe", true }), "healthCheck.tlsSkipVerify"},
+		{"user on http", of(CheckHTTP, func(h *HealthCheck) { h.User = "probe" }), "healthCheck.user"},
+		{"password on tcp", of(CheckTCP, func(h *HealthCheck) { h.Password = "x" }), "healthCheck.password"},
+		{"query on grpc", of(CheckGRPC, func(h *HealthCheck) { h.Query = "SELECT 1" }), "healthCheck.query"},
 		{"unknown type", of("SMTP", nil), "healthCheck.type"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,6 +107,9 @@ func TestValidateHealthCheck_CheckTypes(t *testing.T) {
 				var ve *ValidationError
 				if !errors.As(err, &ve) || ve.Field != tc.field {
 					t.Fatalf("got %v, want a validation error naming %s", err, tc.field)
+				}
+				if tc.h.Password != "" && strings.Contains(err.Error(), tc.h.Password) {
+					t.Fatalf("the error %q shows the password", err)
 				}
 			}
 		})

@@ -79,7 +79,9 @@ const (
 	CheckTLS CheckType = "TLS"
 	// CheckGRPC is the standard gRPC health check (grpc.health.v1.Health/Check).
 	CheckGRPC CheckType = "GRPC"
-	CheckNone CheckType = "NONE"
+	// CheckMySQL connects to a MySQL or MariaDB server, authenticates and runs a query.
+	CheckMySQL CheckType = "MYSQL"
+	CheckNone  CheckType = "NONE"
 )
 
 // IsHTTP reports whether the type sends an HTTP request (HTTP or HTTPS).
@@ -130,6 +132,28 @@ type HealthCheck struct {
 	GRPCService string `json:"grpcService,omitempty"`
 	// GRPCTLS makes a GRPC check connect over TLS (with the TLS options above).
 	GRPCTLS bool `json:"grpcTls,omitempty"`
+
+	// User, Password and Query are a MYSQL check's account and the query it runs
+	// (DefaultMySQLQuery when empty). The password is kept in the replicated state
+	// (and so in snapshots and backups) but never shown: reads show RedactedPassword.
+	User     string `json:"user,omitempty"`
+	Password string `json:"password,omitempty"`
+	Query    string `json:"query,omitempty"`
+}
+
+// RedactedPassword is what reads show instead of a check's password; a write that
+// sends it back keeps the stored password.
+const RedactedPassword = "***"
+
+// DefaultMySQLQuery is the query of a MYSQL check without one.
+const DefaultMySQLQuery = "SELECT 1"
+
+// Redacted returns h with the password, if any, replaced by RedactedPassword.
+func (h HealthCheck) Redacted() HealthCheck {
+	if h.Password != "" {
+		h.Password = RedactedPassword
+	}
+	return h
 }
 
 // TLS reports whether the check's probe does a TLS handshake.
@@ -170,6 +194,9 @@ func (h HealthCheck) WithDefaults() HealthCheck {
 	}
 	if h.Type.IsHTTP() && h.Path == "" {
 		h.Path = "/"
+	}
+	if h.Type == CheckMySQL && h.Query == "" {
+		h.Query = DefaultMySQLQuery
 	}
 	return h
 }

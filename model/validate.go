@@ -28,6 +28,10 @@ const (
 	MaxCAPEMBytes = 64 << 10
 	// MaxGRPCServiceLen bounds a GRPC check's service name.
 	MaxGRPCServiceLen = 512
+	// Bounds of a MYSQL check's user, password and query.
+	MaxCheckUserLen     = 80
+	MaxCheckPasswordLen = 256
+	MaxCheckQueryLen    = 4096
 )
 
 var (
@@ -265,9 +269,9 @@ func (l Limits) ValidateCluster(c Cluster) error {
 // interval ≥ 1 s, timeout < interval, 1 ≤ rise,fall ≤ 10, statuses 100..599.
 func ValidateHealthCheck(h HealthCheck) error {
 	switch h.Type {
-	case CheckTCP, CheckHTTP, CheckHTTPS, CheckTLS, CheckGRPC, CheckNone:
+	case CheckTCP, CheckHTTP, CheckHTTPS, CheckTLS, CheckGRPC, CheckMySQL, CheckNone:
 	default:
-		return Invalid("healthCheck.type", "must be TCP, HTTP, HTTPS, TLS, GRPC or NONE, got %q", h.Type)
+		return Invalid("healthCheck.type", "must be TCP, HTTP, HTTPS, TLS, GRPC, MYSQL or NONE, got %q", h.Type)
 	}
 	if err := validateCheckFields(h); err != nil {
 		return err
@@ -317,6 +321,9 @@ func ValidateHealthCheck(h HealthCheck) error {
 // only on the types added with the TLS options: TCP and NONE specs written before them
 // may carry a path, and the state machine must keep applying them.
 func validateCheckFields(h HealthCheck) error {
+	if err := validateMySQLFields(h); err != nil {
+		return err
+	}
 	if h.Type != CheckGRPC {
 		switch {
 		case h.GRPCService != "":
@@ -370,6 +377,41 @@ func validateCheckFields(h HealthCheck) error {
 		if err := validateCAPEM(h.TLSCAPEM); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// validateMySQLFields checks a MYSQL check's user (required), password and query, and
+// refuses them on other types. No message quotes the password.
+func validateMySQLFields(h HealthCheck) error {
+	if h.Type != CheckMySQL {
+		switch {
+		case h.User != "":
+			return notForType("healthCheck.user", h.Type)
+		case h.Password != "":
+			return notForType("healthCheck.password", h.Type)
+		case h.Query != "":
+			return notForType("healthCheck.query", h.Type)
+		}
+		return nil
+	}
+	switch {
+	case h.User == "":
+		return Invalid("healthCheck.user", "is required for a MYSQL check")
+	case len(h.User) > MaxCheckUserLen:
+		return Invalid("healthCheck.user", "must be at most %d characters", MaxCheckUserLen)
+	case !printable(h.User):
+		return Invalid("healthCheck.user", "must be valid UTF-8 without control characters")
+	case len(h.Password) > MaxCheckPasswordLen:
+		return Invalid("healthCheck.password", "must be at most %d bytes", MaxCheckPasswordLen)
+	case !printable(h.Password):
+		return Invalid("healthCheck.password", "must be valid UTF-8 without control characters")
+	case strings.TrimSpace(h.Query) == "":
+		return Invalid("healthCheck.query", "must not be blank")
+	case len(h.Query) > MaxCheckQueryLen:
+		return Invalid("healthCheck.query", "must be at most %d characters", MaxCheckQueryLen)
+	case !printable(strings.NewReplacer("\n", " ", "\r", " ", "\t", " ").Replace(h.Query)):
+		return Invalid("healthCheck.query", "must be valid UTF-8 without control characters other than tabs and line breaks")
 	}
 	return nil
 }
