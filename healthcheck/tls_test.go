@@ -114,13 +114,29 @@ func TestTLSProbes(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = ln.Close() })
+		held := make(chan net.Conn, 4)
+		t.Cleanup(func() {
+			_ = ln.Close()
+			for {
+				select {
+				case conn := <-held:
+					_ = conn.Close()
+				default:
+					return
+				}
+			}
+		})
 		go func() {
 			for {
 				conn, err := ln.Accept()
 				if err != nil {
 					return
 				}
-				t.Cleanup(func() { _ = conn.Close() })
+				select {
+				case held <- conn:
+				default:
+					_ = conn.Close()
+				}
 			}
 		}()
 		sp := tlsSpec(model.CheckTLS, func(h *model.HealthCheck) { trusted(h); h.Timeout = model.Duration(200 * time.Millisecond) })
