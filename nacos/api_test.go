@@ -480,3 +480,35 @@ func TestNacosAPI_FollowerForwards(t *testing.T) {
 		t.Fatalf("stale list %+v", info.Hosts)
 	}
 }
+
+// TestNacosAPI_MySQLChecker: PUT cluster maps the MYSQL checker (user, pwd, cmd), the
+// service read shows the password as "***", and writing "***" back keeps it.
+func TestNacosAPI_MySQLChecker(t *testing.T) {
+	h, st, _ := newStoreAPI(t)
+	key := ordersRef.ServiceKey()
+	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=orders")
+	mustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster",
+		`serviceName=orders&clusterName=db&healthChecker={"type":"MYSQL","user":"probe","pwd":"s3cret-pw","cmd":"SELECT 2"}`)
+	_, c, err := st.Cluster(nil, key, "db")
+	want := model.HealthCheck{Type: model.CheckMySQL, User: "probe", Password: "s3cret-pw", Query: "SELECT 2"}.WithDefaults()
+	if err != nil || !reflect.DeepEqual(c.HealthCheck, want) {
+		t.Fatalf("db %+v %v\nwant %+v", c.HealthCheck, err, want)
+	}
+	for _, path := range []string{"/nacos/v1/ns/service", "/nacos/v2/ns/service"} {
+		body := string(mustNacos(t, h, http.MethodGet, path+"?serviceName=orders", "", http.StatusOK).Body)
+		if strings.Contains(body, "s3cret-pw") || !strings.Contains(body, `"user":"probe","pwd":"***","cmd":"SELECT 2"`) {
+			t.Fatalf("%s shows %s", path, body)
+		}
+	}
+	mustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster",
+		`serviceName=orders&clusterName=db&healthChecker={"type":"MYSQL","user":"probe","pwd":"***","cmd":"SELECT 3"}`)
+	if _, c, _ = st.Cluster(nil, key, "db"); c.HealthCheck.Password != "s3cret-pw" || c.HealthCheck.Query != "SELECT 3" {
+		t.Fatalf("after writing *** back: %+v", c.HealthCheck)
+	}
+	// "***" without a stored password is refused, naming the field.
+	r := mustNacos(t, h, http.MethodPut, "/nacos/v1/ns/cluster",
+		`serviceName=orders&clusterName=other&healthChecker={"type":"MYSQL","user":"probe","pwd":"***"}`, http.StatusBadRequest)
+	if !strings.Contains(string(r.Body), "password") {
+		t.Fatalf("refusal %s", r.Body)
+	}
+}
