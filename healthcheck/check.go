@@ -146,7 +146,9 @@ func readFailed(err error) outcome {
 // connection pool at all, hence no per-host or total limit that could starve probes
 // (Nacos#9474: a pool of 20 made healthy instances time out), no idle connection pinned
 // per instance (10,000 instances would hold 10,000 descriptors on the leader and on the
-// instances), and no proxy from the environment. A probe writes one GET with
+// instances), and no proxy from the environment. GRPC and MYSQL probes likewise open
+// one connection of their own through the same dialer, handed to grpc-go or the MySQL
+// driver, and close it when the probe ends. A probe writes one GET with
 // "Connection: close" and reads one response with net/http's own request writer and
 // response parser; redirects are reported as their status, never followed. The only
 // bound on concurrent probes is Config.MaxConcurrent.
@@ -180,7 +182,7 @@ func (c *checker) connect(ctx context.Context, addr string) (net.Conn, error) {
 	return c.dial(ctx, "tcp", addr)
 }
 
-// probe runs one check of s's type against addr (TCP) or rawURL (HTTP, whose
+// probe runs one check of s's type against addr, or rawURL for HTTP and HTTPS (whose
 // connection goes to addr), bounded by the spec's timeout and by ctx.
 func (c *checker) probe(ctx context.Context, s *spec, addr, rawURL string) outcome {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
@@ -208,6 +210,15 @@ func (c *checker) probe(ctx context.Context, s *spec, addr, rawURL string) outco
 		o.class, o.err = OutcomeTimeout, fmt.Sprintf("timeout after %s", s.timeout)
 	}
 	return o
+}
+
+// resetOnClose is a probe connection handed to a client library (gRPC, the MySQL
+// driver): its Close resets, as every probe connection's does.
+type resetOnClose struct{ net.Conn }
+
+func (c resetOnClose) Close() error {
+	closeReset(c.Conn)
+	return nil
 }
 
 // closeReset closes a probe connection with a reset instead of a FIN handshake.

@@ -75,8 +75,9 @@ func (c *checker) probeGRPC(ctx context.Context, s *spec, addr string) outcome {
 			conn, err := c.connect(ctx, target)
 			if err != nil {
 				g.set(func() { g.dialErr = err })
+				return nil, err
 			}
-			return conn, err
+			return resetOnClose{conn}, nil
 		}),
 	)
 	if err != nil {

@@ -51,8 +51,8 @@ func (c *checker) probeMySQL(ctx context.Context, s *spec, addr string) outcome 
 			mu.Unlock()
 			return nil, err
 		}
-		deadlineFromContext(ctx, conn) // stopped when the connection closes
-		return conn, nil
+		deadlineFromContext(ctx, conn) // fires at the latest when the probe's ctx ends
+		return resetOnClose{conn}, nil
 	}
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
