@@ -245,3 +245,48 @@ func TestHealth_MySQLCheck(t *testing.T) {
 		t.Fatal("no logs were captured")
 	}
 }
+
+// With ACLs, a cluster write whose check carries a password — setting it, keeping it
+// with "***", or replacing a spec that has one — needs operator write besides the
+// namespace's write; a namespace writer still reads the spec, with the password
+// redacted.
+func TestACL_CheckPasswordNeedsOperatorWrite(t *testing.T) {
+	c := newACLCluster(t)
+	ctx := ctxT(t, 60*time.Second)
+	leader := c.MustLeader()
+	writer := c.as(leader, c.token(ctx, t, "ns writer", api.ACLRules{Namespaces: map[string]string{ns: "write"}}).SecretID)
+	operator := c.as(leader, c.token(ctx, t, "ns writer and operator",
+		api.ACLRules{Namespaces: map[string]string{ns: "write"}, Operator: "write"}).SecretID)
+	spec := func(pw string) api.ClusterRequest {
+		return api.ClusterRequest{HealthCheck: &api.HealthCheckSpec{Type: "MYSQL", User: "probe", Password: pw}}
+	}
+	put := func(cl *client.Client, req api.ClusterRequest) error {
+		_, err := cl.UpsertCluster(ctx, ns, group, "svc", "db", req)
+		return err
+	}
+	if err := put(writer, spec("")); err != nil {
+		t.Fatalf("a MYSQL check without a password by a namespace writer: %v", err)
+	}
+	if err := put(writer, spec("s3cret-acl")); !client.IsPermissionDenied(err) {
+		t.Fatalf("setting a password without operator write: %v, want 403", err)
+	}
+	if err := put(operator, spec("s3cret-acl")); err != nil {
+		t.Fatalf("setting a password with operator write: %v", err)
+	}
+	for what, req := range map[string]api.ClusterRequest{
+		"keeping it with ***": spec("***"),
+		"changing it":         spec("other"),
+		"dropping it":         {HealthCheck: &api.HealthCheckSpec{Type: "TCP"}},
+	} {
+		if err := put(writer, req); !client.IsPermissionDenied(err) {
+			t.Fatalf("%s without operator write: %v, want 403", what, err)
+		}
+	}
+	if err := put(operator, spec("***")); err != nil {
+		t.Fatalf("keeping the password with operator write: %v", err)
+	}
+	got, _, err := writer.Cluster(ctx, ns, group, "svc", "db", client.QueryOptions{})
+	if err != nil || got.Cluster.HealthCheck.Password != "***" || got.Cluster.HealthCheck.User != "probe" {
+		t.Fatalf("read by the namespace writer: %+v %v", got.Cluster.HealthCheck, err)
+	}
+}
