@@ -20,9 +20,13 @@ const (
 
 // Health-check types, the values of HealthCheck.Type and ProbeResult.CheckType.
 const (
-	CheckTCP  = "TCP"
-	CheckHTTP = "HTTP"
-	CheckNone = "NONE"
+	CheckTCP   = "TCP"
+	CheckHTTP  = "HTTP"
+	CheckHTTPS = "HTTPS"
+	CheckTLS   = "TLS"
+	CheckGRPC  = "GRPC"
+	CheckMySQL = "MYSQL"
+	CheckNone  = "NONE"
 )
 
 // Duration is a time.Duration that reads and writes JSON as a Go duration string ("5s").
@@ -71,7 +75,7 @@ type Service struct {
 // HealthCheck is a cluster's probe specification as the API shows it. Port 0 means the
 // instance's own port; ExpectedStatus empty means any status in 200..399 is healthy.
 type HealthCheck struct {
-	// Type is CheckTCP, CheckHTTP or CheckNone.
+	// Type is one of the Check* constants.
 	Type           string            `json:"type"`
 	Port           int               `json:"port"`
 	Path           string            `json:"path,omitempty"`
@@ -84,7 +88,28 @@ type HealthCheck struct {
 	// Confirm is who decides a health transition: "majority" (the leader asks the other
 	// voters to probe once and needs a majority of the nodes that answered) or "leader".
 	Confirm string `json:"confirm"`
+	// TLSServerName, TLSSkipVerify and TLSCAPEM are the TLS options of HTTPS and TLS
+	// checks: the name the certificate is verified against (empty: the instance's
+	// address), whether any certificate is accepted, and a PEM bundle of CA
+	// certificates (empty: the system roots).
+	TLSServerName string `json:"tlsServerName,omitempty"`
+	TLSSkipVerify bool   `json:"tlsSkipVerify,omitempty"`
+	TLSCAPEM      string `json:"tlsCaPem,omitempty"`
+	// GRPCService is the name a GRPC check asks the gRPC health server about (empty:
+	// the server as a whole), not the Roster service; GRPCTLS makes it use TLS.
+	GRPCService string `json:"grpcService,omitempty"`
+	GRPCTLS     bool   `json:"grpcTls,omitempty"`
+	// User, Password and Query are a MYSQL check's account and query. Password is
+	// never shown: a set password reads as RedactedPassword.
+	User     string `json:"user,omitempty"`
+	Password string `json:"password,omitempty"`
+	Query    string `json:"query,omitempty"`
 }
+
+// RedactedPassword is what reads show instead of a MYSQL check's password. A cluster
+// write whose healthCheck.password is RedactedPassword keeps the stored password, so
+// that a client may write back what it read.
+const RedactedPassword = "***"
 
 // Cluster groups a service's instances and carries their health-check spec.
 type Cluster struct {
@@ -250,6 +275,14 @@ type HealthCheckSpec struct {
 	Rise           int               `json:"rise,omitempty"`
 	Fall           int               `json:"fall,omitempty"`
 	Confirm        string            `json:"confirm,omitempty"`
+	TLSServerName  string            `json:"tlsServerName,omitempty"`
+	TLSSkipVerify  bool              `json:"tlsSkipVerify,omitempty"`
+	TLSCAPEM       string            `json:"tlsCaPem,omitempty"`
+	GRPCService    string            `json:"grpcService,omitempty"`
+	GRPCTLS        bool              `json:"grpcTls,omitempty"`
+	User           string            `json:"user,omitempty"`
+	Password       string            `json:"password,omitempty"`
+	Query          string            `json:"query,omitempty"`
 }
 
 // ClusterRequest is the body of PUT .../clusters/{cluster}.
@@ -421,9 +454,10 @@ type ProbeResult struct {
 	Cluster string `json:"cluster"`
 	// Epoch is the instance's registration epoch (CreateIndex).
 	Epoch uint64 `json:"epoch"`
-	// CheckType is CheckTCP, CheckHTTP or CheckNone.
+	// CheckType is one of the Check* constants.
 	CheckType string `json:"checkType"`
-	// Target is what is probed: host:port for TCP, the URL for HTTP, empty for NONE.
+	// Target is what is probed: the URL for HTTP and HTTPS, host:port for the other
+	// types, empty for NONE.
 	Target string `json:"target,omitempty"`
 	// Healthy is the committed health as last known to the prober.
 	Healthy bool `json:"healthy"`
@@ -436,13 +470,18 @@ type ProbeResult struct {
 	Latency   Duration  `json:"latency,omitzero"`
 	// Outcome is "success" or the class of the failure: "denied" (outside the probe
 	// policy; nothing was sent), "refused", "timeout", "reset", "unreachable", "dns",
-	// "status" (an unexpected HTTP status), "malformed response" or "error"; empty
-	// before the first probe.
+	// "status" (an unexpected HTTP status), "tls" (the TLS handshake failed),
+	// "not serving" (a gRPC health status other than SERVING), "auth failed" (a
+	// MYSQL check's login was refused), "query error", "malformed response" or
+	// "error"; empty before the first probe.
 	Outcome string `json:"outcome,omitempty"`
 	// Status is the HTTP status of the last HTTP probe that got a response.
 	Status int `json:"status,omitempty"`
 	// Error describes a failure in Roster's words; it never contains bytes the target sent.
 	Error string `json:"error,omitempty"`
+	// CertificateExpiry is when the peer's leaf certificate expires, as the last probe
+	// saw it in its TLS handshake (absent when the probe did no handshake).
+	CertificateExpiry time.Time `json:"certificateExpiry,omitzero"`
 
 	ConsecutiveSuccesses int      `json:"consecutiveSuccesses"`
 	ConsecutiveFailures  int      `json:"consecutiveFailures"`

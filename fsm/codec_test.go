@@ -54,6 +54,17 @@ func examples() []example {
 			},
 			Metadata: map[string]string{"tier": "front"}, CreateIndex: 5, ModifyIndex: 6,
 		}}, &UpsertClusterRequest{}},
+		// A spec with the fields added after the first release (omitted when empty, so
+		// upsert_cluster above keeps its bytes).
+		{"upsert_cluster_https", UpsertClusterType, UpsertClusterRequest{Cluster: model.Cluster{
+			Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", Name: "tls",
+			HealthCheck: model.HealthCheck{
+				Type: model.CheckHTTPS, Port: 8443, Path: "/ready", Interval: model.Duration(5 * time.Second),
+				Timeout: model.Duration(2 * time.Second), Rise: 2, Fall: 3,
+				TLSServerName: "orders.internal", TLSSkipVerify: true, TLSCAPEM: "-----BEGIN CERTIFICATE-----\n...\n-----END CERTIFICATE-----\n",
+			},
+			Metadata: map[string]string{}, CreateIndex: 5, ModifyIndex: 6,
+		}}, &UpsertClusterRequest{}},
 		{"upsert_namespace", UpsertNamespaceType, UpsertNamespaceRequest{Namespace: model.Namespace{
 			ID: "dev", Name: "Development", Description: "dev stuff", CreateIndex: 7, ModifyIndex: 8,
 		}}, &UpsertNamespaceRequest{}},

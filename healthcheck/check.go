@@ -32,6 +32,7 @@ type spec struct {
 	timeout  time.Duration
 	header   http.Header // the configured headers plus User-Agent, minus Host
 	host     string      // a configured Host header
+	tls      *tlsOptions // checks that do a TLS handshake (model.HealthCheck.TLS)
 }
 
 func newSpec(hc model.HealthCheck) *spec {
@@ -40,7 +41,10 @@ func newSpec(hc model.HealthCheck) *spec {
 	if s.timeout <= 0 || s.timeout > s.interval {
 		s.timeout = s.interval
 	}
-	if hc.Type == model.CheckHTTP {
+	if hc.TLS() {
+		s.tls = newTLSOptions(hc.TLSServerName, hc.TLSSkipVerify, hc.TLSCAPEM)
+	}
+	if hc.Type.IsHTTP() {
 		s.header = make(http.Header, len(hc.Headers)+1)
 		for k, v := range hc.Headers {
 			if strings.EqualFold(k, "Host") {
@@ -56,9 +60,15 @@ func newSpec(hc model.HealthCheck) *spec {
 	return s
 }
 
-// probed reports whether instances under this spec are probed (TCP or HTTP). Unknown
-// types are treated as NONE: health stays what the API set.
-func (s *spec) probed() bool { return s.hc.Type == model.CheckTCP || s.hc.Type == model.CheckHTTP }
+// probed reports whether instances under this spec are probed (every type but NONE).
+// Unknown types are treated as NONE: health stays what the API set.
+func (s *spec) probed() bool {
+	switch s.hc.Type {
+	case model.CheckTCP, model.CheckHTTP, model.CheckHTTPS, model.CheckTLS, model.CheckGRPC, model.CheckMySQL:
+		return true
+	}
+	return false
+}
 
 // equal reports whether two specs probe the same way.
 func (s *spec) equal(o *spec) bool {
@@ -68,6 +78,9 @@ func (s *spec) equal(o *spec) bool {
 	a, b := s.hc, o.hc
 	if a.Type != b.Type || a.Port != b.Port || a.Path != b.Path || a.Interval != b.Interval ||
 		a.Timeout != b.Timeout || a.Rise != b.Rise || a.Fall != b.Fall || a.Confirm.Majority() != b.Confirm.Majority() ||
+		a.TLSServerName != b.TLSServerName || a.TLSSkipVerify != b.TLSSkipVerify || a.TLSCAPEM != b.TLSCAPEM ||
+		a.GRPCService != b.GRPCService || a.GRPCTLS != b.GRPCTLS ||
+		a.User != b.User || a.Password != b.Password || a.Query != b.Query ||
 		len(a.Headers) != len(b.Headers) || len(a.ExpectedStatus) != len(b.ExpectedStatus) {
 		return false
 	}
@@ -94,8 +107,13 @@ func probeAddr(ref model.InstanceRef, s *spec) string {
 	return net.JoinHostPort(ref.IP, strconv.Itoa(port))
 }
 
-// probeURL is the URL of an HTTP probe.
-func probeURL(addr string, s *spec) string { return "http://" + addr + s.hc.Path }
+// probeURL is the URL of an HTTP or HTTPS probe.
+func probeURL(addr string, s *spec) string {
+	if s.hc.Type == model.CheckHTTPS {
+		return "https://" + addr + s.hc.Path
+	}
+	return "http://" + addr + s.hc.Path
+}
 
 // outcome is what one probe observed.
 type outcome struct {
@@ -104,6 +122,8 @@ type outcome struct {
 	status  int    // HTTP status, 0 if none
 	err     string // written by the prober; never bytes read from the target
 	latency time.Duration
+	// certExpiry is the peer leaf certificate's NotAfter (TLS handshakes; zero if none).
+	certExpiry time.Time
 }
 
 // dialFailed is the outcome of a probe whose connection could not be opened or written.
@@ -126,7 +146,9 @@ func readFailed(err error) outcome {
 // connection pool at all, hence no per-host or total limit that could starve probes
 // (Nacos#9474: a pool of 20 made healthy instances time out), no idle connection pinned
 // per instance (10,000 instances would hold 10,000 descriptors on the leader and on the
-// instances), and no proxy from the environment. A probe writes one GET with
+// instances), and no proxy from the environment. GRPC and MYSQL probes likewise open
+// one connection of their own through the same dialer, handed to grpc-go or the MySQL
+// driver, and close it when the probe ends. A probe writes one GET with
 // "Connection: close" and reads one response with net/http's own request writer and
 // response parser; redirects are reported as their status, never followed. The only
 // bound on concurrent probes is Config.MaxConcurrent.
@@ -160,7 +182,7 @@ func (c *checker) connect(ctx context.Context, addr string) (net.Conn, error) {
 	return c.dial(ctx, "tcp", addr)
 }
 
-// probe runs one check of s's type against addr (TCP) or rawURL (HTTP, whose
+// probe runs one check of s's type against addr, or rawURL for HTTP and HTTPS (whose
 // connection goes to addr), bounded by the spec's timeout and by ctx.
 func (c *checker) probe(ctx context.Context, s *spec, addr, rawURL string) outcome {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
@@ -170,8 +192,14 @@ func (c *checker) probe(ctx context.Context, s *spec, addr, rawURL string) outco
 	switch s.hc.Type {
 	case model.CheckTCP:
 		o = c.probeTCP(ctx, addr)
-	case model.CheckHTTP:
+	case model.CheckHTTP, model.CheckHTTPS:
 		o = c.probeHTTP(ctx, s, addr, rawURL)
+	case model.CheckTLS:
+		o = c.probeTLS(ctx, s, addr)
+	case model.CheckGRPC:
+		o = c.probeGRPC(ctx, s, addr)
+	case model.CheckMySQL:
+		o = c.probeMySQL(ctx, s, addr)
 	default:
 		o = outcome{class: OutcomeError, err: fmt.Sprintf("check type %q is not probed", s.hc.Type)}
 	}
@@ -182,6 +210,15 @@ func (c *checker) probe(ctx context.Context, s *spec, addr, rawURL string) outco
 		o.class, o.err = OutcomeTimeout, fmt.Sprintf("timeout after %s", s.timeout)
 	}
 	return o
+}
+
+// resetOnClose is a probe connection handed to a client library (gRPC, the MySQL
+// driver): its Close resets, as every probe connection's does.
+type resetOnClose struct{ net.Conn }
+
+func (c resetOnClose) Close() error {
+	closeReset(c.Conn)
+	return nil
 }
 
 // closeReset closes a probe connection with a reset instead of a FIN handshake.
@@ -202,9 +239,35 @@ func (c *checker) probeTCP(ctx context.Context, addr string) outcome {
 	return outcome{ok: true}
 }
 
-// probeHTTP succeeds when GET answers with a status the spec expects. Interim (1xx)
-// responses are skipped. Up to maxBody bytes of the body are read and discarded; the
-// rest is not read.
+// probeTLS succeeds when a connection is established and the TLS handshake completes,
+// the server's certificate verified under the spec's TLS options.
+func (c *checker) probeTLS(ctx context.Context, s *spec, addr string) outcome {
+	conn, err := c.connect(ctx, addr)
+	if err != nil {
+		return dialFailed(err)
+	}
+	defer closeReset(conn)
+	stop := deadlineFromContext(ctx, conn)
+	defer stop()
+	_, expiry, failed := s.tls.handshake(ctx, conn, addr)
+	if failed != nil {
+		return *failed
+	}
+	return outcome{ok: true, certExpiry: expiry}
+}
+
+// deadlineFromContext sets conn's deadline to ctx's and makes a cancellation of ctx
+// interrupt conn's reads and writes; the returned function stops the latter.
+func deadlineFromContext(ctx context.Context, conn net.Conn) (stop func() bool) {
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	return context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+}
+
+// probeHTTP succeeds when GET answers with a status the spec expects (over TLS for
+// HTTPS, after a verified handshake). Interim (1xx) responses are skipped. Up to
+// maxBody bytes of the body are read and discarded; the rest is not read.
 func (c *checker) probeHTTP(ctx context.Context, s *spec, addr, rawURL string) outcome {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
@@ -218,21 +281,31 @@ func (c *checker) probeHTTP(ctx context.Context, s *spec, addr, rawURL string) o
 		return dialFailed(err)
 	}
 	defer closeReset(conn)
-	if dl, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(dl)
-	}
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	stop := deadlineFromContext(ctx, conn)
 	defer stop()
-	if err := req.Write(conn); err != nil {
-		return dialFailed(err)
+	var rw io.ReadWriter = conn
+	var expiry time.Time
+	if s.tls != nil {
+		tc, exp, failed := s.tls.handshake(ctx, conn, addr)
+		if failed != nil {
+			return *failed
+		}
+		rw, expiry = tc, exp
+	}
+	if err := req.Write(rw); err != nil {
+		o := dialFailed(err)
+		o.certExpiry = expiry
+		return o
 	}
 	// Bound everything read from the connection: headers, interim responses and the
 	// body share one budget.
-	br := bufio.NewReaderSize(io.LimitReader(conn, maxHeaderBytes+c.maxBody), 4096)
+	br := bufio.NewReaderSize(io.LimitReader(rw, maxHeaderBytes+c.maxBody), 4096)
 	for {
 		resp, err := http.ReadResponse(br, req)
 		if err != nil {
-			return readFailed(err)
+			o := readFailed(err)
+			o.certExpiry = expiry
+			return o
 		}
 		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
 			continue
@@ -244,8 +317,9 @@ func (c *checker) probeHTTP(ctx context.Context, s *spec, addr, rawURL string) o
 			if len(s.hc.ExpectedStatus) > 0 {
 				want = fmt.Sprint(s.hc.ExpectedStatus)
 			}
-			return outcome{class: OutcomeStatus, status: resp.StatusCode, err: fmt.Sprintf("status %d, expected %s", resp.StatusCode, want)}
+			return outcome{class: OutcomeStatus, status: resp.StatusCode, certExpiry: expiry,
+				err: fmt.Sprintf("status %d, expected %s", resp.StatusCode, want)}
 		}
-		return outcome{ok: true, status: resp.StatusCode}
+		return outcome{ok: true, status: resp.StatusCode, certExpiry: expiry}
 	}
 }

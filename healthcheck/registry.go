@@ -179,7 +179,7 @@ func (p *Prober) reset(t *target, sp *spec, now time.Time) {
 	t.spec = sp
 	t.addr = probeAddr(t.ref, sp)
 	t.url = ""
-	if sp.hc.Type == model.CheckHTTP {
+	if sp.hc.Type.IsHTTP() {
 		t.url = probeURL(t.addr, sp)
 	}
 	t.gen = p.nextGen()

@@ -17,7 +17,8 @@ type Result struct {
 	// Epoch is the instance's registration epoch (CreateIndex).
 	Epoch     uint64
 	CheckType model.CheckType
-	// Target is what is probed: host:port for TCP, the URL for HTTP, empty for NONE.
+	// Target is what is probed: the URL for HTTP and HTTPS, host:port for the other
+	// types, empty for NONE.
 	Target string
 	// Healthy is the committed health as last known to the prober.
 	Healthy bool
@@ -31,13 +32,18 @@ type Result struct {
 	Latency time.Duration
 	// Outcome is "success" or the class of the failure: "denied" (outside the probe
 	// policy; nothing was sent), "refused", "timeout", "reset", "unreachable", "dns",
-	// "status" (an unexpected HTTP status), "malformed response" or "error"; empty
-	// before the first probe.
+	// "status" (an unexpected HTTP status), "tls" (the handshake failed),
+	// "not serving" (a gRPC health status other than SERVING), "auth failed" (a
+	// MYSQL check's login was refused), "query error", "malformed response" or
+	// "error"; empty before the first probe.
 	Outcome string
 	// Status is the HTTP status of the last HTTP probe that got a response.
 	Status int
 	// Error describes a failure in Roster's words; it never contains bytes the target sent.
 	Error string
+	// CertificateExpiry is when the peer's leaf certificate expires, as the last probe
+	// saw it in its TLS handshake (zero when it did no handshake or got no certificate).
+	CertificateExpiry time.Time
 
 	ConsecutiveSuccesses int
 	ConsecutiveFailures  int
@@ -70,7 +76,7 @@ func (t *target) result() Result {
 	}
 	if t.spec.probed() {
 		r.Target = t.addr
-		if hc.Type == model.CheckHTTP {
+		if hc.Type.IsHTTP() {
 			r.Target = t.url
 		}
 		r.NextCheck = t.next
@@ -85,6 +91,7 @@ func (t *target) result() Result {
 		r.Outcome = o.class
 		r.Status = o.status
 		r.Error = o.err
+		r.CertificateExpiry = o.certExpiry
 	}
 	return r
 }

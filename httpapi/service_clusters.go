@@ -81,6 +81,14 @@ func healthCheckFromSpec(spec *api.HealthCheckSpec) (model.HealthCheck, error) {
 			ExpectedStatus: spec.ExpectedStatus,
 			Rise:           spec.Rise,
 			Fall:           spec.Fall,
+			TLSServerName:  spec.TLSServerName,
+			TLSSkipVerify:  spec.TLSSkipVerify,
+			TLSCAPEM:       spec.TLSCAPEM,
+			GRPCService:    spec.GRPCService,
+			GRPCTLS:        spec.GRPCTLS,
+			User:           spec.User,
+			Password:       spec.Password,
+			Query:          spec.Query,
 			Confirm:        model.ConfirmMode(strings.ToLower(strings.TrimSpace(spec.Confirm))),
 		}
 		if hc.Confirm == model.ConfirmMajority {

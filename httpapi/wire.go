@@ -51,7 +51,9 @@ func wireServiceSummary(s store.ServiceSummary) api.ServiceSummary {
 		ProtectThresholdReached: s.ProtectThresholdReached()}
 }
 
+// wireHealthCheck shows a spec with its password, if any, redacted.
 func wireHealthCheck(h model.HealthCheck) api.HealthCheck {
+	h = h.Redacted()
 	return api.HealthCheck{
 		Type:           string(h.Type),
 		Port:           h.Port,
@@ -63,6 +65,14 @@ func wireHealthCheck(h model.HealthCheck) api.HealthCheck {
 		Rise:           h.Rise,
 		Fall:           h.Fall,
 		Confirm:        string(cmp.Or(h.Confirm, model.ConfirmMajority)),
+		TLSServerName:  h.TLSServerName,
+		TLSSkipVerify:  h.TLSSkipVerify,
+		TLSCAPEM:       h.TLSCAPEM,
+		GRPCService:    h.GRPCService,
+		GRPCTLS:        h.GRPCTLS,
+		User:           h.User,
+		Password:       h.Password,
+		Query:          h.Query,
 	}
 }
 
@@ -149,6 +159,7 @@ func wireProbeResult(r healthcheck.Result) api.ProbeResult {
 		Outcome:              r.Outcome,
 		Status:               r.Status,
 		Error:                r.Error,
+		CertificateExpiry:    r.CertificateExpiry,
 		ConsecutiveSuccesses: r.ConsecutiveSuccesses,
 		ConsecutiveFailures:  r.ConsecutiveFailures,
 		Rise:                 r.Rise,

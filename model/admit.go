@@ -162,11 +162,16 @@ func checkMetadataKey(field, k string) error {
 	return nil
 }
 
-// AdmitHealthCheck is ValidateHealthCheck plus the admission rules of the path and the
-// headers.
+// AdmitHealthCheck is ValidateHealthCheck plus the admission rules of the path, the
+// headers and the CA bundle (whose certificates must parse).
 func AdmitHealthCheck(h HealthCheck) error {
 	if err := ValidateHealthCheck(h); err != nil {
 		return err
+	}
+	if h.TLSCAPEM != "" {
+		if err := validateCAPEM(h.TLSCAPEM, true); err != nil {
+			return err
+		}
 	}
 	if !utf8.ValidString(h.Path) {
 		return Invalid("healthCheck.path", "must be valid UTF-8")

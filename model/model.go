@@ -73,8 +73,23 @@ type CheckType string
 const (
 	CheckTCP  CheckType = "TCP"
 	CheckHTTP CheckType = "HTTP"
-	CheckNone CheckType = "NONE"
+	// CheckHTTPS is an HTTP check over TLS.
+	CheckHTTPS CheckType = "HTTPS"
+	// CheckTLS is a TCP connect plus a completed TLS handshake.
+	CheckTLS CheckType = "TLS"
+	// CheckGRPC is the standard gRPC health check (grpc.health.v1.Health/Check).
+	CheckGRPC CheckType = "GRPC"
+	// CheckMySQL connects to a MySQL or MariaDB server, authenticates and runs a query.
+	CheckMySQL CheckType = "MYSQL"
+	CheckNone  CheckType = "NONE"
 )
+
+// IsHTTP reports whether the type sends an HTTP request (HTTP or HTTPS).
+func (t CheckType) IsHTTP() bool { return t == CheckHTTP || t == CheckHTTPS }
+
+// UsesTLS reports whether the type's probe takes the TLS options (tlsServerName,
+// tlsSkipVerify, tlsCaPem): HTTPS, TLS, and GRPC with grpcTls.
+func (t CheckType) UsesTLS() bool { return t == CheckHTTPS || t == CheckTLS || t == CheckGRPC }
 
 // Health-check defaults and bounds.
 const (
@@ -89,6 +104,9 @@ const (
 
 // HealthCheck is a cluster's probe specification. Port 0 means the instance's own port.
 // ExpectedStatus empty means any status in 200..399 is healthy.
+//
+// The fields added after the first release are omitempty, so that a spec without them
+// encodes exactly as before (the log format and the state file are frozen).
 type HealthCheck struct {
 	Type           CheckType         `json:"type"`
 	Port           int               `json:"port"`
@@ -102,6 +120,48 @@ type HealthCheck struct {
 	// Confirm is who decides a health transition: ConfirmMajority ("" too) or
 	// ConfirmLeader.
 	Confirm ConfirmMode `json:"confirm,omitempty"`
+
+	// TLSServerName is the name the server's certificate is verified against (and
+	// sent as SNI); empty means the instance's address.
+	TLSServerName string `json:"tlsServerName,omitempty"`
+	// TLSSkipVerify accepts any server certificate.
+	TLSSkipVerify bool `json:"tlsSkipVerify,omitempty"`
+	// TLSCAPEM is a PEM bundle of CA certificates that verify the server; empty means
+	// the system roots.
+	TLSCAPEM string `json:"tlsCaPem,omitempty"`
+
+	// GRPCService is the service name a GRPC check asks the health server about
+	// (empty: the server as a whole). It is not the Roster service of the cluster.
+	GRPCService string `json:"grpcService,omitempty"`
+	// GRPCTLS makes a GRPC check connect over TLS (with the TLS options above).
+	GRPCTLS bool `json:"grpcTls,omitempty"`
+
+	// User, Password and Query are a MYSQL check's account and the query it runs
+	// (DefaultMySQLQuery when empty). The password is kept in the replicated state
+	// (and so in snapshots and backups) but never shown: reads show RedactedPassword.
+	User     string `json:"user,omitempty"`
+	Password string `json:"password,omitempty"`
+	Query    string `json:"query,omitempty"`
+}
+
+// RedactedPassword is what reads show instead of a check's password; a write that
+// sends it back keeps the stored password.
+const RedactedPassword = "***"
+
+// DefaultMySQLQuery is the query of a MYSQL check without one.
+const DefaultMySQLQuery = "SELECT 1"
+
+// Redacted returns h with the password, if any, replaced by RedactedPassword.
+func (h HealthCheck) Redacted() HealthCheck {
+	if h.Password != "" {
+		h.Password = RedactedPassword
+	}
+	return h
+}
+
+// TLS reports whether the check's probe does a TLS handshake.
+func (h HealthCheck) TLS() bool {
+	return h.Type == CheckHTTPS || h.Type == CheckTLS || (h.Type == CheckGRPC && h.GRPCTLS)
 }
 
 // ConfirmMode says who decides a health transition of a cluster's instances.
@@ -151,8 +211,11 @@ func (h HealthCheck) WithDefaults() HealthCheck {
 	if h.Fall == 0 {
 		h.Fall = DefaultFall
 	}
-	if h.Type == CheckHTTP && h.Path == "" {
+	if h.Type.IsHTTP() && h.Path == "" {
 		h.Path = "/"
+	}
+	if h.Type == CheckMySQL && h.Query == "" {
+		h.Query = DefaultMySQLQuery
 	}
 	return h
 }

@@ -1,7 +1,10 @@
 package model
 
 import (
+	"bytes"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"regexp"
 	"strings"
 	"time"
@@ -21,6 +24,14 @@ const (
 	MaxDescriptionLen   = 256
 	MaxHeaderCount      = 32
 	MaxPathLen          = 1024
+	// MaxCAPEMBytes bounds a health check's CA bundle (tlsCaPem).
+	MaxCAPEMBytes = 64 << 10
+	// MaxGRPCServiceLen bounds a GRPC check's service name.
+	MaxGRPCServiceLen = 512
+	// Bounds of a MYSQL check's user, password and query.
+	MaxCheckUserLen     = 80
+	MaxCheckPasswordLen = 256
+	MaxCheckQueryLen    = 4096
 )
 
 var (
@@ -258,9 +269,12 @@ func (l Limits) ValidateCluster(c Cluster) error {
 // interval ≥ 1 s, timeout < interval, 1 ≤ rise,fall ≤ 10, statuses 100..599.
 func ValidateHealthCheck(h HealthCheck) error {
 	switch h.Type {
-	case CheckTCP, CheckHTTP, CheckNone:
+	case CheckTCP, CheckHTTP, CheckHTTPS, CheckTLS, CheckGRPC, CheckMySQL, CheckNone:
 	default:
-		return Invalid("healthCheck.type", "must be TCP, HTTP or NONE, got %q", h.Type)
+		return Invalid("healthCheck.type", "must be TCP, HTTP, HTTPS, TLS, GRPC, MYSQL or NONE, got %q", h.Type)
+	}
+	if err := validateCheckFields(h); err != nil {
+		return err
 	}
 	switch h.Confirm {
 	case "", ConfirmMajority, ConfirmLeader:
@@ -288,7 +302,7 @@ func ValidateHealthCheck(h HealthCheck) error {
 	if len(h.Path) > MaxPathLen {
 		return Invalid("healthCheck.path", "must be at most %d characters", MaxPathLen)
 	}
-	if h.Type == CheckHTTP && !strings.HasPrefix(h.Path, "/") {
+	if h.Type.IsHTTP() && !strings.HasPrefix(h.Path, "/") {
 		return Invalid("healthCheck.path", "must start with '/'")
 	}
 	if len(h.Headers) > MaxHeaderCount {
@@ -303,6 +317,162 @@ func ValidateHealthCheck(h HealthCheck) error {
 		if s < 100 || s > 599 {
 			return Invalid("healthCheck.expectedStatus", "status %d is not between 100 and 599", s)
 		}
+	}
+	return nil
+}
+
+// validateCheckFields refuses the fields that do not belong to the check's type and
+// checks the TLS options. The HTTP fields (path, headers, expectedStatus) are refused
+// only on the types added with the TLS options: TCP and NONE specs written before them
+// may carry a path, and the state machine must keep applying them.
+func validateCheckFields(h HealthCheck) error {
+	if err := validateMySQLFields(h); err != nil {
+		return err
+	}
+	if h.Type != CheckGRPC {
+		switch {
+		case h.GRPCService != "":
+			return notForType("healthCheck.grpcService", h.Type)
+		case h.GRPCTLS:
+			return notForType("healthCheck.grpcTls", h.Type)
+		}
+	}
+	if h.Type == CheckGRPC && !h.GRPCTLS {
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"tlsServerName", h.TLSServerName != ""}, {"tlsSkipVerify", h.TLSSkipVerify}, {"tlsCaPem", h.TLSCAPEM != ""}} {
+			if f.set {
+				return Invalid("healthCheck."+f.name, "applies to a GRPC check only with grpcTls: true")
+			}
+		}
+	}
+	if len(h.GRPCService) > MaxGRPCServiceLen {
+		return Invalid("healthCheck.grpcService", "must be at most %d characters", MaxGRPCServiceLen)
+	}
+	if !printable(h.GRPCService) {
+		return Invalid("healthCheck.grpcService", "must be valid UTF-8 without control characters")
+	}
+	if !h.Type.UsesTLS() {
+		switch {
+		case h.TLSServerName != "":
+			return notForType("healthCheck.tlsServerName", h.Type)
+		case h.TLSSkipVerify:
+			return notForType("healthCheck.tlsSkipVerify", h.Type)
+		case h.TLSCAPEM != "":
+			return notForType("healthCheck.tlsCaPem", h.Type)
+		}
+	}
+	if !h.Type.IsHTTP() && h.Type != CheckTCP && h.Type != CheckNone {
+		switch {
+		case h.Path != "":
+			return notForType("healthCheck.path", h.Type)
+		case len(h.Headers) > 0:
+			return notForType("healthCheck.headers", h.Type)
+		case len(h.ExpectedStatus) > 0:
+			return notForType("healthCheck.expectedStatus", h.Type)
+		}
+	}
+	if h.TLSServerName != "" {
+		if err := validateServerName(h.TLSServerName); err != nil {
+			return err
+		}
+	}
+	if h.TLSCAPEM != "" {
+		if err := validateCAPEM(h.TLSCAPEM, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateMySQLFields checks a MYSQL check's user (required), password and query, and
+// refuses them on other types. No message quotes the password.
+func validateMySQLFields(h HealthCheck) error {
+	if h.Type != CheckMySQL {
+		switch {
+		case h.User != "":
+			return notForType("healthCheck.user", h.Type)
+		case h.Password != "":
+			return notForType("healthCheck.password", h.Type)
+		case h.Query != "":
+			return notForType("healthCheck.query", h.Type)
+		}
+		return nil
+	}
+	switch {
+	case h.User == "":
+		return Invalid("healthCheck.user", "is required for a MYSQL check")
+	case len(h.User) > MaxCheckUserLen:
+		return Invalid("healthCheck.user", "must be at most %d characters", MaxCheckUserLen)
+	case !printable(h.User):
+		return Invalid("healthCheck.user", "must be valid UTF-8 without control characters")
+	case len(h.Password) > MaxCheckPasswordLen:
+		return Invalid("healthCheck.password", "must be at most %d bytes", MaxCheckPasswordLen)
+	case !printable(h.Password):
+		return Invalid("healthCheck.password", "must be valid UTF-8 without control characters")
+	case strings.TrimSpace(h.Query) == "":
+		return Invalid("healthCheck.query", "must not be blank")
+	case len(h.Query) > MaxCheckQueryLen:
+		return Invalid("healthCheck.query", "must be at most %d characters", MaxCheckQueryLen)
+	case !printable(strings.NewReplacer("\n", " ", "\r", " ", "\t", " ").Replace(h.Query)):
+		return Invalid("healthCheck.query", "must be valid UTF-8 without control characters other than tabs and line breaks")
+	}
+	return nil
+}
+
+func notForType(field string, t CheckType) error {
+	return Invalid(field, "does not apply to a %s check", t)
+}
+
+// validateServerName checks tlsServerName: an IP address, or a DNS name of at most 253
+// characters (a leading "*." is not a name a certificate is verified against).
+func validateServerName(name string) error {
+	const field = "healthCheck.tlsServerName"
+	if len(name) > MaxHostnameLen {
+		return Invalid(field, "must be at most %d characters", MaxHostnameLen)
+	}
+	if isIP(name) {
+		return nil
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(name, "."), ".") {
+		if !hostLabelRe.MatchString(l) {
+			return Invalid(field, "%q is not a valid host name", name)
+		}
+	}
+	return nil
+}
+
+// validateCAPEM checks tlsCaPem: at most 64 KiB of PEM holding at least one
+// CERTIFICATE block, nothing else but such blocks and white space and, with parse
+// (admission only), every block parsing as an X.509 certificate. The state machine
+// does not parse the certificates: what crypto/x509 accepts may change between Go
+// releases, and replicas built with different ones must apply the same entries.
+func validateCAPEM(pemText string, parse bool) error {
+	const field = "healthCheck.tlsCaPem"
+	if len(pemText) > MaxCAPEMBytes {
+		return Invalid(field, "must be at most %d bytes", MaxCAPEMBytes)
+	}
+	rest := []byte(pemText)
+	n := 0
+	for {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			return Invalid(field, "holds a %q block; only CERTIFICATE blocks are allowed", b.Type)
+		}
+		if parse {
+			if _, err := x509.ParseCertificate(b.Bytes); err != nil {
+				return Invalid(field, "certificate %d does not parse", n+1)
+			}
+		}
+		n++
+	}
+	if n == 0 || len(bytes.TrimSpace(rest)) != 0 {
+		return Invalid(field, "must be PEM holding one or more CERTIFICATE blocks")
 	}
 	return nil
 }

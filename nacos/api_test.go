@@ -179,8 +179,8 @@ func TestNacosAPI_BadInputWritesNothing(t *testing.T) {
 			"Service DEFAULT_GROUP@@orders is not empty, can't be delete. Please unregister instance first"},
 		{"cluster without health checker", http.MethodPut, "cluster", "serviceName=orders&clusterName=web", 400, 10000, "healthChecker"},
 		{"cluster without name", http.MethodPut, "cluster", `serviceName=orders&healthChecker={"type":"TCP"}`, 400, 10000, "clusterName"},
-		{"cluster with a MYSQL checker", http.MethodPut, "cluster", `serviceName=orders&clusterName=web&healthChecker={"type":"MYSQL"}`,
-			400, 20002, "MYSQL"},
+		{"cluster with a MYSQL checker without user", http.MethodPut, "cluster", `serviceName=orders&clusterName=web&healthChecker={"type":"MYSQL"}`,
+			400, 20002, "user"},
 		{"cluster check port missing", http.MethodPut, "cluster",
 			`serviceName=orders&clusterName=web&healthChecker={"type":"TCP"}&useInstancePort4Check=false`, 400, 10000, "checkPort"},
 		{"cluster check port out of range", http.MethodPut, "cluster",
@@ -478,5 +478,37 @@ func TestNacosAPI_FollowerForwards(t *testing.T) {
 	resp.decode(t, &info)
 	if len(info.Hosts) != 3 { // the follower's copy: three enabled instances, one not yet deregistered
 		t.Fatalf("stale list %+v", info.Hosts)
+	}
+}
+
+// TestNacosAPI_MySQLChecker: PUT cluster maps the MYSQL checker (user, pwd, cmd), the
+// service read shows the password as "***", and writing "***" back keeps it.
+func TestNacosAPI_MySQLChecker(t *testing.T) {
+	h, st, _ := newStoreAPI(t)
+	key := ordersRef.ServiceKey()
+	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=orders")
+	mustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster",
+		`serviceName=orders&clusterName=db&healthChecker={"type":"MYSQL","user":"probe","pwd":"s3cret-pw","cmd":"SELECT 2"}`)
+	_, c, err := st.Cluster(nil, key, "db")
+	want := model.HealthCheck{Type: model.CheckMySQL, User: "probe", Password: "s3cret-pw", Query: "SELECT 2"}.WithDefaults()
+	if err != nil || !reflect.DeepEqual(c.HealthCheck, want) {
+		t.Fatalf("db %+v %v\nwant %+v", c.HealthCheck, err, want)
+	}
+	for _, path := range []string{"/nacos/v1/ns/service", "/nacos/v2/ns/service"} {
+		body := string(mustNacos(t, h, http.MethodGet, path+"?serviceName=orders", "", http.StatusOK).Body)
+		if strings.Contains(body, "s3cret-pw") || !strings.Contains(body, `"user":"probe","pwd":"***","cmd":"SELECT 2"`) {
+			t.Fatalf("%s shows %s", path, body)
+		}
+	}
+	mustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster",
+		`serviceName=orders&clusterName=db&healthChecker={"type":"MYSQL","user":"probe","pwd":"***","cmd":"SELECT 3"}`)
+	if _, c, _ = st.Cluster(nil, key, "db"); c.HealthCheck.Password != "s3cret-pw" || c.HealthCheck.Query != "SELECT 3" {
+		t.Fatalf("after writing *** back: %+v", c.HealthCheck)
+	}
+	// "***" without a stored password is refused, naming the field.
+	r := mustNacos(t, h, http.MethodPut, "/nacos/v1/ns/cluster",
+		`serviceName=orders&clusterName=other&healthChecker={"type":"MYSQL","user":"probe","pwd":"***"}`, http.StatusBadRequest)
+	if !strings.Contains(string(r.Body), "password") {
+		t.Fatalf("refusal %s", r.Body)
 	}
 }

@@ -13,13 +13,18 @@ import (
 	"github.com/rosterhq/roster/registry"
 )
 
-// nacosHealthChecker is Nacos's health checker JSON: {"type":"TCP"}, {"type":"NONE"} or
-// {"type":"HTTP","path":"/health","headers":"k1:v1|k2:v2","expectedResponseCode":200}.
+// nacosHealthChecker is Nacos's health checker JSON: {"type":"TCP"}, {"type":"NONE"},
+// {"type":"HTTP","path":"/health","headers":"k1:v1|k2:v2","expectedResponseCode":200}
+// or {"type":"MYSQL","user":"probe","pwd":"***","cmd":"SELECT 1"} (the password is
+// never shown).
 type nacosHealthChecker struct {
 	Type                 string `json:"type"`
 	Path                 string `json:"path,omitempty"`
 	Headers              string `json:"headers,omitempty"`
 	ExpectedResponseCode int    `json:"expectedResponseCode,omitempty"`
+	User                 string `json:"user,omitempty"`
+	Pwd                  string `json:"pwd,omitempty"`
+	Cmd                  string `json:"cmd,omitempty"`
 }
 
 // toNacosHealthChecker shows a cluster's spec as Nacos's health checker. An HTTP spec
@@ -27,7 +32,12 @@ type nacosHealthChecker struct {
 // no expectedResponseCode.
 func toNacosHealthChecker(hc model.HealthCheck) nacosHealthChecker {
 	out := nacosHealthChecker{Type: string(hc.Type)}
-	if hc.Type != model.CheckHTTP {
+	if hc.Type == model.CheckMySQL {
+		hc = hc.Redacted()
+		out.User, out.Pwd, out.Cmd = hc.User, hc.Password, hc.Query
+		return out
+	}
+	if !hc.Type.IsHTTP() {
 		return out
 	}
 	out.Path = hc.Path
@@ -49,7 +59,9 @@ func toNacosHealthChecker(hc model.HealthCheck) nacosHealthChecker {
 
 // parseNacosHealthChecker maps Nacos's health checker JSON onto Roster's spec (type,
 // path, headers, expected status; port and timings are set by the caller). The type is
-// matched case-insensitively: TCP, HTTP or NONE; MYSQL and others are refused. HTTP
+// matched case-insensitively: TCP, HTTP, MYSQL or NONE; others are refused. MYSQL's
+// user, pwd and cmd are the check's user, password and query (pwd "***", what reads
+// show, keeps the stored password). HTTP
 // headers are "name:value" pairs separated by '|' (Nacos's splitter), split at the
 // first ':' so that values may contain ':'; a pair without ':' is refused rather than
 // dropped. expectedResponseCode defaults to 200, as in Nacos, and is honoured.
@@ -59,6 +71,9 @@ func parseNacosHealthChecker(raw string) (model.HealthCheck, error) {
 		Path                 string          `json:"path"`
 		Headers              string          `json:"headers"`
 		ExpectedResponseCode json.RawMessage `json:"expectedResponseCode"`
+		User                 string          `json:"user"`
+		Pwd                  string          `json:"pwd"`
+		Cmd                  string          `json:"cmd"`
 	}
 	dec := json.NewDecoder(strings.NewReader(raw))
 	if err := dec.Decode(&in); err != nil {
@@ -76,12 +91,14 @@ func parseNacosHealthChecker(raw string) (model.HealthCheck, error) {
 		hc.Type = model.CheckNone
 	case "HTTP":
 		hc.Type = model.CheckHTTP
-	case "":
-		return hc, nacosInvalid("Param 'healthChecker' has no type: use TCP, HTTP or NONE")
 	case "MYSQL":
-		return hc, nacosInvalid("health checker MYSQL is not supported by Roster: use TCP, HTTP or NONE")
+		hc.Type = model.CheckMySQL
+		hc.User, hc.Password, hc.Query = strings.TrimSpace(in.User), in.Pwd, strings.TrimSpace(in.Cmd)
+		return hc, nil
+	case "":
+		return hc, nacosInvalid("Param 'healthChecker' has no type: use TCP, HTTP, MYSQL or NONE")
 	default:
-		return hc, nacosInvalid("health checker type %q is not supported: use TCP, HTTP or NONE", in.Type)
+		return hc, nacosInvalid("health checker type %q is not supported: use TCP, HTTP, MYSQL or NONE", in.Type)
 	}
 	if hc.Type != model.CheckHTTP {
 		return hc, nil

@@ -1,6 +1,7 @@
 package nacos
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -311,7 +312,9 @@ func TestParseNacosHealthChecker_Mapping(t *testing.T) {
 		{"HTTP expected code as a string", `{"type":"HTTP","expectedResponseCode":"503"}`,
 			model.HealthCheck{Type: model.CheckHTTP, ExpectedStatus: []int{503}}, false},
 		{"unknown fields are ignored", `{"type":"TCP","foo":1}`, model.HealthCheck{Type: model.CheckTCP}, false},
-		{"MYSQL refused", `{"type":"MYSQL","user":"u"}`, model.HealthCheck{}, true},
+		{"MYSQL", `{"type":"mysql","user":" u ","pwd":" p w ","cmd":" SELECT 2 "}`,
+			model.HealthCheck{Type: model.CheckMySQL, User: "u", Password: " p w ", Query: "SELECT 2"}, false},
+		{"MYSQL without cmd", `{"type":"MYSQL","user":"u"}`, model.HealthCheck{Type: model.CheckMySQL, User: "u"}, false},
 		{"unknown type", `{"type":"UDP"}`, model.HealthCheck{}, true},
 		{"no type", `{}`, model.HealthCheck{}, true},
 		{"not JSON", `TCP`, model.HealthCheck{}, true},
@@ -340,5 +343,20 @@ func TestToNacosHealthChecker_RoundTrip(t *testing.T) {
 	}
 	if got := toNacosHealthChecker(model.DefaultHealthCheck()); got != (nacosHealthChecker{Type: "TCP"}) {
 		t.Fatalf("TCP shows as %+v", got)
+	}
+	// A MYSQL check shows its password redacted, and reads back into a spec that keeps it.
+	my := model.HealthCheck{Type: model.CheckMySQL, User: "probe", Password: "s3cret", Query: "SELECT 1"}
+	got = toNacosHealthChecker(my)
+	if want := (nacosHealthChecker{Type: "MYSQL", User: "probe", Pwd: "***", Cmd: "SELECT 1"}); got != want {
+		t.Fatalf("MYSQL shows as %+v", got)
+	}
+	b, _ := json.Marshal(got)
+	back, err := parseNacosHealthChecker(string(b))
+	if err != nil || back.Password != model.RedactedPassword || back.User != "probe" || back.Query != "SELECT 1" {
+		t.Fatalf("%s reads back as %+v, %v", b, back, err)
+	}
+	my.Password = ""
+	if got := toNacosHealthChecker(my); got.Pwd != "" {
+		t.Fatalf("no password shows as %+v", got)
 	}
 }

@@ -47,6 +47,12 @@ type SettingsSource interface {
 	Settings(ws *store.WatchSet) (uint64, model.Settings, error)
 }
 
+// ClusterSource reads a cluster from the local replicated state (*store.Store
+// implements it).
+type ClusterSource interface {
+	Cluster(ws *store.WatchSet, key model.ServiceKey, name string) (uint64, model.Cluster, error)
+}
+
 // Config configures a Registry. Settings and Raft are required.
 type Config struct {
 	// Settings reads the cluster-wide settings writes are admitted under.
@@ -66,6 +72,9 @@ type Config struct {
 	// reads Tokens, when set, to refuse serving a cluster that has them.
 	ACLEnabled bool
 	Tokens     TokenSource
+	// Clusters reads the stored clusters (a write that keeps a health check's
+	// password reads it there); nil: Settings, when it implements ClusterSource.
+	Clusters ClusterSource
 }
 
 // ErrStateMismatch refuses reads on a node whose state differs from its peers'.
@@ -80,6 +89,7 @@ type Registry struct {
 	watchers *Watchers
 	aclOn    bool
 	tokens   TokenSource
+	clusters ClusterSource
 }
 
 // New returns a Registry.
@@ -96,8 +106,11 @@ func New(cfg Config) (*Registry, error) {
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
+	if cfg.Clusters == nil {
+		cfg.Clusters, _ = cfg.Settings.(ClusterSource)
+	}
 	return &Registry{settings: cfg.Settings, raft: cfg.Raft, timeout: cfg.RequestTimeout, alarm: cfg.StateAlarm,
-		watchers: cfg.Watchers, aclOn: cfg.ACLEnabled, tokens: cfg.Tokens}, nil
+		watchers: cfg.Watchers, aclOn: cfg.ACLEnabled, tokens: cfg.Tokens, clusters: cfg.Clusters}, nil
 }
 
 // IsLeader reports whether this node is the leader: writes and reads that are not stale

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"errors"
 
 	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/fsm"
@@ -137,14 +138,51 @@ func (r *Registry) DeleteService(ctx context.Context, key model.ServiceKey, cond
 }
 
 // UpsertCluster creates a cluster or replaces its health-check spec and metadata.
+//
+// A health check's password is a credential: a write whose spec carries one, or that
+// replaces a spec carrying one, needs operator write besides the namespace's write. A
+// password of model.RedactedPassword (what reads show) keeps the stored password, so
+// that a client may write back the spec it read.
 func (r *Registry) UpsertCluster(ctx context.Context, c model.Cluster, cond Condition) (uint64, error) {
 	if err := r.Authorize(ctx, acl.NamespacePermission(c.Namespace, acl.Write)); err != nil {
 		return 0, err
+	}
+	stored, err := r.storedPassword(c)
+	if err != nil {
+		return 0, err
+	}
+	if c.HealthCheck.Password == model.RedactedPassword {
+		if stored == "" {
+			return 0, model.Invalid("healthCheck.password", "%q keeps the stored password, but the cluster has none", model.RedactedPassword)
+		}
+		c.HealthCheck.Password = stored
+	}
+	if c.HealthCheck.Password != "" || stored != "" {
+		if err := r.Authorize(ctx, acl.OperatorWrite); err != nil {
+			return 0, err
+		}
 	}
 	if err := r.Limits().AdmitCluster(c); err != nil {
 		return 0, err
 	}
 	return r.apply(ctx, fsm.UpsertClusterRequest{Cluster: c}, cond)
+}
+
+// storedPassword returns the health-check password of the stored cluster c names
+// ("" when there is none, or no such cluster).
+func (r *Registry) storedPassword(c model.Cluster) (string, error) {
+	if r.clusters == nil {
+		return "", nil
+	}
+	key := model.ServiceKey{Namespace: c.Namespace, Group: c.Group, Service: c.Service}
+	_, old, err := r.clusters.Cluster(nil, key, c.Name)
+	if errors.Is(err, model.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return old.HealthCheck.Password, nil
 }
 
 // UpsertNamespace creates a namespace or replaces its name and description.

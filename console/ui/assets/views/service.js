@@ -10,11 +10,27 @@ function checkSummary(hc) {
   if (!hc) return DASH;
   if (hc.type === 'NONE') return 'NONE (health set through the API)';
   const port = hc.port ? `port ${hc.port}` : 'instance port';
-  const what = hc.type === 'HTTP'
-    ? `HTTP ${hc.path || '/'} on ${port}` + (hc.expectedStatus && hc.expectedStatus.length ? `, expects ${hc.expectedStatus.join(', ')}` : '')
-    : `TCP connect to ${port}`;
-  return what;
+  switch (hc.type) {
+    case 'HTTP':
+    case 'HTTPS':
+      return `${hc.type} ${hc.path || '/'} on ${port}` + (hc.expectedStatus && hc.expectedStatus.length ? `, expects ${hc.expectedStatus.join(', ')}` : '');
+    case 'TLS':
+      return `TLS handshake on ${port}`;
+    case 'GRPC':
+      return `gRPC health${hc.grpcService ? ` of ${hc.grpcService}` : ''}${hc.grpcTls ? ' over TLS' : ''} on ${port}`;
+    case 'MYSQL':
+      return `MySQL login as ${hc.user} on ${port}`;
+    default:
+      return `TCP connect to ${port}`;
+  }
 }
+
+// CHECK_TYPES are the types the check dialog offers. It edits the fields every type
+// shares and HTTP's; the options of the other types (TLS, gRPC, MySQL, the password
+// shown as "***", which the server keeps) are carried over unchanged while the type
+// stays the same, and set through the API.
+const CHECK_TYPES = ['TCP', 'HTTP', 'HTTPS', 'TLS', 'GRPC', 'MYSQL', 'NONE'];
+const CARRIED_FIELDS = ['tlsServerName', 'tlsSkipVerify', 'tlsCaPem', 'grpcService', 'grpcTls', 'user', 'password', 'query'];
 
 export function render(main, [ns, group, name], _query, ctx) {
   const base = servicePath(ns, group, name);
@@ -283,7 +299,7 @@ export function render(main, [ns, group, name], _query, ctx) {
     const headers = Object.entries(hc.headers || {}).map(([k, v]) => `${k}: ${v}`).join('\n');
     dialog(`Health check of cluster ${c.name}`, (form) => {
       form.append(
-        field('Type', { tag: 'select', name: 'type', options: ['TCP', 'HTTP', 'NONE'].map((t) => h('option', { value: t, selected: t === hc.type }, t)) }),
+        field('Type', { tag: 'select', name: 'type', options: CHECK_TYPES.map((t) => h('option', { value: t, selected: t === hc.type }, t)) }),
         field('Port', { name: 'port', type: 'number', min: '0', max: '65535', value: String(hc.port || 0) }, '0: the instance’s own port'),
         field('HTTP path', { name: 'path', value: hc.path || '/' }),
         field('Expected HTTP statuses', { name: 'expected', value: (hc.expectedStatus || []).join(', '), placeholder: 'any of 200–399' }),
@@ -305,16 +321,21 @@ export function render(main, [ns, group, name], _query, ctx) {
         hdrs[line.slice(0, i).trim()] = line.slice(i + 1).trim();
       }
       const expected = els.expected.value.split(',').map((s) => s.trim()).filter(Boolean).map(Number);
+      const type = els.type.value;
+      const spec = {
+        type, port: Number(els.port.value), interval: els.interval.value.trim(), timeout: els.timeout.value.trim(),
+        rise: Number(els.rise.value), fall: Number(els.fall.value),
+      };
+      // The HTTP fields belong to HTTP and HTTPS (TCP and NONE ignore them, as before).
+      if (type === 'HTTP' || type === 'HTTPS' || type === 'TCP' || type === 'NONE') {
+        Object.assign(spec, { path: els.path.value.trim(), headers: hdrs, expectedStatus: expected });
+      }
+      if (type === hc.type) {
+        for (const f of CARRIED_FIELDS) if (hc[f] !== undefined) spec[f] = hc[f];
+      }
       await request('PUT', base + '/clusters/' + encodeURIComponent(c.name), {
         query: { cas: c.modifyIndex },
-        body: {
-          healthCheck: {
-            type: els.type.value, port: Number(els.port.value), path: els.path.value.trim(), headers: hdrs,
-            expectedStatus: expected, interval: els.interval.value.trim(), timeout: els.timeout.value.trim(),
-            rise: Number(els.rise.value), fall: Number(els.fall.value),
-          },
-          metadata: c.metadata || {},
-        },
+        body: { healthCheck: spec, metadata: c.metadata || {} },
       });
       ctx.announce(`Saved the check of cluster ${c.name}`);
       await loadService();
