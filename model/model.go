@@ -85,6 +85,10 @@ const (
 	MinCheckInterval     = time.Second
 	MaxCheckInterval     = time.Hour
 	MaxRiseFall          = 10
+	// MinDeregisterAfter and MaxDeregisterAfter bound HealthCheck.DeregisterAfter when
+	// it is set; it must also be at least the check's interval.
+	MinDeregisterAfter = time.Second
+	MaxDeregisterAfter = 8760 * time.Hour
 )
 
 // HealthCheck is a cluster's probe specification. Port 0 means the instance's own port.
@@ -99,6 +103,9 @@ type HealthCheck struct {
 	Timeout        Duration          `json:"timeout"`
 	Rise           int               `json:"rise"`
 	Fall           int               `json:"fall"`
+	// DeregisterAfter, when not zero, is how long an instance may stay unhealthy without
+	// interruption before the leader deregisters it (0: never).
+	DeregisterAfter Duration `json:"deregisterAfter,omitempty"`
 }
 
 // DefaultHealthCheck is the spec of a cluster created implicitly: TCP on the instance's own port.
@@ -188,6 +195,10 @@ type Instance struct {
 	// deregistered and registered again.
 	CreateIndex uint64 `json:"createIndex"`
 	ModifyIndex uint64 `json:"modifyIndex"`
+	// UnhealthySince is when the instance last became unhealthy, in Unix milliseconds of
+	// the leader's clock, carried in the command that made it unhealthy (0: healthy, or
+	// made unhealthy by a command that carried no time).
+	UnhealthySince int64 `json:"unhealthySince,omitempty"`
 }
 
 // ServiceKey returns the key of the instance's service.
