@@ -22,6 +22,7 @@ type metrics struct {
 	skipped      prometheus.Counter
 	discarded    prometheus.Counter
 	denied       prometheus.Counter
+	autoDeregs   prometheus.Counter
 
 	// Resolved children for the hot path.
 	tcpOK, tcpFail, httpOK, httpFail prometheus.Counter
@@ -77,6 +78,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "roster_health_probes_denied_total",
 			Help: "Probes refused by the probe target policy before any packet was sent.",
 		}),
+		autoDeregs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roster_health_auto_deregistrations_total",
+			Help: "Instances this node deregistered as leader because they stayed unhealthy for their cluster's deregisterAfter.",
+		}),
 	}
 	if reg != nil {
 		var err error
@@ -108,6 +113,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			return nil, err
 		}
 		if m.denied, err = prom.Register(reg, m.denied); err != nil {
+			return nil, err
+		}
+		if m.autoDeregs, err = prom.Register(reg, m.autoDeregs); err != nil {
 			return nil, err
 		}
 	}

@@ -1,0 +1,227 @@
+package healthcheck
+
+import (
+	"testing"
+	"time"
+
+	"github.com/rosterhq/roster/internal/wait"
+	"github.com/rosterhq/roster/model"
+)
+
+const (
+	dInterval = 10 * time.Second
+	dAfter    = time.Minute
+)
+
+// newDeregEnv is a fake environment whose cluster probes every 10 s with rise and fall
+// 1 and deregisters instances unhealthy for a minute.
+func newDeregEnv() *fakeEnv {
+	hc := tcpCheck(dInterval, 1, 1)
+	hc.DeregisterAfter = model.Duration(dAfter)
+	return newFakeEnv(hc)
+}
+
+// advanceTo moves the fake clock to at.
+func (e *fakeEnv) advanceTo(at time.Time) { e.clk.Advance(at.Sub(e.clk.Now())) }
+
+// goUnhealthy takes a healthy instance down and returns the committed time it became
+// unhealthy, which must be the leader's clock when it submitted the transition.
+func (e *fakeEnv) goUnhealthy(t *testing.T, p *Prober, in model.Instance) int64 {
+	t.Helper()
+	e.net.setDown(in.Addr(), true)
+	e.clk.Advance(dInterval)
+	wait.For(t, 5*time.Second, "unhealthy decided", func() bool { r, _ := resultFor(p, in.IP, in.Port); return r.Pending })
+	e.clk.Advance(e.cfg.FlushInterval)
+	submitted := e.clk.Now().UnixMilli()
+	wait.For(t, 5*time.Second, "unhealthy committed", func() bool { return !e.src.instance(in.Ref()).Healthy })
+	since := e.src.instance(in.Ref()).UnhealthySince
+	if since != submitted {
+		t.Fatalf("unhealthySince %d, want the leader's clock at submission %d", since, submitted)
+	}
+	calls := e.app.healthCalls()
+	if last := calls[len(calls)-1]; last.cmdAt != submitted {
+		t.Fatalf("SetHealthAt carried At %d, want %d", last.cmdAt, submitted)
+	}
+	return since
+}
+
+// probeRound advances the clock by one interval and waits for that round's probe.
+func (e *fakeEnv) probeRound(t *testing.T, p *Prober) {
+	t.Helper()
+	before := metricValue(t, p.met.tcpFail) + metricValue(t, p.met.tcpOK)
+	e.clk.Advance(dInterval)
+	wait.For(t, 5*time.Second, "a probe round", func() bool {
+		return metricValue(t, p.met.tcpFail)+metricValue(t, p.met.tcpOK) > before
+	})
+}
+
+func present(e *fakeEnv, in model.Instance) bool {
+	return e.src.instance(in.Ref()).CreateIndex == in.CreateIndex
+}
+
+func TestProber_DeregistersOnceAfterTheDuration(t *testing.T) {
+	e := newDeregEnv()
+	in := e.addInstances(1, true)[0]
+	p, _ := e.start(t)
+	since := e.goUnhealthy(t, p, in)
+	deadline := time.UnixMilli(since).Add(dAfter)
+
+	for e.clk.Now().Before(deadline) {
+		e.probeRound(t, p)
+	}
+	wait.For(t, 5*time.Second, "deregistered", func() bool { return !present(e, in) })
+	calls := e.app.deregCalls()
+	if len(calls) != 1 {
+		t.Fatalf("%d AutoDeregister commands, want 1", len(calls))
+	}
+	d := calls[0].dereg
+	if d.Instance.Ref != in.Ref() || d.Instance.Epoch != in.CreateIndex || d.Instance.UnhealthySince != since {
+		t.Fatalf("AutoDeregister %+v, want epoch %d unhealthy since %d", d, in.CreateIndex, since)
+	}
+	if at := time.UnixMilli(d.At); at.Before(deadline) {
+		t.Fatalf("submitted at %s, before the deadline %s", at, deadline)
+	}
+	wait.For(t, 5*time.Second, "counted", func() bool { return metricValue(t, p.met.autoDeregs) == 1 })
+	if _, ok := resultFor(p, in.IP, in.Port); ok {
+		t.Fatal("the prober still tracks the deregistered instance")
+	}
+	// Much later, nothing more.
+	e.clk.Advance(3 * dAfter)
+	e.clk.Advance(dInterval)
+	if n := len(e.app.deregCalls()); n != 1 {
+		t.Fatalf("%d AutoDeregister commands, want 1", n)
+	}
+}
+
+func TestProber_DeregistersAtTheDeadlineNotBefore(t *testing.T) {
+	e := newDeregEnv()
+	in := e.addInstances(1, true)[0]
+	p, _ := e.start(t)
+	since := e.goUnhealthy(t, p, in)
+	deadline := time.UnixMilli(since).Add(dAfter)
+
+	// Probe rounds up to just before the deadline: the instance stays.
+	for e.clk.Now().Add(dInterval).Before(deadline) {
+		e.probeRound(t, p)
+		if !present(e, in) {
+			t.Fatalf("deregistered at %s, before the deadline %s", e.clk.Now(), deadline)
+		}
+	}
+	// The deregistration alarm fires at the deadline itself, between probe rounds.
+	e.advanceTo(deadline)
+	wait.For(t, 5*time.Second, "deregistered at the deadline", func() bool { return !present(e, in) })
+	if got := time.UnixMilli(e.app.deregCalls()[0].dereg.At); !got.Equal(deadline) {
+		t.Fatalf("decided at %s, want the deadline %s", got, deadline)
+	}
+}
+
+func TestProber_NeverDeregistersAHealthyInstance(t *testing.T) {
+	e := newDeregEnv()
+	in := e.addInstances(1, true)[0]
+	p, _ := e.start(t)
+	for range 3 * int(dAfter/dInterval) {
+		e.probeRound(t, p)
+	}
+	if !present(e, in) || len(e.app.deregCalls()) != 0 {
+		t.Fatalf("healthy instance deregistered: %+v", e.app.deregCalls())
+	}
+}
+
+func TestProber_FlapRestartsTheTimer(t *testing.T) {
+	e := newDeregEnv()
+	in := e.addInstances(1, true)[0]
+	p, _ := e.start(t)
+	first := e.goUnhealthy(t, p, in)
+
+	// Half-way, it answers again: healthy is committed and the time cleared.
+	e.advanceTo(time.UnixMilli(first).Add(dAfter / 2))
+	e.net.setDown(in.Addr(), false)
+	e.probeRound(t, p)
+	e.clk.Advance(e.cfg.FlushInterval)
+	wait.For(t, 5*time.Second, "healthy committed", func() bool {
+		cur := e.src.instance(in.Ref())
+		return cur.Healthy && cur.UnhealthySince == 0
+	})
+	second := e.goUnhealthy(t, p, in)
+	if second <= first {
+		t.Fatalf("second unhealthy period since %d, not after %d", second, first)
+	}
+	// The first deadline passes: kept.
+	for e.clk.Now().Before(time.UnixMilli(first).Add(dAfter + dInterval)) {
+		e.probeRound(t, p)
+		if !present(e, in) {
+			t.Fatalf("deregistered at %s on the first period's deadline", e.clk.Now())
+		}
+	}
+	// The second one's deadline deregisters it.
+	e.advanceTo(time.UnixMilli(second).Add(dAfter))
+	wait.For(t, 5*time.Second, "deregistered", func() bool { return !present(e, in) })
+	calls := e.app.deregCalls()
+	if len(calls) != 1 || calls[0].dereg.Instance.UnhealthySince != second {
+		t.Fatalf("AutoDeregister commands %+v, want one for the period since %d", calls, second)
+	}
+}
+
+func TestProber_NewLeaderKeepsTheCommittedDeadline(t *testing.T) {
+	e := newDeregEnv()
+	in := e.addInstances(1, true)[0]
+	p, stop := e.start(t)
+	since := e.goUnhealthy(t, p, in)
+	deadline := time.UnixMilli(since).Add(dAfter)
+	e.advanceTo(time.UnixMilli(since).Add(dAfter / 2))
+	stop() // leadership lost half-way
+
+	// The next leader starts from the committed state.
+	p2, _ := e.start(t)
+	for e.clk.Now().Add(dInterval).Before(deadline) {
+		e.probeRound(t, p2)
+		if !present(e, in) {
+			t.Fatalf("the new leader deregistered at %s, before the deadline %s", e.clk.Now(), deadline)
+		}
+	}
+	e.advanceTo(deadline)
+	wait.For(t, 5*time.Second, "deregistered at the original deadline", func() bool { return !present(e, in) })
+	calls := e.app.deregCalls()
+	if len(calls) != 1 || !time.UnixMilli(calls[0].dereg.At).Equal(deadline) {
+		t.Fatalf("AutoDeregister commands %+v, want one at %s", calls, deadline)
+	}
+}
+
+func TestProber_RecordsTheTimeOfAnInstanceRegisteredUnhealthy(t *testing.T) {
+	e := newDeregEnv()
+	in := e.addInstances(1, false)[0]
+	e.net.setDown(in.Addr(), true)
+	p, _ := e.start(t)
+	e.clk.Advance(e.cfg.FlushInterval)
+	stamped := e.clk.Now().UnixMilli()
+	wait.For(t, 5*time.Second, "time recorded", func() bool { return e.src.instance(in.Ref()).UnhealthySince == stamped })
+	if got := metricValue(t, p.met.toUnhealthy); got != 0 {
+		t.Fatalf("recording the time counted %v transitions", got)
+	}
+	e.advanceTo(time.UnixMilli(stamped).Add(dAfter))
+	wait.For(t, 5*time.Second, "deregistered", func() bool { return !present(e, in) })
+}
+
+func TestProber_RefusedDeregistrationIsNotRetried(t *testing.T) {
+	e := newDeregEnv()
+	in := e.addInstances(1, true)[0]
+	p, _ := e.start(t)
+	since := e.goUnhealthy(t, p, in)
+	// Registered again just before the deadline, with the feed lagging: the command
+	// carries the old epoch and the state machine refuses it.
+	e.src.deregister(in.Ref(), false)
+	again := e.src.register(inst(in.IP, in.Port, true), false)
+	e.advanceTo(time.UnixMilli(since).Add(dAfter))
+	wait.For(t, 5*time.Second, "a refused command", func() bool { return len(e.app.deregCalls()) == 1 })
+	e.clk.Advance(maxRetryBackoff)
+	e.clk.Advance(maxRetryBackoff)
+	if n := len(e.app.deregCalls()); n != 1 {
+		t.Fatalf("%d AutoDeregister commands, want 1", n)
+	}
+	if !present(e, again) {
+		t.Fatal("the new registration was removed")
+	}
+	if got := metricValue(t, p.met.autoDeregs); got != 0 {
+		t.Fatalf("counted %v deregistrations", got)
+	}
+}
