@@ -81,6 +81,9 @@ type HealthCheck struct {
 	Timeout        Duration          `json:"timeout"`
 	Rise           int               `json:"rise"`
 	Fall           int               `json:"fall"`
+	// DeregisterAfter is how long an instance may stay unhealthy without interruption
+	// before the leader deregisters it; absent (0) means never.
+	DeregisterAfter Duration `json:"deregisterAfter,omitempty"`
 }
 
 // Cluster groups a service's instances and carries their health-check spec.
@@ -246,6 +249,8 @@ type HealthCheckSpec struct {
 	Timeout        string            `json:"timeout,omitempty"`
 	Rise           int               `json:"rise,omitempty"`
 	Fall           int               `json:"fall,omitempty"`
+	// DeregisterAfter is a Go duration ("72h"); empty or "0s" means never.
+	DeregisterAfter string `json:"deregisterAfter,omitempty"`
 }
 
 // ClusterRequest is the body of PUT .../clusters/{cluster}.
@@ -302,6 +307,10 @@ type Instance struct {
 	ModifyIndex uint64 `json:"modifyIndex"`
 	// InstanceID is Nacos's simple id: ip#port#cluster#group@@service.
 	InstanceID string `json:"instanceId"`
+	// UnhealthySince is when the instance became unhealthy, as the leader's clock
+	// recorded it in the committed transition; absent while healthy (and for an
+	// instance made unhealthy before the time was recorded).
+	UnhealthySince *time.Time `json:"unhealthySince,omitempty"`
 }
 
 // Addr is the instance's identity inside its service: ip:port, IPv6 in brackets.

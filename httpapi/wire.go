@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"time"
+
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/model"
@@ -60,6 +62,8 @@ func wireHealthCheck(h model.HealthCheck) api.HealthCheck {
 		Timeout:        api.Duration(h.Timeout),
 		Rise:           h.Rise,
 		Fall:           h.Fall,
+
+		DeregisterAfter: api.Duration(h.DeregisterAfter),
 	}
 }
 
@@ -78,7 +82,7 @@ func wireCluster(c model.Cluster) api.Cluster {
 
 // wireInstance adds the Nacos instance id to the instance.
 func wireInstance(in model.Instance) api.Instance {
-	return api.Instance{
+	out := api.Instance{
 		Namespace:   in.Namespace,
 		Group:       in.Group,
 		Service:     in.Service,
@@ -93,6 +97,11 @@ func wireInstance(in model.Instance) api.Instance {
 		ModifyIndex: in.ModifyIndex,
 		InstanceID:  in.InstanceID(),
 	}
+	if in.UnhealthySince > 0 {
+		t := time.UnixMilli(in.UnhealthySince).UTC()
+		out.UnhealthySince = &t
+	}
+	return out
 }
 
 func wireSettings(s model.Settings) api.Settings {
