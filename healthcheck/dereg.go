@@ -29,10 +29,11 @@ type deregItem struct {
 }
 
 // updateDeadline puts a target in the deregistration heap at its deadline, or takes it
-// out when it has none (or a command for it is queued or in flight).
+// out when it has none, when a command for it is queued or in flight, or while the
+// prober has decided it healthy and the transition is not committed yet.
 func (p *Prober) updateDeadline(t *target) {
 	var at time.Time
-	if !t.deregBusy {
+	if !t.deregBusy && !t.st.healthy {
 		at = t.deregDeadline()
 	}
 	t.deadline = at
@@ -82,8 +83,8 @@ func (p *Prober) maybeDeregister(ctx context.Context, now time.Time) {
 		if p.targets[t.ref] != t {
 			continue // removed meanwhile
 		}
-		if d := t.deregDeadline(); d.IsZero() || d.After(now) {
-			t.deregBusy = false // healthy again, or a new deadline, since it was queued
+		if d := t.deregDeadline(); d.IsZero() || d.After(now) || t.st.healthy {
+			t.deregBusy = false // healthy again (or about to be), or a new deadline, since it was queued
 			p.updateDeadline(t)
 			continue
 		}

@@ -1,6 +1,8 @@
 package healthcheck
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -223,5 +225,37 @@ func TestProber_RefusedDeregistrationIsNotRetried(t *testing.T) {
 	}
 	if got := metricValue(t, p.met.autoDeregs); got != 0 {
 		t.Fatalf("counted %v deregistrations", got)
+	}
+}
+
+// An instance the prober has decided healthy again is not deregistered while that
+// transition waits to be committed, even past the deadline.
+func TestProber_KeepsAnInstanceDecidedHealthyButNotCommitted(t *testing.T) {
+	e := newDeregEnv()
+	in := e.addInstances(1, true)[0]
+	p, _ := e.start(t)
+	since := e.goUnhealthy(t, p, in)
+	deadline := time.UnixMilli(since).Add(dAfter)
+	// Every submission of the healthy transition fails from now on.
+	e.app.mu.Lock()
+	failFrom := len(e.app.calls)
+	e.app.fail = func(_ context.Context, n int) error {
+		if n >= failFrom {
+			return errors.New("no quorum")
+		}
+		return nil
+	}
+	e.app.mu.Unlock()
+	e.advanceTo(deadline.Add(-dInterval - time.Millisecond))
+	e.net.setDown(in.Addr(), false)
+	e.probeRound(t, p) // decided healthy in the last interval before the deadline
+	wait.For(t, 5*time.Second, "healthy decided", func() bool { r, _ := resultFor(p, in.IP, in.Port); return r.Pending })
+	e.advanceTo(deadline.Add(dInterval / 2))
+	e.probeRound(t, p)
+	if calls := e.app.deregCalls(); len(calls) != 0 {
+		t.Fatalf("deregistered an instance decided healthy: %+v", calls)
+	}
+	if !present(e, in) {
+		t.Fatal("instance gone")
 	}
 }

@@ -366,6 +366,7 @@ func (p *Prober) handleResult(r probeResult, now time.Time) {
 		if t.pending() {
 			p.markDirty(t, now)
 		}
+		p.updateDeadline(t)
 	}
 }
 
