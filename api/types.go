@@ -456,6 +456,9 @@ type ProbeResult struct {
 	Interval             Duration `json:"interval"`
 	// NextCheck is when the next probe is due (zero for NONE clusters).
 	NextCheck time.Time `json:"nextCheck,omitzero"`
+	// DeregisterAt is when the leader deregisters the instance if it stays unhealthy:
+	// its committed unhealthySince plus the cluster's deregisterAfter (zero: not due).
+	DeregisterAt time.Time `json:"deregisterAt,omitzero"`
 }
 
 // HealthResponse is the body of GET .../services/{service}/health: the leader's last

@@ -101,6 +101,10 @@ func TestProber_DeregistersAtTheDeadlineNotBefore(t *testing.T) {
 	p, _ := e.start(t)
 	since := e.goUnhealthy(t, p, in)
 	deadline := time.UnixMilli(since).Add(dAfter)
+	wait.For(t, 5*time.Second, "the deadline in the results", func() bool {
+		r, _ := resultFor(p, in.IP, in.Port)
+		return r.DeregisterAt.Equal(deadline)
+	})
 
 	// Probe rounds up to just before the deadline: the instance stays.
 	for e.clk.Now().Add(dInterval).Before(deadline) {

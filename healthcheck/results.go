@@ -46,6 +46,10 @@ type Result struct {
 	Interval             time.Duration
 	// NextCheck is when the next probe is due (zero for NONE clusters).
 	NextCheck time.Time
+	// DeregisterAt is when the instance is deregistered if it stays unhealthy: its
+	// committed unhealthy time plus its cluster's DeregisterAfter (zero: not due, or
+	// decided healthy).
+	DeregisterAt time.Time
 }
 
 // result snapshots a target; the caller holds Prober.mu.
@@ -64,6 +68,9 @@ func (t *target) result() Result {
 		Rise:                 hc.Rise,
 		Fall:                 hc.Fall,
 		Interval:             t.spec.interval,
+	}
+	if !t.st.healthy {
+		r.DeregisterAt = t.deregDeadline()
 	}
 	if t.spec.probed() {
 		r.Target = t.addr

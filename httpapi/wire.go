@@ -161,5 +161,6 @@ func wireProbeResult(r healthcheck.Result) api.ProbeResult {
 		Fall:                 r.Fall,
 		Interval:             api.Duration(r.Interval),
 		NextCheck:            r.NextCheck,
+		DeregisterAt:         r.DeregisterAt,
 	}
 }

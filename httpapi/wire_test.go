@@ -155,7 +155,7 @@ func TestProbeResult_JSON(t *testing.T) {
 			t.Fatalf("%s lacks %s", s, want)
 		}
 	}
-	for _, absent := range []string{"lastCheck", "nextCheck", "outcome", "latency"} {
+	for _, absent := range []string{"lastCheck", "nextCheck", "outcome", "latency", "deregisterAt"} {
 		if strings.Contains(s, absent) {
 			t.Fatalf("%s has %s before any probe", s, absent)
 		}
