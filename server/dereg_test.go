@@ -27,12 +27,13 @@ func instanceGone(ctx context.Context, cl *servertest.Cluster, port int) bool {
 }
 
 // An instance whose listener closed is deregistered about deregisterAfter after the
-// committed time it became unhealthy, although leadership moved in between (the new
-// leader keeps the committed deadline: had it restarted the timer, the instance would
-// have stayed well past it); a watch sees it disappear, a healthy instance stays, and
-// the deregistration is counted once.
+// committed time it became unhealthy, although leadership moved half-way: the new
+// leader's prober shows the same deadline to the millisecond (had it restarted the timer,
+// it would show one half a period later, and the instance would stay that much longer);
+// a watch sees it disappear, a healthy instance stays, and the deregistration is
+// counted once.
 func TestHealth_AutoDeregistrationSurvivesLeadershipTransfer(t *testing.T) {
-	const after = 5 * time.Second
+	const after = 6 * time.Second
 	c := servertest.New(t, 3, servertest.FastTimeouts())
 	l := c.MustLeader()
 	ctx := ctxT(t, 90*time.Second)
@@ -96,15 +97,45 @@ func TestHealth_AutoDeregistrationSurvivesLeadershipTransfer(t *testing.T) {
 		}
 	}
 
-	// Leadership moves 70% of the way in: a restarted timer would deregister at
-	// 1.7×after, a kept one at 1×after.
-	wait.For(t, after, "70% of deregisterAfter", func() bool { return time.Since(since) >= after*7/10 })
+	// The leader's prober shows the deadline.
+	deregisterAt := func(nd *servertest.Node) (time.Time, bool) {
+		h, err := nd.Client().Health(ctx, ns, group, "svc")
+		if err != nil || !h.Probing {
+			return time.Time{}, false
+		}
+		for _, r := range h.Results {
+			if r.Port == down.port() {
+				return r.DeregisterAt, !r.DeregisterAt.IsZero()
+			}
+		}
+		return time.Time{}, false
+	}
+	wait.For(t, 5*time.Second, "the leader's prober to show the deadline", func() bool {
+		at, ok := deregisterAt(c.Nodes[l])
+		if ok && !at.Equal(deadline) {
+			t.Fatalf("the leader's deregisterAt %s, want %s", at, deadline)
+		}
+		return ok
+	})
+
+	// Leadership moves half-way: a restarted timer would deregister at 1.5×after, a
+	// kept one at 1×after.
+	wait.For(t, after, "half of deregisterAfter", func() bool { return time.Since(since) >= after/2 })
 	if err := cl.TransferLeadership(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
 	newLeader := -1
 	wait.For(t, 10*time.Second, "a new leader", func() bool { newLeader = c.Leader(); return newLeader >= 0 && newLeader != l })
 	t.Logf("leadership moved %s after unhealthySince", time.Since(since).Round(time.Millisecond))
+	var at time.Time
+	wait.For(t, after, "the new leader's prober to show the deadline", func() bool {
+		var ok bool
+		at, ok = deregisterAt(c.Nodes[newLeader])
+		return ok || instanceGone(ctx, c, down.port())
+	})
+	if !at.IsZero() && !at.Equal(deadline) {
+		t.Fatalf("the new leader's deregisterAt is %s, want the committed deadline %s", at, deadline)
+	}
 
 	wait.For(t, 3*after, "the instance deregistered on every node", func() bool { return instanceGone(ctx, c, down.port()) })
 	gone := time.Now()
