@@ -3,11 +3,14 @@ package healthcheck
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/store"
 )
 
 const (
@@ -261,5 +264,88 @@ func TestProber_KeepsAnInstanceDecidedHealthyButNotCommitted(t *testing.T) {
 	}
 	if !present(e, in) {
 		t.Fatal("instance gone")
+	}
+}
+
+// flakyDereg fails AutoDeregister calls as told: before applying (not committed) or
+// after (committed, but the leader did not learn it).
+type flakyDereg struct {
+	*fakeApplier
+	mu    sync.Mutex
+	modes []string // one per AutoDeregister call: "before", "after" or "" (succeed)
+}
+
+func (a *flakyDereg) Apply(ctx context.Context, cmd fsm.Command) (uint64, error) {
+	if _, ok := cmd.(fsm.AutoDeregisterRequest); !ok {
+		return a.fakeApplier.Apply(ctx, cmd)
+	}
+	a.mu.Lock()
+	mode := ""
+	if len(a.modes) > 0 {
+		mode, a.modes = a.modes[0], a.modes[1:]
+	}
+	a.mu.Unlock()
+	if mode == "before" {
+		a.fakeApplier.mu.Lock()
+		a.fakeApplier.calls = append(a.fakeApplier.calls, applyCall{typ: cmd.MessageType(), dereg: cmd.(fsm.AutoDeregisterRequest)})
+		a.fakeApplier.mu.Unlock()
+		return 0, errors.New("timed out enqueuing")
+	}
+	idx, err := a.fakeApplier.Apply(ctx, cmd)
+	if mode == "after" && err == nil {
+		return 0, errors.New("leadership lost")
+	}
+	return idx, err
+}
+
+// A failed submission is retried; a retry of a command that was in fact committed finds
+// nothing to remove: the instance is deleted once.
+func TestProber_DeregistrationRetriesRemoveOnce(t *testing.T) {
+	for _, tc := range []struct {
+		mode    string
+		counted float64 // the leader counts only what it knows it committed
+	}{{"before", 1}, {"after", 0}} {
+		t.Run(tc.mode, func(t *testing.T) {
+			e := newDeregEnv()
+			app := &flakyDereg{fakeApplier: e.app, modes: []string{tc.mode}}
+			in := e.addInstances(1, true)[0]
+			deletes := 0
+			events, cancel := e.src.Subscribe(64)
+			defer cancel()
+			p := mustNewProber(t, e.cfg, e.src, app)
+			runProber(t, p)
+			since := e.goUnhealthy(t, p, in)
+			e.advanceTo(time.UnixMilli(since).Add(dAfter))
+			wait.For(t, 5*time.Second, "the first attempt", func() bool { return len(e.app.deregCalls()) >= 1 })
+			// Not committed: retried after the backoff. Committed: the change feed may
+			// report the delete first (nothing left to retry), or the retry finds the
+			// instance gone.
+			wait.For(t, 5*time.Second, "gone", func() bool {
+				e.clk.Advance(maxRetryBackoff)
+				return !present(e, in)
+			})
+			for len(events) > 0 {
+				for _, ev := range <-events {
+					if ev.Kind == store.EventInstanceDelete {
+						deletes++
+					}
+				}
+			}
+			if deletes != 1 {
+				t.Fatalf("%d deletes, want 1", deletes)
+			}
+			wait.For(t, 5*time.Second, "the outcome handled", func() bool {
+				p.mu.RLock()
+				defer p.mu.RUnlock()
+				return !p.deregistering && len(p.deregQueue) == 0
+			})
+			e.clk.Advance(maxRetryBackoff)
+			if n := len(e.app.deregCalls()); n < 1 || n > 2 || (tc.mode == "before" && n != 2) {
+				t.Fatalf("%d AutoDeregister calls", n)
+			}
+			if got := metricValue(t, p.met.autoDeregs); got != tc.counted {
+				t.Fatalf("counted %v, want %v", got, tc.counted)
+			}
+		})
 	}
 }
