@@ -165,3 +165,21 @@ func TestNewCommandTypes_RefusedByAnOlderNode(t *testing.T) {
 		}
 	}
 }
+
+// A registration cannot set the time: a new instance starts without one, a replaced one
+// keeps its own.
+func TestRegisterInstance_IgnoresAGivenUnhealthySince(t *testing.T) {
+	f := mustNewFSM(t)
+	in := testInstance("127.0.0.3", 80)
+	in.Healthy, in.UnhealthySince = false, 42
+	applyOK(t, f, cmdLog(t, 1, RegisterInstanceType, RegisterInstanceRequest{Instance: in}))
+	if got := instanceOf(t, f, in.Ref()); got.UnhealthySince != 0 || got.Healthy {
+		t.Fatalf("new registration: healthy %v since %d, want unhealthy with no time", got.Healthy, got.UnhealthySince)
+	}
+	applyOK(t, f, cmdLog(t, 2, SetHealthAtType, SetHealthAtRequest{Updates: []model.HealthUpdate{{Ref: in.Ref(), Epoch: 1, Healthy: false}}, At: t0}))
+	in.Weight = 2
+	applyOK(t, f, cmdLog(t, 3, RegisterInstanceType, RegisterInstanceRequest{Instance: in}))
+	if got := instanceOf(t, f, in.Ref()); got.UnhealthySince != t0 || got.Weight != 2 {
+		t.Fatalf("replaced registration: since %d weight %v, want since %d weight 2", got.UnhealthySince, got.Weight, t0)
+	}
+}
