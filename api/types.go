@@ -104,6 +104,9 @@ type HealthCheck struct {
 	User     string `json:"user,omitempty"`
 	Password string `json:"password,omitempty"`
 	Query    string `json:"query,omitempty"`
+	// DeregisterAfter is how long an instance may stay unhealthy without interruption
+	// before the leader deregisters it; absent (0) means never.
+	DeregisterAfter Duration `json:"deregisterAfter,omitempty"`
 }
 
 // RedactedPassword is what reads show instead of a MYSQL check's password. A cluster
@@ -283,6 +286,8 @@ type HealthCheckSpec struct {
 	User           string            `json:"user,omitempty"`
 	Password       string            `json:"password,omitempty"`
 	Query          string            `json:"query,omitempty"`
+	// DeregisterAfter is a Go duration ("72h"); empty or "0s" means never.
+	DeregisterAfter string `json:"deregisterAfter,omitempty"`
 }
 
 // ClusterRequest is the body of PUT .../clusters/{cluster}.
@@ -339,6 +344,10 @@ type Instance struct {
 	ModifyIndex uint64 `json:"modifyIndex"`
 	// InstanceID is Nacos's simple id: ip#port#cluster#group@@service.
 	InstanceID string `json:"instanceId"`
+	// UnhealthySince is when the instance became unhealthy, as the leader's clock
+	// recorded it in the committed transition; absent while healthy (and for an
+	// instance made unhealthy before the time was recorded).
+	UnhealthySince *time.Time `json:"unhealthySince,omitempty"`
 }
 
 // Addr is the instance's identity inside its service: ip:port, IPv6 in brackets.
@@ -490,6 +499,9 @@ type ProbeResult struct {
 	Interval             Duration `json:"interval"`
 	// NextCheck is when the next probe is due (zero for NONE clusters).
 	NextCheck time.Time `json:"nextCheck,omitzero"`
+	// DeregisterAt is when the leader deregisters the instance if it stays unhealthy:
+	// its committed unhealthySince plus the cluster's deregisterAfter (zero: not due).
+	DeregisterAt time.Time `json:"deregisterAt,omitzero"`
 	// Vantages are the nodes' views in the last majority confirmation of a transition
 	// of the instance (the leader's first), while this leader has been in office.
 	Vantages []Vantage `json:"vantages,omitempty"`

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/store"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -89,6 +90,13 @@ func examples() []example {
 			AccessorID: "7d2f4a6c-1e3b-4c5d-9f8a-0b1c2d3e4f50", SecretHash: strings.Repeat("0f", 32),
 			Description: "deploy bot", Rules: acl.Rules{Namespaces: map[string]acl.Access{"public": acl.Write, "*": acl.Read},
 				Operator: acl.Read}}}, &CreateTokenRequest{}},
+		{"set_health_at", SetHealthAtType, SetHealthAtRequest{Updates: []model.HealthUpdate{
+			{Ref: ref, Epoch: 3, Healthy: false},
+			{Ref: model.InstanceRef{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", IP: "::1", Port: 80}, Epoch: 9, Healthy: true},
+		}, At: 1764676800123}, &SetHealthAtRequest{}},
+		{"set_health_manual_at", SetHealthManualAtType, SetHealthManualAtRequest{Ref: ref, Healthy: false, At: 1764676800123}, &SetHealthManualAtRequest{}},
+		{"auto_deregister", AutoDeregisterType, AutoDeregisterRequest{Instance: store.AutoDeregistration{
+			Ref: ref, Epoch: 3, UnhealthySince: 1764676800123}, At: 1764936000456}, &AutoDeregisterRequest{}},
 		{"delete_token", DeleteTokenType, DeleteTokenRequest{AccessorID: "7d2f4a6c-1e3b-4c5d-9f8a-0b1c2d3e4f50"}, &DeleteTokenRequest{}},
 	}
 }

@@ -37,6 +37,9 @@ const (
 	ACLBootstrapType       MessageType = 17
 	CreateTokenType        MessageType = 18
 	DeleteTokenType        MessageType = 19
+	SetHealthAtType        MessageType = 20
+	SetHealthManualAtType  MessageType = 21
+	AutoDeregisterType     MessageType = 22
 )
 
 // Command is one state-machine command: a payload struct of this package that knows its
@@ -99,6 +102,36 @@ type SetHealthRequest struct {
 type SetHealthManualRequest struct {
 	Ref     model.InstanceRef
 	Healthy bool
+}
+
+// SetHealthAtRequest is SetHealthRequest with the leader's wall clock (SetHealthAtType):
+// an instance it makes unhealthy records At as its UnhealthySince, so that every node
+// applies the same time; one it makes healthy clears it.
+type SetHealthAtRequest struct {
+	Updates []model.HealthUpdate
+	// At is when the leader submitted the command, in Unix milliseconds.
+	At int64
+}
+
+// SetHealthManualAtRequest is SetHealthManualRequest with the leader's wall clock
+// (SetHealthManualAtType), recorded as SetHealthAtRequest records it.
+type SetHealthManualAtRequest struct {
+	Ref     model.InstanceRef
+	Healthy bool
+	// At is when the leader submitted the command, in Unix milliseconds.
+	At int64
+}
+
+// AutoDeregisterRequest deregisters an instance that stayed unhealthy for its cluster's
+// deregisterAfter (AutoDeregisterType). It applies only if the instance still has the
+// registration epoch and the UnhealthySince the leader saw; otherwise it is refused
+// (model.ErrNotFound, model.ErrConflict) and changes nothing, so a retry never removes
+// an instance twice, nor one that became healthy or was registered again.
+type AutoDeregisterRequest struct {
+	Instance store.AutoDeregistration
+	// At is when the leader decided, in Unix milliseconds (for the record: At minus
+	// UnhealthySince is how long the instance was unhealthy).
+	At int64
 }
 
 // UpsertMemberRequest records a server's addresses (UpsertMemberType).
@@ -199,6 +232,9 @@ func (CheckStateRequest) MessageType() MessageType         { return CheckStateTy
 func (ACLBootstrapRequest) MessageType() MessageType       { return ACLBootstrapType }
 func (CreateTokenRequest) MessageType() MessageType        { return CreateTokenType }
 func (DeleteTokenRequest) MessageType() MessageType        { return DeleteTokenType }
+func (SetHealthAtRequest) MessageType() MessageType        { return SetHealthAtType }
+func (SetHealthManualAtRequest) MessageType() MessageType  { return SetHealthManualAtType }
+func (AutoDeregisterRequest) MessageType() MessageType     { return AutoDeregisterType }
 
 // String names the command type, for logs; the ignore flag shows as a "+ignorable" suffix.
 func (t MessageType) String() string {
@@ -246,6 +282,12 @@ func (t MessageType) String() string {
 		name = "CreateToken"
 	case DeleteTokenType:
 		name = "DeleteToken"
+	case SetHealthAtType:
+		name = "SetHealthAt"
+	case SetHealthManualAtType:
+		name = "SetHealthManualAt"
+	case AutoDeregisterType:
+		name = "AutoDeregister"
 	default:
 		name = "MessageType(" + strconv.Itoa(int(t&^IgnoreUnknownFlag)) + ")"
 	}

@@ -54,6 +54,28 @@ func (c SetHealthManualRequest) apply(_ *FSM, tx *store.Txn, idx uint64) error {
 	return tx.SetHealthManual(idx, c.Ref, c.Healthy)
 }
 
+func (c SetHealthAtRequest) apply(f *FSM, tx *store.Txn, idx uint64) error {
+	if c.At <= 0 {
+		return model.Invalid("at", "must be a positive Unix time in milliseconds, got %d", c.At)
+	}
+	n, err := tx.SetHealthAt(idx, c.Updates, c.At)
+	if err == nil && n < len(c.Updates) {
+		f.logger.Debug("stale health updates dropped", "index", idx, "applied", n, "received", len(c.Updates))
+	}
+	return err
+}
+
+func (c SetHealthManualAtRequest) apply(_ *FSM, tx *store.Txn, idx uint64) error {
+	if c.At <= 0 {
+		return model.Invalid("at", "must be a positive Unix time in milliseconds, got %d", c.At)
+	}
+	return tx.SetHealthManualAt(idx, c.Ref, c.Healthy, c.At)
+}
+
+func (c AutoDeregisterRequest) apply(_ *FSM, tx *store.Txn, idx uint64) error {
+	return tx.AutoDeregister(idx, c.Instance)
+}
+
 func (c UpsertMemberRequest) apply(_ *FSM, tx *store.Txn, idx uint64) error {
 	return tx.UpsertMember(idx, c.Member)
 }

@@ -171,6 +171,9 @@ func New(s *store.Store, logger *slog.Logger) *FSM {
 	register[ACLBootstrapRequest](f)
 	register[CreateTokenRequest](f)
 	register[DeleteTokenRequest](f)
+	register[SetHealthAtRequest](f)
+	register[SetHealthManualAtRequest](f)
+	register[AutoDeregisterRequest](f)
 	return f
 }
 

@@ -41,8 +41,11 @@ func (p *Prober) maybeSubmit(ctx context.Context, now time.Time) {
 	p.submit(ctx, now)
 }
 
-// submit sends up to MaxBatch queued transitions as one SetHealth command, each with
-// the instance's epoch. Transitions undone meanwhile (flaps) are dropped.
+// submit sends up to MaxBatch queued transitions as one SetHealthAt command, each with
+// the instance's epoch, and the leader's clock as the time the instances it makes
+// unhealthy became so. Transitions undone meanwhile (flaps) are dropped. An unhealthy
+// instance whose committed state lacks that time (needsStamp) is sent unhealthy again,
+// which records it.
 func (p *Prober) submit(ctx context.Context, now time.Time) {
 	items := make([]batchItem, 0, min(len(p.dirty), p.cfg.MaxBatch))
 	n := 0
@@ -50,11 +53,11 @@ func (p *Prober) submit(ctx context.Context, now time.Time) {
 		t := p.dirty[n]
 		n++
 		t.dirty = false
-		if p.targets[t.ref] != t || !t.pending() {
+		if p.targets[t.ref] != t || (!t.pending() && !t.needsStamp()) {
 			continue
 		}
 		t.inBatch = true
-		items = append(items, batchItem{t: t, gen: t.gen, healthy: t.st.healthy})
+		items = append(items, batchItem{t: t, gen: t.gen, healthy: t.st.healthy, stamp: !t.pending()})
 	}
 	rest := copy(p.dirty, p.dirty[n:])
 	clear(p.dirty[rest:])
@@ -72,7 +75,8 @@ func (p *Prober) submit(ctx context.Context, now time.Time) {
 		ups[i] = model.HealthUpdate{Ref: it.t.ref, Epoch: it.t.epoch, Healthy: it.healthy}
 	}
 	p.submitting = true
-	p.wg.Go(func() { p.submitUpdates(ctx, items, ups) })
+	at := now.UnixMilli()
+	p.wg.Go(func() { p.submitUpdates(ctx, items, ups, at) })
 }
 
 // handleSubmit records the outcome of a SetHealth submission. On success the committed
@@ -93,6 +97,9 @@ func (p *Prober) handleSubmit(ctx context.Context, r submitResult, now time.Time
 				// the change feed.
 				continue
 			}
+			if it.stamp {
+				continue // the change feed brings the recorded time
+			}
 			if it.healthy {
 				p.met.toHealthy.Inc()
 			} else {
@@ -101,6 +108,10 @@ func (p *Prober) handleSubmit(ctx context.Context, r submitResult, now time.Time
 			p.log.Info("health transition committed", "instance", refString(t.ref), "epoch", t.epoch,
 				"healthy", it.healthy, "index", r.index, "lastError", t.last.outcome.err)
 			t.committed = it.healthy
+			if it.healthy {
+				t.unhealthySince = 0
+			} // else the change feed brings the recorded time
+			p.updateDeadline(t)
 			t.seen = max(t.seen, r.index)
 			if t.pending() {
 				p.markDirty(t, now) // flipped back meanwhile
@@ -117,7 +128,7 @@ func (p *Prober) handleSubmit(ctx context.Context, r submitResult, now time.Time
 	p.log.Warn("health prober: SetHealth failed; retrying", "err", r.err, "updates", len(r.items), "retry", p.backoff)
 	for _, it := range r.items {
 		t := it.t
-		if p.targets[t.ref] == t && t.gen == it.gen && t.pending() {
+		if p.targets[t.ref] == t && t.gen == it.gen && (t.pending() || t.needsStamp()) {
 			p.markDirty(t, now)
 		}
 	}

@@ -235,7 +235,7 @@ func TestProber_SubmitPathChecksContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	ref := inst("127.100.0.1", 80, true).Ref()
-	p.submitUpdates(ctx, nil, []model.HealthUpdate{{Ref: ref, Epoch: 1}})
+	p.submitUpdates(ctx, nil, []model.HealthUpdate{{Ref: ref, Epoch: 1}}, 1)
 	r := <-p.submitted
 	if !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("submission error = %v, want context.Canceled", r.err)

@@ -33,11 +33,14 @@ type spec struct {
 	header   http.Header // the configured headers plus User-Agent, minus Host
 	host     string      // a configured Host header
 	tls      *tlsOptions // checks that do a TLS handshake (model.HealthCheck.TLS)
+	// deregAfter is the cluster's DeregisterAfter (0: never). It is not part of how
+	// instances are probed: equal ignores it and adopt updates it in place.
+	deregAfter time.Duration
 }
 
 func newSpec(hc model.HealthCheck) *spec {
 	hc = hc.WithDefaults()
-	s := &spec{hc: hc, interval: max(hc.Interval.D(), minInterval), timeout: hc.Timeout.D()}
+	s := &spec{hc: hc, interval: max(hc.Interval.D(), minInterval), timeout: hc.Timeout.D(), deregAfter: max(hc.DeregisterAfter.D(), 0)}
 	if s.timeout <= 0 || s.timeout > s.interval {
 		s.timeout = s.interval
 	}
@@ -70,7 +73,17 @@ func (s *spec) probed() bool {
 	return false
 }
 
-// equal reports whether two specs probe the same way.
+// adopt gives s the deregistration delay of o, a spec that probes the same way, and
+// reports whether it changed.
+func (s *spec) adopt(o *spec) bool {
+	if s.deregAfter == o.deregAfter {
+		return false
+	}
+	s.deregAfter, s.hc.DeregisterAfter = o.deregAfter, o.hc.DeregisterAfter
+	return true
+}
+
+// equal reports whether two specs probe the same way (DeregisterAfter aside).
 func (s *spec) equal(o *spec) bool {
 	if s == o {
 		return true

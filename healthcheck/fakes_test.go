@@ -180,17 +180,26 @@ func (s *fakeSource) deregister(ref model.InstanceRef, emit bool) {
 	}
 }
 
-// setHealth applies a SetHealth command like the store: updates of a missing instance
-// or another epoch, or to the current state, are skipped.
-func (s *fakeSource) setHealth(ups []model.HealthUpdate) uint64 {
+// setHealth applies a SetHealthAt command like the store: updates of a missing instance
+// or another epoch, or to the current state, are skipped; an instance made unhealthy
+// records at (Unix ms), one made healthy clears it, and an unhealthy one without a
+// time records at.
+func (s *fakeSource) setHealth(ups []model.HealthUpdate, at int64) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.index++
 	var evs []store.Event
 	for _, u := range ups {
 		in, ok := s.instances[u.Ref]
-		if !ok || in.CreateIndex != u.Epoch || in.Healthy == u.Healthy {
+		stamp := !u.Healthy && !in.Healthy && in.UnhealthySince == 0 && at > 0
+		if !ok || in.CreateIndex != u.Epoch || (in.Healthy == u.Healthy && !stamp) {
 			continue
+		}
+		switch {
+		case u.Healthy:
+			in.UnhealthySince = 0
+		case in.Healthy || in.UnhealthySince == 0:
+			in.UnhealthySince = at
 		}
 		in.Healthy, in.ModifyIndex = u.Healthy, s.index
 		s.instances[u.Ref] = in
@@ -202,6 +211,24 @@ func (s *fakeSource) setHealth(ups []model.HealthUpdate) uint64 {
 	return s.index
 }
 
+// autoDeregister applies an AutoDeregister command like the store.
+func (s *fakeSource) autoDeregister(d store.AutoDeregistration) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in, ok := s.instances[d.Ref]
+	switch {
+	case !ok:
+		return 0, model.ErrNotFound
+	case in.CreateIndex != d.Epoch || in.Healthy || in.UnhealthySince == 0 || in.UnhealthySince != d.UnhealthySince:
+		return 0, model.ErrConflict
+	}
+	s.index++
+	delete(s.instances, d.Ref)
+	s.emitLocked(store.Event{Kind: store.EventInstanceDelete, Ref: d.Ref, Instance: in, Service: d.Ref.ServiceKey(),
+		Reason: store.ReasonAutoDeregistered})
+	return s.index, nil
+}
+
 func (s *fakeSource) instance(ref model.InstanceRef) model.Instance {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -211,7 +238,9 @@ func (s *fakeSource) instance(ref model.InstanceRef) model.Instance {
 // applyCall is one recorded Apply.
 type applyCall struct {
 	typ     fsm.MessageType
-	req     fsm.SetHealthRequest
+	req     fsm.SetHealthRequest // the updates of a SetHealthAt command
+	cmdAt   int64                // its At
+	dereg   fsm.AutoDeregisterRequest
 	ctxDone bool // ctx was already done when Apply was called
 	at      time.Time
 }
@@ -226,14 +255,18 @@ type fakeApplier struct {
 }
 
 func (a *fakeApplier) Apply(ctx context.Context, cmd fsm.Command) (uint64, error) {
-	req, ok := cmd.(fsm.SetHealthRequest)
-	if !ok {
+	call := applyCall{typ: cmd.MessageType(), ctxDone: ctx.Err() != nil, at: time.Now()}
+	switch c := cmd.(type) {
+	case fsm.SetHealthAtRequest:
+		call.req, call.cmdAt = fsm.SetHealthRequest{Updates: c.Updates}, c.At
+	case fsm.AutoDeregisterRequest:
+		call.dereg = c
+	default:
 		return 0, fmt.Errorf("unexpected payload %T", cmd)
 	}
-	t := cmd.MessageType()
 	a.mu.Lock()
 	n := len(a.calls)
-	a.calls = append(a.calls, applyCall{typ: t, req: req, ctxDone: ctx.Err() != nil, at: time.Now()})
+	a.calls = append(a.calls, call)
 	fail := a.fail
 	a.mu.Unlock()
 	if fail != nil {
@@ -241,10 +274,38 @@ func (a *fakeApplier) Apply(ctx context.Context, cmd fsm.Command) (uint64, error
 			return 0, err
 		}
 	}
+	if call.typ == fsm.AutoDeregisterType {
+		if a.src != nil {
+			return a.src.autoDeregister(call.dereg.Instance)
+		}
+		return uint64(n + 1), nil
+	}
 	if a.src != nil {
-		return a.src.setHealth(req.Updates), nil
+		return a.src.setHealth(call.req.Updates, call.cmdAt), nil
 	}
 	return uint64(n + 1), nil
+}
+
+// healthCalls returns the recorded SetHealthAt calls.
+func (a *fakeApplier) healthCalls() []applyCall {
+	var out []applyCall
+	for _, c := range a.snapshot() {
+		if c.typ == fsm.SetHealthAtType {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// deregCalls returns the recorded AutoDeregister calls.
+func (a *fakeApplier) deregCalls() []applyCall {
+	var out []applyCall
+	for _, c := range a.snapshot() {
+		if c.typ == fsm.AutoDeregisterType {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func (a *fakeApplier) snapshot() []applyCall {

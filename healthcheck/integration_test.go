@@ -131,3 +131,83 @@ func TestProber_WithStoreAndFSM(t *testing.T) {
 	app.mustApply(t, fsm.DeregisterInstanceRequest{Ref: a.Ref()})
 	wait.For(t, 5*time.Second, "instance dropped", func() bool { _, ok := resultFor(p, a.IP, a.Port); return !ok })
 }
+
+// Through the real state machine: a probed instance that goes down and a NONE instance
+// set unhealthy by API record the committed time and are deregistered at their
+// deadlines; changing deregisterAfter moves the deadline of an instance already
+// unhealthy; the change feed reports the reason.
+func TestProber_AutoDeregistrationWithStoreAndFSM(t *testing.T) {
+	st := mustNewStore(t)
+	app := &fsmApplier{f: fsm.New(st, nil)}
+	cluster := func(name string, hc model.HealthCheck) fsm.UpsertClusterRequest {
+		return fsm.UpsertClusterRequest{Cluster: model.Cluster{Namespace: testSvc.Namespace, Group: testSvc.Group,
+			Service: testSvc.Service, Name: name, HealthCheck: hc}}
+	}
+	probed := tcpCheck(time.Second, 1, 1)
+	probed.DeregisterAfter = model.Duration(time.Hour)
+	app.mustApply(t, cluster(model.DefaultCluster, probed))
+	none := model.HealthCheck{Type: model.CheckNone, Interval: model.Duration(time.Second), Timeout: model.Duration(time.Second / 2),
+		Rise: 1, Fall: 1, DeregisterAfter: model.Duration(30 * time.Second)}
+	app.mustApply(t, cluster("manual", none))
+	a := inst("127.100.0.1", 8080, true)
+	app.mustApply(t, fsm.RegisterInstanceRequest{Instance: a})
+	manual := inst("127.100.0.2", 8080, true)
+	manual.Cluster = "manual"
+	app.mustApply(t, fsm.RegisterInstanceRequest{Instance: manual})
+	events, cancel := st.Subscribe(64)
+	defer cancel()
+
+	clk, fnet := newFakeClock(), newFakeNet()
+	p := mustNewProber(t, Config{Clock: clk, Dial: fnet.dial}, st, app)
+	runProber(t, p)
+	fnet.setDown(a.Addr(), true)
+	wait.For(t, 5*time.Second, "unhealthy committed", func() bool {
+		clk.Advance(100 * time.Millisecond)
+		return !storeHealthy(t, st, a.Ref())
+	})
+	_, in, err := st.Instance(nil, a.Ref())
+	if err != nil || in.UnhealthySince == 0 || in.UnhealthySince > clk.Now().UnixMilli() {
+		t.Fatalf("unhealthySince %d (%v), want the prober's clock at submission", in.UnhealthySince, err)
+	}
+	since := in.UnhealthySince
+
+	// The API's health set on the NONE instance, as the registry submits it.
+	manualAt := clk.Now().UnixMilli()
+	app.mustApply(t, fsm.SetHealthManualAtRequest{Ref: manual.Ref(), Healthy: false, At: manualAt})
+	wait.For(t, 5*time.Second, "the NONE instance deregistered at its deadline", func() bool {
+		if _, _, err := st.Instance(nil, manual.Ref()); err != nil {
+			return true
+		}
+		clk.Advance(time.Second)
+		return false
+	})
+	if got := clk.Now().UnixMilli(); got < manualAt+(30*time.Second).Milliseconds() {
+		t.Fatalf("the NONE instance was deregistered %dms before its deadline", manualAt+(30*time.Second).Milliseconds()-got)
+	}
+
+	// Shortening deregisterAfter applies to the instance already unhealthy: its deadline
+	// is since + 1m now, already passed.
+	probed.DeregisterAfter = model.Duration(time.Minute)
+	if clk.Now().Before(time.UnixMilli(since).Add(time.Minute)) {
+		clk.Advance(time.UnixMilli(since).Add(time.Minute).Sub(clk.Now()))
+	}
+	app.mustApply(t, cluster(model.DefaultCluster, probed))
+	wait.For(t, 5*time.Second, "the probed instance deregistered", func() bool {
+		_, _, err := st.Instance(nil, a.Ref())
+		return err != nil
+	})
+	reasons := map[string]string{}
+	for len(events) > 0 {
+		for _, ev := range <-events {
+			if ev.Kind == store.EventInstanceDelete {
+				reasons[ev.Ref.IP] = ev.Reason
+			}
+		}
+	}
+	if reasons[a.IP] != store.ReasonAutoDeregistered || reasons[manual.IP] != store.ReasonAutoDeregistered {
+		t.Fatalf("delete reasons %v", reasons)
+	}
+	if got := metricValue(t, p.met.autoDeregs); got != 2 {
+		t.Fatalf("roster_health_auto_deregistrations_total = %v, want 2", got)
+	}
+}

@@ -25,6 +25,7 @@ type metrics struct {
 	// confirmations counts transitions put to the other voters; overruled those a
 	// majority of them contradicted.
 	confirmations, overruled prometheus.Counter
+	autoDeregs               prometheus.Counter
 
 	// Resolved children for the hot path.
 	tcpOK, tcpFail, httpOK, httpFail prometheus.Counter
@@ -88,6 +89,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "roster_health_transitions_overruled_total",
 			Help: "Health transitions not committed because a majority of the nodes that answered saw otherwise.",
 		}),
+		autoDeregs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roster_health_auto_deregistrations_total",
+			Help: "Instances this node deregistered as leader because they stayed unhealthy for their cluster's deregisterAfter.",
+		}),
 	}
 	if reg != nil {
 		var err error
@@ -125,6 +130,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			return nil, err
 		}
 		if m.denied, err = prom.Register(reg, m.denied); err != nil {
+			return nil, err
+		}
+		if m.autoDeregs, err = prom.Register(reg, m.autoDeregs); err != nil {
 			return nil, err
 		}
 	}

@@ -74,6 +74,14 @@ type Prober struct {
 	gen            uint64
 	reportedTarget int
 	wg             sync.WaitGroup
+
+	// Automatic deregistration (dereg.go), owned by the Run goroutine.
+	deregs        deregHeap // targets with a deadline, earliest first
+	deregQueue    []*target // due, waiting to be submitted
+	deregistering bool      // a submission is in flight
+	deregDone     chan []deregItem
+	deregRetryAt  time.Time
+	deregBackoff  time.Duration
 }
 
 type clusterKey struct {
@@ -93,6 +101,7 @@ type batchItem struct {
 	t       *target
 	gen     uint64
 	healthy bool
+	stamp   bool // no transition: records the time of a committed unhealthy state
 }
 
 type submitResult struct {
@@ -137,6 +146,7 @@ func newProber(cfg Config, src Source, app Applier, logger *slog.Logger, met *me
 		results:   make(chan probeResult, cfg.MaxConcurrent),
 		submitted: make(chan submitResult, 1),
 		confirmed: make(chan confirmResult),
+		deregDone: make(chan []deregItem, 1),
 	}
 }
 
@@ -160,6 +170,7 @@ func (p *Prober) Run(ctx context.Context) {
 	p.mu.Lock()
 	p.running = false
 	p.targets, p.bySvc, p.clusters, p.sched, p.dirty = nil, nil, nil, nil, nil
+	p.deregs, p.deregQueue = nil, nil
 	p.mu.Unlock()
 	p.met.inFlight.Sub(float64(p.inFlight))
 	p.met.targets.Sub(float64(p.reportedTarget))
@@ -225,6 +236,8 @@ func (p *Prober) loop(ctx context.Context, events <-chan []store.Event) {
 		}
 		p.dispatch(ctx, now)
 		p.maybeSubmit(ctx, now)
+		p.queueDueDeregs(now)
+		p.maybeDeregister(ctx, now)
 		wake.set(now, p.nextWake())
 		flush.set(now, p.nextFlush())
 		p.reportTargets()
@@ -266,6 +279,10 @@ func (p *Prober) loop(ctx context.Context, events <-chan []store.Event) {
 		case r := <-p.confirmed:
 			p.mu.Lock()
 			p.handleConfirm(ctx, r, clk.Now())
+			p.mu.Unlock()
+		case items := <-p.deregDone:
+			p.mu.Lock()
+			p.handleDeregs(ctx, items, clk.Now())
 			p.mu.Unlock()
 		}
 		if ctx.Err() != nil {
@@ -359,6 +376,7 @@ func (p *Prober) handleResult(ctx context.Context, r probeResult, now time.Time)
 		default:
 			p.markDirty(t, now)
 		}
+		p.updateDeadline(t)
 	}
 }
 
@@ -371,6 +389,9 @@ func (p *Prober) nextWake() time.Time {
 	}
 	if p.needRescan && (at.IsZero() || p.rescanAt.Before(at)) {
 		at = p.rescanAt
+	}
+	if d := p.nextDereg(); !d.IsZero() && (at.IsZero() || d.Before(at)) {
+		at = d
 	}
 	return at
 }
@@ -426,10 +447,12 @@ func randomPhase(now time.Time, iv time.Duration) time.Time {
 
 // submitUpdates is the body of the submission goroutine: it never calls Apply once
 // ctx is done.
-func (p *Prober) submitUpdates(ctx context.Context, items []batchItem, ups []model.HealthUpdate) {
+// at is the leader's clock in Unix milliseconds, recorded by the instances the command
+// makes unhealthy.
+func (p *Prober) submitUpdates(ctx context.Context, items []batchItem, ups []model.HealthUpdate, at int64) {
 	r := submitResult{items: items}
 	if r.err = ctx.Err(); r.err == nil {
-		r.index, r.err = p.app.Apply(ctx, fsm.SetHealthRequest{Updates: ups})
+		r.index, r.err = p.app.Apply(ctx, fsm.SetHealthAtRequest{Updates: ups, At: at})
 	}
 	p.submitted <- r // never blocks: one submission at a time, buffer 1
 }

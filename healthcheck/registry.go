@@ -33,6 +33,7 @@ func (p *Prober) rescan(now time.Time) error {
 		if sp == nil {
 			sp = newSpec(it.hc)
 			if o := old[k]; o != nil && o.equal(sp) {
+				o.adopt(sp)
 				sp = o
 			}
 			p.clusters[k] = sp
@@ -143,9 +144,22 @@ func (p *Prober) upsert(in model.Instance, sp *spec, now time.Time, authoritativ
 		}
 		t.committed = in.Healthy
 	}
+	t.unhealthySince = in.UnhealthySince
 	t.cluster = in.Cluster
 	if !t.spec.equal(sp) {
 		p.reset(t, sp, now)
+	} else {
+		t.spec = sp
+	}
+	p.followDeadline(t, now)
+}
+
+// followDeadline re-arms a target's deregistration deadline after its committed state
+// or spec changed, and queues the recording of a missing unhealthy time.
+func (p *Prober) followDeadline(t *target, now time.Time) {
+	p.updateDeadline(t)
+	if t.needsStamp() && !t.inBatch {
+		p.markDirty(t, now)
 	}
 }
 
@@ -154,13 +168,15 @@ func (p *Prober) upsert(in model.Instance, sp *spec, now time.Time, authoritativ
 func (p *Prober) add(in model.Instance, sp *spec, now time.Time) {
 	ref := in.Ref()
 	t := &target{
-		ref:       ref,
-		cluster:   in.Cluster,
-		epoch:     in.CreateIndex,
-		seen:      in.ModifyIndex,
-		committed: in.Healthy,
-		st:        hstate{healthy: in.Healthy},
-		heapIdx:   -1,
+		ref:            ref,
+		cluster:        in.Cluster,
+		epoch:          in.CreateIndex,
+		seen:           in.ModifyIndex,
+		committed:      in.Healthy,
+		unhealthySince: in.UnhealthySince,
+		st:             hstate{healthy: in.Healthy},
+		heapIdx:        -1,
+		dIdx:           -1,
 	}
 	p.targets[ref] = t
 	svc := ref.ServiceKey()
@@ -171,6 +187,7 @@ func (p *Prober) add(in model.Instance, sp *spec, now time.Time) {
 	}
 	m[ref] = t
 	p.reset(t, sp, now)
+	p.followDeadline(t, now)
 }
 
 // reset gives a target a (new) spec: fresh counters, no last probe, a new generation
@@ -212,6 +229,9 @@ func (p *Prober) remove(t *target) {
 	if t.heapIdx >= 0 {
 		heap.Remove(&p.sched, t.heapIdx)
 	}
+	if t.dIdx >= 0 {
+		heap.Remove(&p.deregs, t.dIdx)
+	}
 }
 
 // clusterChanged records a cluster's spec and restarts the instances whose spec changed.
@@ -220,13 +240,20 @@ func (p *Prober) clusterChanged(c model.Cluster, now time.Time) {
 	k := clusterKey{svc, c.Name}
 	sp := newSpec(c.HealthCheck)
 	if old := p.clusters[k]; old != nil && old.equal(sp) {
+		old.adopt(sp)
 		sp = old
 	}
 	p.clusters[k] = sp
 	for _, t := range p.bySvc[svc] {
-		if t.cluster == c.Name && !t.spec.equal(sp) {
-			p.reset(t, sp, now)
+		if t.cluster != c.Name {
+			continue
 		}
+		if !t.spec.equal(sp) {
+			p.reset(t, sp, now)
+		} else {
+			t.spec = sp
+		}
+		p.followDeadline(t, now)
 	}
 }
 

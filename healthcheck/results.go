@@ -55,6 +55,10 @@ type Result struct {
 	// Vantages are the views of the last majority confirmation of a transition of the
 	// instance in this term, this node's first (nil when none was asked).
 	Vantages []Vantage
+	// DeregisterAt is when the instance is deregistered if it stays unhealthy: its
+	// committed unhealthy time plus its cluster's DeregisterAfter (zero: not due, or
+	// decided healthy).
+	DeregisterAt time.Time
 }
 
 // result snapshots a target; the caller holds Prober.mu.
@@ -73,6 +77,9 @@ func (t *target) result() Result {
 		Rise:                 hc.Rise,
 		Fall:                 hc.Fall,
 		Interval:             t.spec.interval,
+	}
+	if !t.st.healthy {
+		r.DeregisterAt = t.deregDeadline()
 	}
 	if t.spec.probed() {
 		r.Target = t.addr

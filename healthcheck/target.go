@@ -53,6 +53,15 @@ type target struct {
 	gen uint64
 
 	committed bool // last known committed health
+	// unhealthySince is the committed time the instance became unhealthy, in Unix
+	// milliseconds (0: healthy or unknown).
+	unhealthySince int64
+	// deadline is when the instance is due for deregistration (zero: never), and
+	// dIdx its index in Prober.deregs (-1 when not there). deregBusy is set while an
+	// AutoDeregister command for it is queued or in flight.
+	deadline  time.Time
+	dIdx      int
+	deregBusy bool
 	st        hstate
 	dirty     bool // queued in Prober.dirty
 	inBatch   bool // part of the SetHealth command in flight
@@ -77,6 +86,50 @@ type lastProbe struct {
 
 // pending reports whether the prober decided a transition not yet known to be committed.
 func (t *target) pending() bool { return t.st.healthy != t.committed }
+
+// needsStamp reports whether the committed unhealthy state lacks its time while the
+// cluster deregisters unhealthy instances: an instance made unhealthy by a command
+// without one (an older leader's) or registered unhealthy. Submitting its health again
+// records the time.
+func (t *target) needsStamp() bool {
+	return !t.committed && t.unhealthySince == 0 && t.spec.deregAfter > 0 && t.spec.probed()
+}
+
+// deregDeadline is when the instance is due for deregistration (zero: never): its
+// committed unhealthy time plus its cluster's DeregisterAfter.
+func (t *target) deregDeadline() time.Time {
+	if t.committed || t.unhealthySince <= 0 || t.spec.deregAfter <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(t.unhealthySince).Add(t.spec.deregAfter)
+}
+
+// deregHeap is a min-heap of targets by deregistration deadline (container/heap).
+type deregHeap []*target
+
+func (s deregHeap) Len() int           { return len(s) }
+func (s deregHeap) Less(i, j int) bool { return s[i].deadline.Before(s[j].deadline) }
+func (s deregHeap) Swap(i, j int) {
+	s[i], s[j] = s[j], s[i]
+	s[i].dIdx = i
+	s[j].dIdx = j
+}
+
+func (s *deregHeap) Push(x any) {
+	t := x.(*target)
+	t.dIdx = len(*s)
+	*s = append(*s, t)
+}
+
+func (s *deregHeap) Pop() any {
+	old := *s
+	n := len(old)
+	t := old[n-1]
+	old[n-1] = nil
+	t.dIdx = -1
+	*s = old[:n-1]
+	return t
+}
 
 // schedule is a min-heap of targets by next due time (container/heap).
 type schedule []*target

@@ -75,7 +75,7 @@ func TestRoutes_WritesApplyTheCommand(t *testing.T) {
 		{"delete instance", http.MethodDelete, instPath, nil,
 			fsm.DeregisterInstanceType, fsm.DeregisterInstanceRequest{Ref: ref}},
 		{"put health", http.MethodPut, instPath + "/health", `{"healthy":false}`,
-			fsm.SetHealthManualType, fsm.SetHealthManualRequest{Ref: ref, Healthy: false}},
+			fsm.SetHealthManualAtType, fsm.SetHealthManualAtRequest{Ref: ref, Healthy: false}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -94,7 +94,16 @@ func TestRoutes_WritesApplyTheCommand(t *testing.T) {
 			if len(calls) != 1 {
 				t.Fatalf("%d applies, want 1", len(calls))
 			}
-			if calls[0].Type != tc.wantType || !reflect.DeepEqual(calls[0].Msg, tc.wantMsg) {
+			msg := calls[0].Msg
+			if m, ok := msg.(fsm.SetHealthManualAtRequest); ok {
+				// The leader's clock: checked, then left out of the comparison.
+				if since := time.Since(time.UnixMilli(m.At)); since < 0 || since > time.Minute {
+					t.Fatalf("SetHealthManualAt carries At %d, not the leader's clock now", m.At)
+				}
+				m.At = 0
+				msg = m
+			}
+			if calls[0].Type != tc.wantType || !reflect.DeepEqual(msg, tc.wantMsg) {
 				t.Fatalf("applied %v %#v\nwant    %v %#v", calls[0].Type, calls[0].Msg, tc.wantType, tc.wantMsg)
 			}
 			if got := resp.Header.Get(api.HeaderServedBy); got != "n1" {

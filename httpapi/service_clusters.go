@@ -101,6 +101,9 @@ func healthCheckFromSpec(spec *api.HealthCheckSpec) (model.HealthCheck, error) {
 		if hc.Timeout, err = parseSpecDuration("healthCheck.timeout", spec.Timeout); err != nil {
 			return hc, err
 		}
+		if hc.DeregisterAfter, err = parseSpecDuration("healthCheck.deregisterAfter", spec.DeregisterAfter); err != nil {
+			return hc, err
+		}
 	}
 	hc = hc.WithDefaults()
 	return hc, model.AdmitHealthCheck(hc)

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"cmp"
+	"time"
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/healthcheck"
@@ -73,6 +74,8 @@ func wireHealthCheck(h model.HealthCheck) api.HealthCheck {
 		User:           h.User,
 		Password:       h.Password,
 		Query:          h.Query,
+
+		DeregisterAfter: api.Duration(h.DeregisterAfter),
 	}
 }
 
@@ -91,7 +94,7 @@ func wireCluster(c model.Cluster) api.Cluster {
 
 // wireInstance adds the Nacos instance id to the instance.
 func wireInstance(in model.Instance) api.Instance {
-	return api.Instance{
+	out := api.Instance{
 		Namespace:   in.Namespace,
 		Group:       in.Group,
 		Service:     in.Service,
@@ -106,6 +109,11 @@ func wireInstance(in model.Instance) api.Instance {
 		ModifyIndex: in.ModifyIndex,
 		InstanceID:  in.InstanceID(),
 	}
+	if in.UnhealthySince > 0 {
+		t := time.UnixMilli(in.UnhealthySince).UTC()
+		out.UnhealthySince = &t
+	}
+	return out
 }
 
 func wireSettings(s model.Settings) api.Settings {
@@ -167,6 +175,7 @@ func wireProbeResult(r healthcheck.Result) api.ProbeResult {
 		Interval:             api.Duration(r.Interval),
 		NextCheck:            r.NextCheck,
 		Vantages:             wireVantages(r.Vantages),
+		DeregisterAt:         r.DeregisterAt,
 	}
 }
 

@@ -30,14 +30,14 @@ func wireReader() *fakeReader {
 		{Namespace: "dev", Group: "g1", Service: "pay", Name: "web", HealthCheck: model.HealthCheck{
 			Type: model.CheckHTTP, Port: 8081, Path: "/hz", Headers: map[string]string{"Host": "pay"},
 			ExpectedStatus: []int{200, 204}, Interval: model.Duration(1500 * time.Millisecond),
-			Timeout: model.Duration(time.Second), Rise: 1, Fall: 4,
+			Timeout: model.Duration(time.Second), Rise: 1, Fall: 4, DeregisterAfter: model.Duration(72 * time.Hour),
 		}, Metadata: map[string]string{"zone": "a"}, CreateIndex: 6, ModifyIndex: 7},
 	}
 	f.instances = []model.Instance{
 		{Namespace: "dev", Group: "g1", Service: "pay", IP: "127.100.0.1", Port: 8080, Cluster: "web",
 			Weight: 2.5, Enabled: true, Healthy: true, Metadata: map[string]string{"v": "1"}, CreateIndex: 8, ModifyIndex: 9},
 		{Namespace: "dev", Group: "g1", Service: "pay", IP: "::1", Port: 9090, Cluster: "DEFAULT",
-			Weight: 1, Enabled: false, Healthy: false, CreateIndex: 7, ModifyIndex: 7},
+			Weight: 1, Enabled: false, Healthy: false, CreateIndex: 7, ModifyIndex: 7, UnhealthySince: 1764676800123},
 	}
 	return f
 }
@@ -80,7 +80,7 @@ func TestWire_GoldenJSON(t *testing.T) {
 			`"metadata":null,"createIndex":5,"modifyIndex":5}`
 		clWeb = `{"namespace":"dev","group":"g1","service":"pay","name":"web",` +
 			`"healthCheck":{"type":"HTTP","port":8081,"path":"/hz","headers":{"Host":"pay"},"expectedStatus":[200,204],` +
-			`"interval":"1.5s","timeout":"1s","rise":1,"fall":4,"confirm":"majority"},` +
+			`"interval":"1.5s","timeout":"1s","rise":1,"fall":4,"confirm":"majority","deregisterAfter":"72h0m0s"},` +
 			`"metadata":{"zone":"a"},"createIndex":6,"modifyIndex":7}`
 
 		inst1 = `{"namespace":"dev","group":"g1","service":"pay","ip":"127.100.0.1","port":8080,"cluster":"web",` +
@@ -88,7 +88,7 @@ func TestWire_GoldenJSON(t *testing.T) {
 			`"instanceId":"127.100.0.1#8080#web#g1@@pay"}`
 		inst2 = `{"namespace":"dev","group":"g1","service":"pay","ip":"::1","port":9090,"cluster":"DEFAULT",` +
 			`"weight":1,"enabled":false,"healthy":false,"metadata":null,"createIndex":7,"modifyIndex":7,` +
-			`"instanceId":"::1#9090#DEFAULT#g1@@pay"}`
+			`"instanceId":"::1#9090#DEFAULT#g1@@pay","unhealthySince":"2025-12-02T12:00:00.123Z"}`
 	)
 	cases := []struct {
 		path, want string
@@ -155,7 +155,7 @@ func TestProbeResult_JSON(t *testing.T) {
 			t.Fatalf("%s lacks %s", s, want)
 		}
 	}
-	for _, absent := range []string{"lastCheck", "nextCheck", "outcome", "latency"} {
+	for _, absent := range []string{"lastCheck", "nextCheck", "outcome", "latency", "deregisterAt"} {
 		if strings.Contains(s, absent) {
 			t.Fatalf("%s has %s before any probe", s, absent)
 		}

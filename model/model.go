@@ -100,6 +100,10 @@ const (
 	MinCheckInterval     = time.Second
 	MaxCheckInterval     = time.Hour
 	MaxRiseFall          = 10
+	// MinDeregisterAfter and MaxDeregisterAfter bound HealthCheck.DeregisterAfter when
+	// it is set; it must also be at least the check's interval.
+	MinDeregisterAfter = time.Second
+	MaxDeregisterAfter = 8760 * time.Hour
 )
 
 // HealthCheck is a cluster's probe specification. Port 0 means the instance's own port.
@@ -142,6 +146,9 @@ type HealthCheck struct {
 	User     string `json:"user,omitempty"`
 	Password string `json:"password,omitempty"`
 	Query    string `json:"query,omitempty"`
+	// DeregisterAfter, when not zero, is how long an instance may stay unhealthy without
+	// interruption before the leader deregisters it (0: never).
+	DeregisterAfter Duration `json:"deregisterAfter,omitempty"`
 }
 
 // RedactedPassword is what reads show instead of a check's password; a write that
@@ -270,6 +277,10 @@ type Instance struct {
 	// deregistered and registered again.
 	CreateIndex uint64 `json:"createIndex"`
 	ModifyIndex uint64 `json:"modifyIndex"`
+	// UnhealthySince is when the instance last became unhealthy, in Unix milliseconds of
+	// the leader's clock, carried in the command that made it unhealthy (0: healthy, or
+	// made unhealthy by a command that carried no time).
+	UnhealthySince int64 `json:"unhealthySince,omitempty"`
 }
 
 // ServiceKey returns the key of the instance's service.

@@ -2,7 +2,9 @@ package model
 
 import (
 	"errors"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidateSettings(t *testing.T) {
@@ -50,5 +52,23 @@ func TestHardLimitsBoundWhatSettingsAllow(t *testing.T) {
 	}
 	if err := DefaultLimits().ValidateMetadata("metadata", md); err == nil {
 		t.Fatal("2 KB admitted under the default 1 KiB setting")
+	}
+}
+
+func TestValidateHealthCheck_DeregisterAfter(t *testing.T) {
+	base := HealthCheck{Type: CheckTCP, Interval: Duration(2 * time.Second), Timeout: Duration(time.Second), Rise: 1, Fall: 1}
+	for d, ok := range map[time.Duration]bool{
+		0: true, 2 * time.Second: true, 72 * time.Hour: true, MaxDeregisterAfter: true,
+		-time.Second: false, 500 * time.Millisecond: false, time.Second: false, MaxDeregisterAfter + time.Second: false,
+	} {
+		hc := base
+		hc.DeregisterAfter = Duration(d)
+		err := ValidateHealthCheck(hc)
+		if ok != (err == nil) {
+			t.Errorf("deregisterAfter %s: %v", d, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "healthCheck.deregisterAfter") {
+			t.Errorf("deregisterAfter %s: error %q does not name the field", d, err)
+		}
 	}
 }

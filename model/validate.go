@@ -266,7 +266,8 @@ func (l Limits) ValidateCluster(c Cluster) error {
 }
 
 // ValidateHealthCheck checks a health-check spec after defaults were applied:
-// interval ≥ 1 s, timeout < interval, 1 ≤ rise,fall ≤ 10, statuses 100..599.
+// interval ≥ 1 s, timeout < interval, 1 ≤ rise,fall ≤ 10, statuses 100..599, deregisterAfter
+// 0 or between max(1 s, interval) and 8760 h.
 func ValidateHealthCheck(h HealthCheck) error {
 	switch h.Type {
 	case CheckTCP, CheckHTTP, CheckHTTPS, CheckTLS, CheckGRPC, CheckMySQL, CheckNone:
@@ -317,6 +318,10 @@ func ValidateHealthCheck(h HealthCheck) error {
 		if s < 100 || s > 599 {
 			return Invalid("healthCheck.expectedStatus", "status %d is not between 100 and 599", s)
 		}
+	}
+	if d := h.DeregisterAfter.D(); d != 0 && (d < max(MinDeregisterAfter, h.Interval.D()) || d > MaxDeregisterAfter) {
+		return Invalid("healthCheck.deregisterAfter", "must be 0 (never) or between %s (and at least the interval, %s) and %s, got %s",
+			MinDeregisterAfter, h.Interval.D(), MaxDeregisterAfter, d)
 	}
 	return nil
 }

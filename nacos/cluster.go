@@ -196,6 +196,7 @@ func (s *handler) nacosPutCluster(w http.ResponseWriter, r *http.Request, p naco
 		if old, ok := findCluster(view, name); ok {
 			merged.Interval, merged.Timeout = old.HealthCheck.Interval, old.HealthCheck.Timeout
 			merged.Rise, merged.Fall = old.HealthCheck.Rise, old.HealthCheck.Fall
+			merged.DeregisterAfter = old.HealthCheck.DeregisterAfter // Nacos has no such field
 		}
 		merged = merged.WithDefaults()
 		c := model.Cluster{Namespace: key.Namespace, Group: key.Group, Service: key.Service, Name: name, HealthCheck: merged, Metadata: md}

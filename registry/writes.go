@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/fsm"
@@ -111,7 +112,8 @@ func (r *Registry) SetInstanceHealth(ctx context.Context, ref model.InstanceRef,
 	if err := model.ValidateInstanceRef(ref); err != nil {
 		return 0, err
 	}
-	return r.submit(ctx, fsm.SetHealthManualRequest{Ref: ref, Healthy: healthy})
+	// The time is this node's (the leader's) clock: an instance made unhealthy records it.
+	return r.submit(ctx, fsm.SetHealthManualAtRequest{Ref: ref, Healthy: healthy, At: time.Now().UnixMilli()})
 }
 
 // UpsertService creates a service or replaces its definition (protect threshold,

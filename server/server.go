@@ -29,6 +29,7 @@ import (
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/httpapi"
 	"github.com/rosterhq/roster/httpx"
+	"github.com/rosterhq/roster/internal/instgauge"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/nacos"
 	"github.com/rosterhq/roster/raftnode"
@@ -70,6 +71,9 @@ type Config struct {
 	Raft RaftTuning
 	// Pprof serves Go's profiling endpoints under /debug/pprof/ on the HTTP API.
 	Pprof bool
+	// InstanceMetricsByNamespace labels the roster_instances gauge by namespace and
+	// health only (default: by namespace, group, service and health).
+	InstanceMetricsByNamespace bool
 	// NoSync disables fsync of the state file (tests only).
 	NoSync bool
 	// StateSyncInterval is how often the state file is fsynced (default 1s). Commits are
@@ -190,6 +194,7 @@ type Server struct {
 	httpAddr string
 
 	stopDisk   func() // ends the disk-space watch
+	stopGauges func() // ends the instance gauges' feed
 	stopChecks func() // ends the comparison of state checks
 
 	closeOnce sync.Once
@@ -299,6 +304,16 @@ func New(cfg Config) (_ *Server, err error) {
 	go watchDisk(cfg.DataDir, s.log, diskStop)
 	closers = append(closers, func() error { close(diskStop); return nil })
 	s.stopDisk = func() { close(diskStop) }
+
+	gauges, err := instgauge.New(s.store, s.metrics, !cfg.InstanceMetricsByNamespace, s.log)
+	if err != nil {
+		return nil, fmt.Errorf("instance metrics: %w", err)
+	}
+	gaugeStop, gaugeDone := make(chan struct{}), make(chan struct{})
+	go func() { defer close(gaugeDone); gauges.Run(gaugeStop) }()
+	var gaugeOnce sync.Once
+	s.stopGauges = func() { gaugeOnce.Do(func() { close(gaugeStop); <-gaugeDone }) }
+	closers = append(closers, func() error { s.stopGauges(); return nil })
 
 	hcfg := cfg.Health
 	hcfg.Registerer = s.metrics
@@ -489,6 +504,7 @@ func (s *Server) Close() error {
 		errs := []error{}
 		s.stopDisk()
 		s.stopChecks()
+		s.stopGauges()
 		// Nacos gRPC clients are asked to move to another node while this one still serves.
 		if s.grpc != nil {
 			gctx, gcancel := context.WithTimeout(ctx, 3*time.Second)

@@ -64,6 +64,9 @@ type Event struct {
 	Ref      model.InstanceRef
 	Cluster  model.Cluster
 	Service  model.ServiceKey
+	// Reason says why an instance was deleted when it was not by request:
+	// ReasonAutoDeregistered. Empty otherwise.
+	Reason string
 }
 
 // feed delivers each commit's events to the subscribers.

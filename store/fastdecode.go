@@ -76,6 +76,8 @@ func (d *instanceDecoder) fast(b []byte, in *model.Instance) error {
 			var v int64
 			v, ok = r.int()
 			in.ModifyIndex = uint64(v)
+		case "unhealthySince":
+			in.UnhealthySince, ok = r.int()
 		case "metadata":
 			in.Metadata, ok = r.strMap(d.intern)
 		default:

@@ -22,9 +22,10 @@ func (tx *Txn) RegisterInstance(idx uint64, in model.Instance) error {
 	if err != nil {
 		return err
 	}
-	in.CreateIndex, in.ModifyIndex = idx, idx
+	in.CreateIndex, in.ModifyIndex, in.UnhealthySince = idx, idx, 0
 	if exists {
 		in.CreateIndex, in.ModifyIndex, in.Healthy = old.CreateIndex, old.ModifyIndex, old.Healthy
+		in.UnhealthySince = old.UnhealthySince
 		if same, err := tx.sameAsStored(tx.instances, key, in); err != nil || same {
 			return err
 		}
@@ -95,6 +96,11 @@ func (tx *Txn) UpdateInstance(idx uint64, ref model.InstanceRef, p model.Instanc
 // DeregisterInstance removes an instance; model.ErrNotFound if there is none. Its service and
 // cluster stay.
 func (tx *Txn) DeregisterInstance(idx uint64, ref model.InstanceRef) error {
+	return tx.deregister(idx, ref, "")
+}
+
+// deregister removes an instance, its delete event carrying reason.
+func (tx *Txn) deregister(idx uint64, ref model.InstanceRef, reason string) error {
 	old, key, err := tx.loadInstance(ref)
 	if err != nil {
 		return err
@@ -110,7 +116,7 @@ func (tx *Txn) DeregisterInstance(idx uint64, ref model.InstanceRef) error {
 	if err := tx.del(tx.instances, key); err != nil {
 		return err
 	}
-	tx.emit(Event{Kind: EventInstanceDelete, Instance: old, Ref: old.Ref(), Service: skey})
+	tx.emit(Event{Kind: EventInstanceDelete, Instance: old, Ref: old.Ref(), Service: skey, Reason: reason})
 	return nil
 }
 

@@ -160,7 +160,7 @@ type submission struct {
 
 func (a *storeApplier) Apply(_ context.Context, cmd fsm.Command) (uint64, error) {
 	now := time.Now()
-	req, ok := cmd.(fsm.SetHealthRequest)
+	req, ok := cmd.(fsm.SetHealthAtRequest)
 	if !ok {
 		return 0, fmt.Errorf("unexpected command %s", cmd.MessageType())
 	}
@@ -170,7 +170,7 @@ func (a *storeApplier) Apply(_ context.Context, cmd fsm.Command) (uint64, error)
 		a.subs[u.Ref] = append(a.subs[u.Ref], submission{at: now, healthy: u.Healthy})
 	}
 	a.idx++
-	if _, err := a.st.SetHealth(a.idx, req.Updates); err != nil {
+	if _, err := a.st.SetHealthAt(a.idx, req.Updates, req.At); err != nil {
 		return 0, err
 	}
 	return a.idx, nil
