@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
 )
@@ -178,6 +180,27 @@ func TestSpec_EqualComparesConfirm(t *testing.T) {
 	for _, tc := range cases {
 		if got := newSpec(tc.a).equal(newSpec(tc.b)); got != tc.equal {
 			t.Errorf("%q vs %q: equal %v, want %v", tc.a.Confirm, tc.b.Confirm, got, tc.equal)
+		}
+	}
+}
+
+// Every check type is counted in the probe counters and the latency histogram under its
+// own type label.
+func TestMetrics_EveryCheckTypeObserved(t *testing.T) {
+	m, err := newMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range []model.CheckType{model.CheckTCP, model.CheckHTTP, model.CheckHTTPS, model.CheckTLS, model.CheckGRPC, model.CheckMySQL} {
+		m.observeProbe(typ, true, 0.001)
+		m.observeProbe(typ, false, 0.002)
+		if got := metricValue(t, m.latency.WithLabelValues(string(typ)).(prometheus.Metric)); got != 2 {
+			t.Errorf("%s: %v latency samples, want 2", typ, got)
+		}
+		for _, outcome := range []string{OutcomeSuccess, metricFailure} {
+			if got := metricValue(t, m.probes.WithLabelValues(string(typ), outcome)); got != 1 {
+				t.Errorf("%s %s: %v probes, want 1", typ, outcome, got)
+			}
 		}
 	}
 }

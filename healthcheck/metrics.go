@@ -164,5 +164,12 @@ func (m *metrics) observeProbe(t model.CheckType, ok bool, seconds float64) {
 		} else {
 			m.httpFail.Inc()
 		}
+	default:
+		m.latency.WithLabelValues(string(t)).Observe(seconds)
+		outcome := metricFailure
+		if ok {
+			outcome = OutcomeSuccess
+		}
+		m.probes.WithLabelValues(string(t), outcome).Inc()
 	}
 }
