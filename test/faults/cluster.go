@@ -50,6 +50,9 @@ type ClusterConfig struct {
 	DiskBytes int64
 	// PromoteAfter is the nodes' --promote-after (0: the server's default).
 	PromoteAfter time.Duration
+	// Args are extra command-line arguments of each node, by node id ("n1"...), for
+	// tests that give nodes different flags.
+	Args map[string][]string
 	// Logf receives the harness's own events.
 	Logf func(format string, args ...any)
 }
@@ -276,6 +279,7 @@ func (c *Cluster) startOnce(n *Node) error {
 	if c.cfg.PromoteAfter > 0 {
 		args = append(args, "--promote-after", c.cfg.PromoteAfter.String())
 	}
+	args = append(args, c.cfg.Args[n.ID]...)
 	cmd := exec.Command(c.cfg.Binary, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = os.Environ()
