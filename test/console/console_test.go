@@ -178,6 +178,8 @@ func TestConsole(t *testing.T) {
 		t.Errorf("the health cell says %q", text)
 	}
 	tb.waitFor(10*time.Second, "the failed probe's outcome", fmt.Sprintf(`(document.querySelector('%s') || {}).textContent?.includes("refused")`, instanceRow(b1.port)))
+	// The other nodes confirmed the transition: each node's view is shown with the probe.
+	tb.waitFor(10*time.Second, "the nodes' views of the confirmation", fmt.Sprintf(`/Last confirmation: .*n\d down/.test((document.querySelector('%s .vantages') || {}).textContent || "")`, instanceRow(b1.port)))
 	tb.waitFor(10*time.Second, "the change announced to screen readers", `document.getElementById('announcer').textContent.includes("is now unhealthy")`)
 	tb.screenshot("service")
 

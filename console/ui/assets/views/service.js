@@ -127,7 +127,17 @@ export function render(main, [ns, group, name], _query, ctx) {
     return h('td', { class: 'probe' },
       time(p.lastCheck), ' · ', orDash(p.latency), ' · ',
       h('span', { class: ok ? 'good' : 'bad', title: p.error || '' }, orDash(p.outcome)),
-      p.error && !ok ? h('div', { class: 'muted small' }, p.error) : null);
+      p.error && !ok ? h('div', { class: 'muted small' }, p.error) : null,
+      p.vantages && p.vantages.length ? h('div', { class: 'muted small vantages' }, 'Last confirmation: ', views(p.vantages)) : null,
+      p.deregisterAt ? h('div', { class: 'muted small' }, 'Deregistered at ', time(p.deregisterAt), ' unless it recovers') : null);
+  }
+
+  // views shows each node's view of the last majority confirmation: "n1 down · n2 up".
+  function views(vs) {
+    return vs.map((v) => {
+      const seen = !v.answered ? 'no answer' : v.healthy ? 'up' : 'down';
+      return `${v.node} ${seen}` + (v.answered && v.outcome && v.outcome !== 'success' ? ` (${v.outcome})` : '');
+    }).join(' · ');
   }
 
   function showInstances() {
