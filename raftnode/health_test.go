@@ -86,12 +86,25 @@ func TestReady_LagBehindTheLeader(t *testing.T) {
 // applied anywhere, and the cluster carries on under another leader.
 func TestApply_LeaderThatCannotWriteItsLog(t *testing.T) {
 	c := mustNewCluster(t, 3)
-	leader := c.waitForLeader(10 * time.Second)
 	var full error = &fs.PathError{Op: "write", Path: "/srv/secret-place/raft/raft.db", Err: syscall.ENOSPC}
-	leader.N().append.fault.Store(&full)
-	_, err := leader.N().Apply(ctxTimeout(t, 10*time.Second), fsm.UpsertNamespaceRequest{
-		Namespace: model.Namespace{ID: "never", Name: "never"},
-	})
+	var (
+		leader *testNode
+		err    error
+	)
+	// On a loaded machine leadership can move between finding the leader and the
+	// write: that attempt never reached the log, so the fault moves to the new leader.
+	for attempt := 0; ; attempt++ {
+		leader = c.waitForLeader(10 * time.Second)
+		leader.N().append.fault.Store(&full)
+		_, err = leader.N().Apply(ctxTimeout(t, 10*time.Second), fsm.UpsertNamespaceRequest{
+			Namespace: model.Namespace{ID: "never", Name: "never"},
+		})
+		if !errors.Is(err, ErrNotLeader) || errors.Is(err, ErrStorage) || attempt == 5 {
+			break
+		}
+		leader.N().append.fault.Store(nil)
+		t.Logf("attempt %d: leadership moved before the write (%v); again", attempt, err)
+	}
 	var de *DiskError
 	if !errors.Is(err, ErrStorage) || !errors.As(err, &de) || !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("apply on a leader whose log cannot be written: %v (%T); want ErrStorage, a *DiskError wrapping ENOSPC", err, err)
