@@ -504,7 +504,12 @@ func TestACL_JoinNeedsTheJoinTokenWithoutTLS(t *testing.T) {
 		t.Fatalf("a join with operator read: %v, want 403", err)
 	}
 	joiner := c.token(ctx, t, "joiner", api.ACLRules{Operator: "write"})
-	if _, err := c.as(c.Followers()[0], joiner.SecretID).Join(ctx, req); err != nil {
+	f := c.Followers()[0]
+	wait.For(t, 10*time.Second, "the follower to know the new token", func() bool {
+		_, err := c.as(f, joiner.SecretID).TokenSelf(ctx)
+		return err == nil
+	})
+	if _, err := c.as(f, joiner.SecretID).Join(ctx, req); err != nil {
 		t.Fatalf("a join with operator write through a follower: %v", err)
 	}
 }

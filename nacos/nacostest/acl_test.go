@@ -46,7 +46,7 @@ func TestNacosSDK_ACL(t *testing.T) {
 		return call(t, "POST", login, "username="+app.AccessorID+"&password="+app.SecretID).status == 200
 	})
 
-	cc, sc := sdkConfig(t, follower.HTTPAddr, t.TempDir(), t.TempDir())
+	cc, sc := sdkConfig(t, follower.HTTPAddr, sdkDir(t), sdkDir(t))
 	cc.Username, cc.Password = app.AccessorID, app.SecretID
 	client, err := clients.CreateNamingClient(map[string]interface{}{constant.KEY_CLIENT_CONFIG: cc, constant.KEY_SERVER_CONFIGS: sc})
 	if err != nil {
@@ -115,7 +115,7 @@ func TestNacosSDK_ACL(t *testing.T) {
 	before := lastIndex(c, leader)
 	anon := cc
 	anon.Username, anon.Password = "", ""
-	anon.CacheDir, anon.LogDir = t.TempDir(), t.TempDir()
+	anon.CacheDir, anon.LogDir = sdkDir(t), sdkDir(t)
 	anonClient, err := clients.CreateNamingClient(map[string]interface{}{constant.KEY_CLIENT_CONFIG: anon, constant.KEY_SERVER_CONFIGS: sc})
 	if err != nil {
 		t.Fatal(err)

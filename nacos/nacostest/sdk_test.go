@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,6 +23,20 @@ import (
 	rmodel "github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/nacos"
 )
+
+// sdkDir is a directory for a Nacos SDK client's cache or logs. The v1 SDK cannot stop
+// its background writers, which may still write after a test ends, so the directory is
+// removed on a best-effort basis rather than by t.TempDir (whose cleanup fails the test
+// when a file appears while it removes the directory).
+func sdkDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "nacos-sdk-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(d) })
+	return d
+}
 
 // sdkConfig is the configuration a nacos-sdk-go v1 application would use against addr.
 func sdkConfig(t *testing.T, addr string, cacheDir, logDir string) (constant.ClientConfig, []constant.ServerConfig) {
@@ -51,7 +66,7 @@ func sdkConfig(t *testing.T, addr string, cacheDir, logDir string) (constant.Cli
 // nacos-sdk-go v1 naming client, pointed at a follower so that every write and default
 // read is forwarded to the leader.
 func TestNacosSDK_PersistentInstances(t *testing.T) {
-	cacheDir, logDir := t.TempDir(), t.TempDir()
+	cacheDir, logDir := sdkDir(t), sdkDir(t)
 	c, leader := newCluster(t, 3)
 	follower := c.Followers()[0]
 	cc, sc := sdkConfig(t, c.Nodes[follower].HTTPAddr, cacheDir, logDir)
@@ -208,7 +223,7 @@ func samePorts(list []model.Instance, bs ...backend) bool {
 // answer (nacos-sdk-go v1 parses accessToken and tokenTtl) and its server health check
 // (operator/metrics status) says UP.
 func TestNacosSDK_LoginAndHealth(t *testing.T) {
-	cacheDir, logDir := t.TempDir(), t.TempDir()
+	cacheDir, logDir := sdkDir(t), sdkDir(t)
 	c, _ := newCluster(t, 1)
 	cc, sc := sdkConfig(t, c.Nodes[0].HTTPAddr, cacheDir, logDir)
 	// Creating a naming client initialises the SDK's logger, which the proxy needs.
@@ -295,7 +310,7 @@ func TestNacosSDK_PushBeforeAnyPoll(t *testing.T) {
 	}
 	sdks := []*sdk{{name: "via the follower", addr: followerAddr}, {name: "via the leader", addr: leaderAddr}}
 	for _, s := range sdks {
-		cc, sc := sdkConfig(t, s.addr, t.TempDir(), t.TempDir())
+		cc, sc := sdkConfig(t, s.addr, sdkDir(t), sdkDir(t))
 		var err error
 		if s.client, err = clients.CreateNamingClient(map[string]interface{}{
 			constant.KEY_CLIENT_CONFIG: cc, constant.KEY_SERVER_CONFIGS: sc,
