@@ -68,10 +68,16 @@ func TestReady_LagBehindTheLeader(t *testing.T) {
 	leader := c.waitForLeader(10 * time.Second)
 	f := c.followers(leader)[0]
 	f.N().cfg.MaxLag = 3
-	ready, rep := f.N().Ready()
-	if !ready {
-		t.Fatalf("follower not ready before the test: %+v", rep)
-	}
+	// Right after the election the follower may still be applying what the new leader
+	// committed (its first entries): wait until it has caught up.
+	var (
+		ready bool
+		rep   Readiness
+	)
+	wait.For(t, 10*time.Second, "the follower ready before the test", func() bool {
+		ready, rep = f.N().Ready()
+		return ready
+	})
 	// The leader sends a commit index far beyond the follower's applied index.
 	ahead := rep.CommitIndex + 10
 	f.N().commit.note(ahead)
