@@ -70,6 +70,20 @@ func TestHealth_MajorityConfirmation(t *testing.T) {
 		wait.For(t, 10*time.Second, "n1 to lead", func() bool { return c.Leader() == 0 })
 	}
 	cl := c.Nodes[1].Client()
+	// The leader asks the others at the HTTP addresses they announce after the
+	// election: until then a confirmation has nobody to ask.
+	wait.For(t, 20*time.Second, "every member's HTTP address known", func() bool {
+		res, _, err := cl.Members(ctx, client.QueryOptions{})
+		if err != nil || len(res.Members) != 3 {
+			return false
+		}
+		for _, m := range res.Members {
+			if m.HTTPAddr == "" {
+				return false
+			}
+		}
+		return true
+	})
 	// Probe every second, one failure or success decides (the leader's view), then the
 	// others are asked.
 	if _, err := cl.UpsertCluster(ctx, ns, group, "svc", "DEFAULT", api.ClusterRequest{HealthCheck: &api.HealthCheckSpec{

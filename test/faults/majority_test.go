@@ -46,6 +46,20 @@ func TestMajorityConfirmation_RealProcesses(t *testing.T) {
 		return err == nil && l.ID == "n1"
 	})
 	cl := c.Node("n2").Client()
+	// The leader asks the others at the HTTP addresses they announce after the
+	// election: until then a confirmation has nobody to ask.
+	wait.For(t, 30*time.Second, "every member's HTTP address known", func() bool {
+		res, _, err := cl.Members(ctx, client.QueryOptions{})
+		if err != nil || len(res.Members) != 3 {
+			return false
+		}
+		for _, m := range res.Members {
+			if m.HTTPAddr == "" {
+				return false
+			}
+		}
+		return true
+	})
 	if _, err := cl.UpsertCluster(ctx, "public", "DEFAULT_GROUP", "db", "DEFAULT", api.ClusterRequest{HealthCheck: &api.HealthCheckSpec{
 		Type: "TCP", Interval: "1s", Timeout: "300ms", Rise: 1, Fall: 1,
 	}}); err != nil {
