@@ -3,7 +3,6 @@ package dnsapi_test
 import (
 	"context"
 	"net"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -11,20 +10,17 @@ import (
 	"time"
 
 	"github.com/rosterhq/roster/dnsapi"
+	"github.com/rosterhq/roster/internal/testtool"
 	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/server/servertest"
 )
 
-// digPath finds dig. Without it the test is skipped, except under CI (CI set), whose
-// .ci/run installs Debian's dnsutils: there it must run.
+// digPath finds dig (testtool.Missing without it).
 func digPath(t *testing.T) string {
 	t.Helper()
 	p, err := exec.LookPath("dig")
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("dig is not installed, and CI is set: .ci/run installs it (apt-get install dnsutils): %v", err)
-		}
-		t.Skip("dig is not installed (Debian: apt-get install dnsutils)")
+		testtool.Missing(t, "dig", "Debian: apt-get install dnsutils")
 	}
 	return p
 }

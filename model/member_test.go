@@ -14,23 +14,23 @@ func TestValidateMember_HTTPAddr(t *testing.T) {
 		ok   bool
 	}{
 		{"", true},
-		{"10.0.0.1:8848", true},
-		{"[fd00::1]:8848", true},
+		{"127.0.1.1:8848", true},
+		{"[::1]:8848", true},
 		{"roster1.example:8848", true},
-		{"https://10.0.0.1:8848", true},
+		{"https://127.0.1.1:8848", true},
 		{"http://roster1.example:8848", true},
-		{"https://[fd00::1]:8848", true},
-		{"https://10.0.0.1", false},
-		{"https://10.0.0.1:8848/prefix", false},
-		{"https://10.0.0.1:8848/", false},
-		{"https://u@10.0.0.1:8848", false},
-		{"https://10.0.0.1:8848?x", false},
-		{"ftp://10.0.0.1:8848", false},
+		{"https://[::1]:8848", true},
+		{"https://127.0.1.1", false},
+		{"https://127.0.1.1:8848/prefix", false},
+		{"https://127.0.1.1:8848/", false},
+		{"https://u@127.0.1.1:8848", false},
+		{"https://127.0.1.1:8848?x", false},
+		{"ftp://127.0.1.1:8848", false},
 		{"https://", false},
-		{"10.0.0.1", false},
+		{"127.0.1.1", false},
 		{"https://" + strings.Repeat("a", MaxMemberAddrLen) + ":1", false},
 	} {
-		err := ValidateMember(Member{ID: "n1", RaftAddr: "10.0.0.1:7848", HTTPAddr: tc.addr})
+		err := ValidateMember(Member{ID: "n1", RaftAddr: "127.0.1.1:7848", HTTPAddr: tc.addr})
 		var ve *ValidationError
 		switch {
 		case tc.ok && err != nil:

@@ -138,7 +138,7 @@ func TestCreateCert_SignedByTheCAWithSANsAndUsages(t *testing.T) {
 	now := time.Now()
 	certFile, keyFile := mustCert(t, CertOptions{
 		Dir: dir, Node: "n1", DNSNames: []string{"roster1.example", "LOCALHOST", "*.roster.internal", "roster1.example"},
-		IPs: []string{"10.0.0.1", "127.0.0.1", "fd00::1", "::ffff:10.0.0.2"}, Now: now,
+		IPs: []string{"127.0.1.1", "127.0.0.1", "::1", "::ffff:127.0.1.2"}, Now: now,
 	})
 	if certFile != filepath.Join(dir, "n1.pem") || keyFile != filepath.Join(dir, "n1-key.pem") {
 		t.Fatalf("files %s %s", certFile, keyFile)
@@ -159,7 +159,7 @@ func TestCreateCert_SignedByTheCAWithSANsAndUsages(t *testing.T) {
 			t.Errorf("usage %v: %v", usage, err)
 		}
 	}
-	for _, host := range []string{"localhost", "roster1.example", "a.roster.internal", "127.0.0.1", "::1", "10.0.0.1", "fd00::1", "10.0.0.2"} {
+	for _, host := range []string{"localhost", "roster1.example", "a.roster.internal", "127.0.0.1", "::1", "127.0.1.1", "127.0.1.2"} {
 		if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: host}); err != nil {
 			t.Errorf("host %s: %v", host, err)
 		}
@@ -174,7 +174,7 @@ func TestCreateCert_SignedByTheCAWithSANsAndUsages(t *testing.T) {
 	for _, ip := range leaf.IPAddresses {
 		ips = append(ips, ip.String())
 	}
-	if want := []string{"127.0.0.1", "::1", "10.0.0.1", "fd00::1", "10.0.0.2"}; !slices.Equal(ips, want) {
+	if want := []string{"127.0.0.1", "::1", "127.0.1.1", "127.0.1.2"}; !slices.Equal(ips, want) {
 		t.Errorf("IP addresses %q, want %q", ips, want)
 	}
 	if leaf.IsCA || leaf.KeyUsage != x509.KeyUsageDigitalSignature {
@@ -273,7 +273,7 @@ func TestCreateCert_BadInputs(t *testing.T) {
 		{"the CA key's name", CertOptions{Node: "ca-key"}, "names the CA's own files"},
 		{"too long", CertOptions{Node: long}, "at most 64 characters"},
 		{"dns empty", CertOptions{Node: "n1", DNSNames: []string{""}}, "--dns"},
-		{"dns ip", CertOptions{Node: "n1", DNSNames: []string{"10.0.0.1"}}, "is an IP address; give it with --ip"},
+		{"dns ip", CertOptions{Node: "n1", DNSNames: []string{"127.0.1.1"}}, "is an IP address; give it with --ip"},
 		{"dns hyphen", CertOptions{Node: "n1", DNSNames: []string{"-a.example"}}, `--dns "-a.example" is not a DNS name`},
 		{"dns empty label", CertOptions{Node: "n1", DNSNames: []string{"a..example"}}, "is not a DNS name"},
 		{"dns underscore", CertOptions{Node: "n1", DNSNames: []string{"a_b.example"}}, "is not a DNS name"},
@@ -282,7 +282,7 @@ func TestCreateCert_BadInputs(t *testing.T) {
 		{"dns too long", CertOptions{Node: "n1", DNSNames: []string{strings.Repeat("a.", 127) + "ab"}}, "1 to 253 characters"},
 		{"dns label too long", CertOptions{Node: "n1", DNSNames: []string{strings.Repeat("a", 64) + ".example"}}, "is not a DNS name"},
 		{"ip short", CertOptions{Node: "n1", IPs: []string{"10.0.0"}}, `--ip "10.0.0" is not an IP address`},
-		{"ip with port", CertOptions{Node: "n1", IPs: []string{"10.0.0.1:80"}}, "is not an IP address"},
+		{"ip with port", CertOptions{Node: "n1", IPs: []string{"127.0.1.1:80"}}, "is not an IP address"},
 		{"ip with zone", CertOptions{Node: "n1", IPs: []string{"fe80::1%eth0"}}, "is not an IP address"},
 		{"ip name", CertOptions{Node: "n1", IPs: []string{"localhost"}}, "is not an IP address"},
 		{"negative days", CertOptions{Node: "n1", Days: -1}, "--days -1: must be 1 to"},
@@ -356,12 +356,12 @@ func TestValidate_GoodNames(t *testing.T) {
 			t.Errorf("dns %q: %v", d, err)
 		}
 	}
-	for in, want := range map[string]string{"10.0.0.1": "10.0.0.1", "::1": "::1", "::ffff:10.1.2.3": "10.1.2.3", "2001:db8::7": "2001:db8::7"} {
+	for in, want := range map[string]string{"127.0.1.1": "127.0.1.1", "::1": "::1", "::ffff:127.1.2.3": "127.1.2.3"} {
 		ip, err := ParseIP(in)
 		if err != nil || ip.String() != want {
 			t.Errorf("ip %q: %v %v", in, ip, err)
 		}
-		if in == "10.0.0.1" && len(ip) != net.IPv4len {
+		if in == "127.0.1.1" && len(ip) != net.IPv4len {
 			t.Errorf("ip %q kept as %d bytes", in, len(ip))
 		}
 	}

@@ -25,7 +25,7 @@ func (a *app) tlsCmd() *cobra.Command {
 			"signed by it, which the node uses as both its server and its client certificate.\n" +
 			"The same certificates serve clients that must present one (--tls-verify-incoming).",
 		Example: "  roster tls ca create --dir tls\n" +
-			"  roster tls cert create --dir tls --node n1 --dns roster1.example --ip 10.0.0.1",
+			"  roster tls cert create --dir tls --node n1 --dns roster1.example --ip 127.0.1.1",
 		Args: exactArgs(0),
 	}
 	ca := &cobra.Command{Use: "ca", Short: "Manage the cluster CA", Args: exactArgs(0)}
@@ -75,7 +75,7 @@ func (a *app) tlsCertCreateCmd() *cobra.Command {
 			"It is valid for localhost, 127.0.0.1 and ::1, plus every --dns name and --ip address: list\n" +
 			"the names and addresses clients reach the node at (nodes themselves check only that a\n" +
 			"peer's certificate is signed by the CA). Existing files are never overwritten without --force.",
-		Example: "  roster tls cert create --dir tls --node n1 --dns roster1.example --ip 10.0.0.1",
+		Example: "  roster tls cert create --dir tls --node n1 --dns roster1.example --ip 127.0.1.1",
 		Args:    exactArgs(0),
 		RunE: func(*cobra.Command, []string) error {
 			if o.Node == "" {

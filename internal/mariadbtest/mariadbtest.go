@@ -22,6 +22,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/rosterhq/roster/internal/testtool"
 	"github.com/rosterhq/roster/internal/wait"
 )
 
@@ -61,10 +62,7 @@ func Start(t testing.TB) *Server {
 	t.Helper()
 	server, install := find("mariadbd", "mysqld"), find("mariadb-install-db", "mysql_install_db")
 	if server == "" || install == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("mariadbtest: no mariadbd/mariadb-install-db (install Debian's mariadb-server)")
-		}
-		t.Skip("mariadbtest: no mariadbd/mariadb-install-db; install Debian's mariadb-server to run this test")
+		testtool.Missing(t, "mariadbd/mariadb-install-db", "Debian: apt-get install mariadb-server")
 	}
 	// The socket path must be short (sun_path is 108 bytes): not t.TempDir's.
 	dir, err := os.MkdirTemp("", "mariadbtest")
