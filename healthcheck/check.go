@@ -120,6 +120,16 @@ func probeAddr(ref model.InstanceRef, s *spec) string {
 	return net.JoinHostPort(ref.IP, strconv.Itoa(port))
 }
 
+// probeTarget is where a probe of ref under s goes: the address it connects to, and the
+// URL of an HTTP or HTTPS check ("" for the others).
+func probeTarget(ref model.InstanceRef, s *spec) (addr, url string) {
+	addr = probeAddr(ref, s)
+	if s.hc.Type.IsHTTP() {
+		url = probeURL(addr, s)
+	}
+	return addr, url
+}
+
 // probeURL is the URL of an HTTP or HTTPS probe.
 func probeURL(addr string, s *spec) string {
 	if s.hc.Type == model.CheckHTTPS {

@@ -62,12 +62,7 @@ type confirmResult struct {
 // "denied"), so a node that may not reach it counts as one that cannot.
 func (m *Manager) ProbeOnce(ctx context.Context, req ProbeRequest) Vantage {
 	sp := newSpec(req.Check)
-	ref := model.InstanceRef{IP: req.IP, Port: req.Port}
-	addr := probeAddr(ref, sp)
-	url := ""
-	if sp.hc.Type == model.CheckHTTP {
-		url = probeURL(addr, sp)
-	}
+	addr, url := probeTarget(model.InstanceRef{IP: req.IP, Port: req.Port}, sp)
 	at := time.Now()
 	o := m.check.probe(ctx, sp, addr, url)
 	return Vantage{Answered: true, Healthy: o.ok, Outcome: o.class, Error: o.err, Latency: o.latency, At: at}

@@ -2,6 +2,10 @@ package healthcheck
 
 import (
 	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -202,5 +206,35 @@ func TestMetrics_EveryCheckTypeObserved(t *testing.T) {
 				t.Errorf("%s %s: %v probes, want 1", typ, outcome, got)
 			}
 		}
+	}
+}
+
+// A node asked to confirm probes the way the leader does, whatever the check's type:
+// an HTTPS check goes to the instance's URL over TLS.
+func TestManager_ProbeOnceHTTPS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" {
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	defer srv.Close()
+	host, portText, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	port, _ := strconv.Atoi(portText)
+	pol, err := ParsePolicy(LoopbackOnly, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewManager(Config{Policy: pol}, newFakeSource(), &fakeApplier{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := model.HealthCheck{Type: model.CheckHTTPS, Path: "/healthz", TLSSkipVerify: true,
+		Interval: model.Duration(2 * time.Second), Timeout: model.Duration(time.Second), Rise: 1, Fall: 1}
+	if v := m.ProbeOnce(context.Background(), ProbeRequest{Check: check, IP: host, Port: port}); !v.Healthy || v.Outcome != OutcomeSuccess {
+		t.Fatalf("HTTPS probe of /healthz: %+v", v)
+	}
+	check.Path = "/missing"
+	if v := m.ProbeOnce(context.Background(), ProbeRequest{Check: check, IP: host, Port: port}); v.Healthy || v.Outcome != OutcomeStatus {
+		t.Fatalf("HTTPS probe of a path answering 404: %+v", v)
 	}
 }

@@ -194,11 +194,7 @@ func (p *Prober) add(in model.Instance, sp *spec, now time.Time) {
 // (results and submissions of the old one are discarded) and a new random phase.
 func (p *Prober) reset(t *target, sp *spec, now time.Time) {
 	t.spec = sp
-	t.addr = probeAddr(t.ref, sp)
-	t.url = ""
-	if sp.hc.Type.IsHTTP() {
-		t.url = probeURL(t.addr, sp)
-	}
+	t.addr, t.url = probeTarget(t.ref, sp)
 	t.gen = p.nextGen()
 	t.st = hstate{healthy: t.committed}
 	t.last = lastProbe{}
