@@ -43,26 +43,9 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
-skip_or_fail() {
-	if [ "${CI:-}" = true ]; then
-		echo "FAIL: $1 (CI=true: the secure compose e2e test cannot be skipped)"
-		exit 1
-	fi
-	echo "skipped: $1"
-	exit 0
-}
-command -v docker >/dev/null 2>&1 || skip_or_fail "no docker (docker CLI not found)"
-docker info >/dev/null 2>&1 || skip_or_fail "no docker (engine not reachable)"
-if docker compose version >/dev/null 2>&1; then
-	COMPOSE=(docker compose)
-elif command -v docker-compose >/dev/null 2>&1; then
-	COMPOSE=(docker-compose)
-else
-	skip_or_fail "no docker compose (neither the plugin nor docker-compose)"
-fi
-for tool in curl python3; do
-	command -v "$tool" >/dev/null 2>&1 || { echo "FAIL: $tool is required"; exit 1; }
-done
+# shellcheck source=lib/compose-env.sh
+. "$ROOT/scripts/lib/compose-env.sh"
+compose_env e2e-compose-secure
 
 PROJECT=${COMPOSE_PROJECT_NAME:-roster-e2e-secure}
 C=("${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker-compose.secure.yml")
@@ -124,7 +107,6 @@ print(d if not isinstance(d, (dict, list)) else json.dumps(d))' "$1"; }
 body() { head -c 400 "$WORK/body"; }
 cli() { "$BIN" "$@" --ca-file "$CA"; }
 
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 for n in 1 2 3; do
 	port_in_use "${PORTS[$n]}" && fail "host port 127.0.0.1:${PORTS[$n]} is already in use (set ROSTER${n}_HTTPS_PORT)"
 	port_in_use "${GRPC_PORTS[$n]}" && fail "host port 127.0.0.1:${GRPC_PORTS[$n]} is already in use (set ROSTER${n}_GRPC_TLS_PORT)"

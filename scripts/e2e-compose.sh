@@ -59,27 +59,9 @@ esac
 # ---------------------------------------------------------------------------------------
 # Environment: docker engine and compose. No engine: skipped, but a failure under CI.
 
-skip_or_fail() {
-	if [ "${CI:-}" = true ]; then
-		echo "FAIL: $1 (CI=true: the compose e2e test cannot be skipped)"
-		echo "e2e-compose: 0 passed, 1 failed"
-		exit 1
-	fi
-	echo "skipped: $1"
-	exit 0
-}
-command -v docker >/dev/null 2>&1 || skip_or_fail "no docker (docker CLI not found)"
-docker info >/dev/null 2>&1 || skip_or_fail "no docker (engine not reachable)"
-if docker compose version >/dev/null 2>&1; then
-	COMPOSE=(docker compose)
-elif command -v docker-compose >/dev/null 2>&1; then
-	COMPOSE=(docker-compose)
-else
-	skip_or_fail "no docker compose (neither the plugin nor docker-compose)"
-fi
-for tool in curl python3; do
-	command -v "$tool" >/dev/null 2>&1 || { echo "FAIL: $tool is required"; exit 1; }
-done
+# shellcheck source=lib/compose-env.sh
+. "$ROOT/scripts/lib/compose-env.sh"
+compose_env e2e-compose
 
 PROJECT=${COMPOSE_PROJECT_NAME:-roster-e2e}
 C=("${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker-compose.yml")
@@ -332,7 +314,6 @@ wait_healthy() {
 	done
 }
 
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # median and max of integers (ms), one per line on stdin.
 stats_ms() { sort -n | awk '{v[NR]=$1} END {m = (NR % 2) ? v[(NR+1)/2] : int((v[NR/2] + v[NR/2+1]) / 2); printf "%d %d\n", m, v[NR]}'; }
