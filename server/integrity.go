@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -211,29 +210,19 @@ func (s *Server) peerStateCheck(ctx context.Context, httpAddr string, index uint
 	if httpAddr == "" {
 		return "", errors.New("no HTTP address recorded")
 	}
-	base, err := api.BaseURL(s.peerURL(httpAddr))
-	if err != nil {
-		return "", err
-	}
 	ctx, cancel := context.WithTimeout(ctx, stateCheckPeerWait)
 	defer cancel()
-	url := fmt.Sprintf("%s/v1/status/state-check?index=%d", base, index)
+	path := fmt.Sprintf("/v1/status/state-check?index=%d", index)
 	for wait := 100 * time.Millisecond; ; wait = min(wait*2, 2*time.Second) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
+		var sc api.StateCheck
+		err := s.peerJSON(ctx, http.MethodGet, httpAddr, path, nil, &sc, http.StatusOK)
+		switch {
+		case err == nil && sc.Index == index:
+			return sc.Hash, nil
+		case err == nil:
+			return "", fmt.Errorf("unreadable state check: index %d where %d was asked for", sc.Index, index)
+		case errors.Is(err, errUnreadableAnswer):
 			return "", err
-		}
-		resp, err := s.joinHTTP.Do(req)
-		if err == nil {
-			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				var sc api.StateCheck
-				if err := json.Unmarshal(b, &sc); err != nil || sc.Index != index {
-					return "", fmt.Errorf("unreadable state check: %q", b)
-				}
-				return sc.Hash, nil
-			}
 		}
 		select {
 		case <-ctx.Done():
@@ -272,23 +261,7 @@ func stateCorruptGauge(f *fsm.FSM) prometheus.Collector {
 // peerReady asks a peer for its readiness (GET /v1/status/ready, which answers 503 with
 // the same body when the peer is not ready).
 func (s *Server) peerReady(ctx context.Context, httpAddr string) (api.Ready, error) {
-	base, err := api.BaseURL(s.peerURL(httpAddr))
-	if err != nil {
-		return api.Ready{}, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base.JoinPath("/v1/status/ready").String(), nil)
-	if err != nil {
-		return api.Ready{}, err
-	}
-	resp, err := s.joinHTTP.Do(req)
-	if err != nil {
-		return api.Ready{}, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<10))
 	var rd api.Ready
-	if (resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusServiceUnavailable) || json.Unmarshal(b, &rd) != nil {
-		return api.Ready{}, fmt.Errorf("GET /v1/status/ready: HTTP %d: %.200s", resp.StatusCode, b)
-	}
-	return rd, nil
+	err := s.peerJSON(ctx, http.MethodGet, httpAddr, "/v1/status/ready", nil, &rd, http.StatusOK, http.StatusServiceUnavailable)
+	return rd, err
 }
