@@ -249,6 +249,12 @@ func (c *Cluster) startOnce(n *Node) error {
 	if err != nil {
 		return err
 	}
+	// The Nacos gRPC API gets a port of its own: its default, the HTTP port + 1000,
+	// may be the Raft port just drawn.
+	grpcAddr, err := freePort()
+	if err != nil {
+		return err
+	}
 	logf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -267,6 +273,7 @@ func (c *Cluster) startOnce(n *Node) error {
 		"--http-addr", httpAddr,
 		"--http-advertise", n.http.Addr(),
 		"--raft-addr", raftAddr,
+		"--grpc-addr", grpcAddr,
 		"--raft-advertise", n.raft.Addr(),
 		"--log-level", "info",
 		"--probe-allow", "127.0.0.0/8,::1/128",
