@@ -596,10 +596,30 @@ func TestGRPC_PushRetriesAndCoalesces(t *testing.T) {
 	}
 
 	// Three changes while a push is unanswered: after its ack, one push with all three.
+	// The hub publishes after a write is answered, so a watch of the topic (subscribed
+	// before the writes: its first update is the read it starts with) tells when the
+	// fourth registration has been offered to the topic's subscribers, the pusher's
+	// included; only then is the push acknowledged.
+	topic := fanout.ServiceTopic(model.ServiceKey{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders"})
+	watch, err := e.hub.Subscribe(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close()
 	mustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.2&port=1&ephemeral=false")
 	inflight := c.next(rpcNotifySubscriberRequest, 5*time.Second)
 	mustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.3&port=1&ephemeral=false")
 	mustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.4&port=1&ephemeral=false")
+	applied := e.st.AppliedIndex()
+	wait.For(t, 5*time.Second, "the hub to publish the fourth registration", func() bool {
+		for _, u := range watch.Next() {
+			if u.Index >= applied {
+				return true
+			}
+		}
+		return false
+	})
+	_ = e.hub.Subscribers(topic) // returns once the publish that offered it has released the hub
 	c.ack("NotifySubscriberResponse", inflight, 200)
 	_, hosts = c.pushed(5*time.Second, 200)
 	if strings.Join(hosts, ",") != "127.100.0.1:1 up,127.100.0.2:1 up,127.100.0.3:1 up,127.100.0.4:1 up" {
