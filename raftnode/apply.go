@@ -19,6 +19,10 @@ func (n *Node) Apply(ctx context.Context, cmd fsm.Command) (uint64, error) {
 	if n.isClosed() {
 		return 0, ErrShutdown
 	}
+	if !n.gate.enter() {
+		return 0, fmt.Errorf("%w: %w", ErrNotLeader, errHandingOver)
+	}
+	defer n.gate.leave()
 	if n.raft.State() != raft.Leader {
 		return 0, n.notLeaderErr(nil)
 	}
@@ -180,6 +184,8 @@ func (n *Node) Ready() (bool, Readiness) {
 		alarm = s.Alarm()
 	}
 	switch {
+	case n.gate.isClosed():
+		rep.Reason = "stopping"
 	case alarm != nil:
 		rep.Reason = alarm.Error()
 	case appendErr != nil:
@@ -190,6 +196,9 @@ func (n *Node) Ready() (bool, Readiness) {
 		rep.Reason = "no known leader"
 	case string(id) == n.cfg.NodeID && !n.leaderReady():
 		rep.Reason = "new leader is applying the entries of earlier terms"
+	case string(id) != n.cfg.NodeID && !n.caughtUpSinceStart(applied):
+		rep.Reason = fmt.Sprintf("catching up with the leader since this node started (applied %d, the leader had committed %d)",
+			applied, n.catchUp.Load())
 	case string(id) != n.cfg.NodeID && rep.LeaderCommitIndex > applied+n.cfg.MaxLag:
 		rep.Reason = fmt.Sprintf("%d entries behind the leader (applied %d, the leader committed %d)",
 			rep.LeaderCommitIndex-applied, applied, rep.LeaderCommitIndex)
@@ -198,8 +207,30 @@ func (n *Node) Ready() (bool, Readiness) {
 	default:
 		rep.Ready = true
 		rep.AppliedIndex = max(applied, commit)
+		n.startCaughtUp.Store(true)
 	}
 	return rep.Ready, rep
+}
+
+// caughtUpSinceStart reports whether this follower has applied, since it started, every
+// entry the leader had committed when it first heard from it. Until then it is not
+// ready, however few entries it misses: a restarted node that answered reads (or told a
+// rolling restart to move on) while replaying would serve an old state. Afterwards the
+// MaxLag allowance applies, so a follower a little behind under load stays ready.
+func (n *Node) caughtUpSinceStart(applied uint64) bool {
+	if n.startCaughtUp.Load() {
+		return true
+	}
+	lc := n.commit.idx.Load()
+	if lc == 0 {
+		return false // no leader has sent its commit index yet
+	}
+	n.catchUp.CompareAndSwap(0, lc)
+	if applied < n.stateIndex(n.catchUp.Load()) {
+		return false
+	}
+	n.startCaughtUp.Store(true)
+	return true
 }
 
 // stateIndex returns the index the state machine must have applied for its state to

@@ -56,8 +56,13 @@ type Node struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 
-	promo      promoter    // the non-voters waiting for a vote (leader)
-	idMismatch atomic.Bool // the data directory's cluster id was found to differ (logged once)
+	promo promoter  // the non-voters waiting for a vote (leader)
+	gate  writeGate // closed by Handover: no new writes while the node stops
+	// catchUp is the leader's commit index when this node first heard it after starting,
+	// and startCaughtUp whether the state has since reached it (Ready).
+	catchUp       atomic.Uint64
+	startCaughtUp atomic.Bool
+	idMismatch    atomic.Bool // the data directory's cluster id was found to differ (logged once)
 
 	mu        sync.Mutex
 	closed    bool
