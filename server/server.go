@@ -499,12 +499,20 @@ func (s *Server) Store() *store.Store { return s.store }
 // Close stops serving, leaves Raft running no longer and closes the state. It is idempotent.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
 		defer cancel()
 		errs := []error{}
 		s.stopDisk()
 		s.stopChecks()
 		s.stopGauges()
+		// A leader hands leadership over before anything stops serving: writes that
+		// arrive meanwhile wait here and are sent on to the next leader, and the
+		// requests still being answered below can be forwarded to it.
+		hctx, hcancel := context.WithTimeout(ctx, handoverTimeout)
+		if _, err := s.node.Handover(hctx); err != nil {
+			s.log.Warn("leadership hand-over failed; the others elect a leader after their election timeout", "error", err)
+		}
+		hcancel()
 		// Nacos gRPC clients are asked to move to another node while this one still serves.
 		if s.grpc != nil {
 			gctx, gcancel := context.WithTimeout(ctx, 3*time.Second)
@@ -541,6 +549,11 @@ func (s *Server) Close() error {
 	})
 	return s.closeErr
 }
+
+// handoverTimeout bounds Close's leadership hand-over: the writes in flight, then the
+// transfer (which Raft bounds by an election timeout) and the first heartbeat of the
+// new leader.
+const handoverTimeout = 3 * time.Second
 
 // snapshotTempDir, under the data directory, receives uploaded snapshot archives while
 // they are checked. It is emptied at start: anything in it is left from an interrupted
