@@ -310,7 +310,8 @@ func TestForward_LeadershipLostDuringApply(t *testing.T) {
 }
 
 // TestForward_DeadLeaderIs503 checks a follower whose leader does not answer replies
-// 503 promptly instead of hanging.
+// 503 promptly instead of hanging, and says no_leader: the request never reached a
+// leader, so it was not applied and may be retried anywhere.
 func TestForward_DeadLeaderIs503(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -322,7 +323,8 @@ func TestForward_DeadLeaderIs503(t *testing.T) {
 	h := mustNew(t, testConfig(follower, seededReader()))
 	start := time.Now()
 	resp := do(t, h, http.MethodPut, instPath, `{}`)
-	if resp.Code != http.StatusServiceUnavailable || resp.errorBody(t).Code != api.CodeUnavailable {
+	if e := resp.errorBody(t); resp.Code != http.StatusServiceUnavailable || e.Code != api.CodeNoLeader ||
+		!strings.Contains(e.Message, "not applied") {
 		t.Fatalf("%d %s", resp.Code, resp.Body)
 	}
 	if resp.Header.Get(api.HeaderServedBy) != "n2" {

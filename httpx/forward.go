@@ -365,11 +365,23 @@ func (f *Forwarder) newProxy() *httputil.ReverseProxy {
 				st.fail(w, r, fmt.Errorf("%w: %v", ErrNotLeader, err))
 			case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() != nil:
 				st.fail(w, r, fmt.Errorf("forwarding to the leader %s: %w", st.leaderID, err))
+			case neverSent(err):
+				// Nothing reached the leader, so nothing was applied: the client may retry
+				// anywhere, which "unavailable" (outcome unknown) would not tell it.
+				st.fail(w, r, fmt.Errorf("%w: the leader %s could not be reached, so the request was not sent (not applied): %v",
+					ErrNoLeader, st.leaderID, err))
 			default:
 				st.fail(w, r, fmt.Errorf("%w: forwarding to the leader %s: %v", ErrUnavailable, st.leaderID, err))
 			}
 		},
 	}
+}
+
+// neverSent reports whether a forwarding attempt failed before any of the request could
+// reach the leader: the connection to it could not be opened.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // shouldRetry says whether a failed attempt is worth one more at another leader: the
@@ -379,8 +391,7 @@ func (f *Forwarder) shouldRetry(st *proxyState, err error) bool {
 	if errors.Is(err, errLeaderMoved) {
 		return true
 	}
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
+	if neverSent(err) {
 		l, ok := f.node.Leader()
 		return ok && l.ID != st.leaderID && l.ID != f.id
 	}
