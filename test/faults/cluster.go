@@ -353,6 +353,29 @@ func (c *Cluster) Kill(n *Node) {
 	c.reap(n, cmd)
 }
 
+// Stop sends SIGTERM to the node's process, as an orchestrator stopping it would, and
+// waits until it has exited (a clean shutdown: a leader hands leadership over first).
+// A process still running after limit is killed, and that is an error.
+func (c *Cluster) Stop(n *Node, limit time.Duration) error {
+	n.mu.Lock()
+	cmd, exited := n.cmd, n.exited
+	n.mu.Unlock()
+	if cmd == nil {
+		return fmt.Errorf("%s: %w", n.ID, errNotRunning)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return fmt.Errorf("%s: SIGTERM: %w", n.ID, err)
+	}
+	select {
+	case <-exited:
+		c.reap(n, cmd)
+		return nil
+	case <-time.After(limit):
+		c.Kill(n)
+		return fmt.Errorf("%s did not exit within %s of SIGTERM (killed; see %s)", n.ID, limit, n.LogPath)
+	}
+}
+
 // Pause stops the node's process group with SIGSTOP.
 func (c *Cluster) Pause(n *Node) error {
 	return c.signal(n, syscall.SIGSTOP, true)

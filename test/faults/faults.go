@@ -53,6 +53,7 @@ func AllFaults() []Fault {
 		&TransferLeadership{},
 		&DiskFull{},
 		&ReplaceMember{},
+		&RollingRestart{},
 	}
 }
 
