@@ -14,12 +14,16 @@ const stopLimit = 15 * time.Second
 
 // RestartStep is one node's turn in a rolling restart.
 type RestartStep struct {
-	Node string
+	Node string `json:"node"`
 	// WasLeader says whether the node led when it was stopped.
-	WasLeader bool
+	WasLeader bool `json:"wasLeader"`
 	// Stop is how long the process took to exit after SIGTERM; Ready how long after
 	// its start it reported ready (caught up with the leader).
-	Stop, Ready time.Duration
+	Stop  time.Duration `json:"-"`
+	Ready time.Duration `json:"-"`
+	// StopMillis and ReadyMillis are Stop and Ready in milliseconds, for reports.
+	StopMillis  float64 `json:"stopMillis"`
+	ReadyMillis float64 `json:"readyMillis"`
 }
 
 // RestartEachNode restarts every node once, one at a time, the way an operator
@@ -57,6 +61,8 @@ func RestartEachNode(ctx context.Context, c *Cluster, logf func(string, ...any))
 			return steps, err
 		}
 		st.Ready = time.Since(start)
+		st.StopMillis = float64(st.Stop.Microseconds()) / 1000
+		st.ReadyMillis = float64(st.Ready.Microseconds()) / 1000
 		logf("rolling restart: %s (leader %v) exited in %s, ready %s after its start",
 			n.ID, st.WasLeader, st.Stop.Round(time.Millisecond), st.Ready.Round(time.Millisecond))
 		steps = append(steps, st)
