@@ -107,9 +107,14 @@ func (n *Node) Handover(ctx context.Context) (string, error) {
 	if err := n.await(ctx, n.raft.LeadershipTransferToServer(target.ID, target.Address)); err != nil {
 		return "", fmt.Errorf("raftnode: handover to %s: %w", target.ID, err)
 	}
-	// This node no longer leads; it learns the new leader from its first heartbeat.
+	// This node no longer leads; it learns the new leader from its first heartbeat,
+	// which follows the target's election at once. Without one within an election
+	// timeout the target did not take over (it may be stopping too, as when a whole
+	// cluster is stopped): the others elect a leader without this node's help.
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
+	heard := time.NewTimer(2 * n.cfg.ElectionTimeout)
+	defer heard.Stop()
 	for {
 		if _, id := n.raft.LeaderWithID(); id != "" && string(id) != n.cfg.NodeID {
 			n.log.Info("leadership handed over", "to", id, "took", time.Since(start).Round(time.Millisecond))
@@ -117,6 +122,8 @@ func (n *Node) Handover(ctx context.Context) (string, error) {
 		}
 		select {
 		case <-tick.C:
+		case <-heard.C:
+			return "", fmt.Errorf("raftnode: handover to %s: no new leader within %s", target.ID, 2*n.cfg.ElectionTimeout)
 		case <-ctx.Done():
 			return "", fmt.Errorf("raftnode: handover to %s: waiting for the new leader: %w", target.ID, n.ctxErr(ctx))
 		}

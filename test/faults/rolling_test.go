@@ -26,7 +26,9 @@ const envRollingSummary = "ROSTER_ROLLING_SUMMARY"
 
 // RollingSummary is what TestRollingRestart_NoFailedWrite measured.
 type RollingSummary struct {
-	Writers  int           `json:"writers"`
+	Writers int `json:"writers"`
+	// Seconds is how long the load ran (before, during and just after the restarts).
+	Seconds  float64       `json:"seconds"`
 	Steps    []RestartStep `json:"steps"`
 	Acked    int64         `json:"acked"`
 	Retried  int64         `json:"retriedConnectionErrors"`
@@ -182,6 +184,7 @@ func TestRollingRestart_NoFailedWrite(t *testing.T) {
 		load.done[w] = map[int]bool{}
 	}
 	lctx, stopLoad := context.WithCancel(ctx)
+	loadStart := time.Now()
 	var wg sync.WaitGroup
 	for w := range writers {
 		wg.Add(1)
@@ -205,16 +208,17 @@ func TestRollingRestart_NoFailedWrite(t *testing.T) {
 	load.mu.Unlock()
 	stopLoad()
 	wg.Wait()
+	loadTime := time.Since(loadStart)
 	if restartErr != nil {
 		t.Fatal(restartErr)
 	}
 
-	sum := RollingSummary{Writers: writers, Steps: steps, Acked: load.acked.Load(), Retried: load.retried.Load(),
+	sum := RollingSummary{Writers: writers, Seconds: loadTime.Seconds(), Steps: steps, Acked: load.acked.Load(), Retried: load.retried.Load(),
 		Failed: len(load.failures), Failures: load.failures,
 		MaxAckGapMillis:     float64(load.maxGap.Microseconds()) / 1000,
 		MaxLeaderlessMillis: float64(worstLeaderless.Microseconds()) / 1000}
-	t.Logf("rolling restart of 3 nodes under %d writers: %d writes acknowledged, %d connection errors retried on another node, %d failed; longest gap between acknowledged writes %.0f ms; longest time without a leader %.0f ms",
-		writers, sum.Acked, sum.Retried, sum.Failed, sum.MaxAckGapMillis, sum.MaxLeaderlessMillis)
+	t.Logf("rolling restart of 3 nodes under %d writers for %.1f s: %d writes acknowledged, %d connection errors retried on another node, %d failed; longest gap between acknowledged writes %.0f ms; longest time without a leader %.0f ms",
+		writers, sum.Seconds, sum.Acked, sum.Retried, sum.Failed, sum.MaxAckGapMillis, sum.MaxLeaderlessMillis)
 	if path := os.Getenv(envRollingSummary); path != "" {
 		raw, _ := json.MarshalIndent(sum, "", "  ")
 		if err := os.WriteFile(path, append(raw, '\n'), 0o644); err != nil {
