@@ -352,8 +352,19 @@ func (c *Client) do(ctx context.Context, r request, out any) (Meta, error) {
 
 // write sends a write and returns the index it was applied at.
 func (c *Client) write(ctx context.Context, method string, path *pathBuilder, body any) (uint64, error) {
+	return c.writeQuery(ctx, method, path, nil, body)
+}
+
+// writeIf is write conditional on the object's modify index (?cas=index; 0: only if
+// the object does not exist yet).
+func (c *Client) writeIf(ctx context.Context, method string, path *pathBuilder, index uint64, body any) (uint64, error) {
+	return c.writeQuery(ctx, method, path, url.Values{"cas": {strconv.FormatUint(index, 10)}}, body)
+}
+
+// writeQuery sends a write with query parameters and returns the index it was applied at.
+func (c *Client) writeQuery(ctx context.Context, method string, path *pathBuilder, query url.Values, body any) (uint64, error) {
 	var res api.WriteResult
-	meta, err := c.do(ctx, request{method: method, path: path, body: body}, &res)
+	meta, err := c.do(ctx, request{method: method, path: path, query: query, body: body}, &res)
 	if err != nil {
 		return 0, err
 	}

@@ -223,6 +223,16 @@ func routeCases() []routeCase {
 			resp: `{"index":14}`, want: uint64(14),
 		},
 		{
+			name: "UpsertClusterIf absent",
+			call: func(ctx context.Context, c *Client) (any, error) {
+				return c.UpsertClusterIf(ctx, "", "", "orders", "east", 0, api.ClusterRequest{HealthCheck: &api.HealthCheckSpec{Type: "NONE"}})
+			},
+			method: "PUT", path: svcPath + "/clusters/east",
+			query: url.Values{"cas": {"0"}},
+			body:  `{"healthCheck":{"type":"NONE"}}`,
+			resp:  `{"index":14}`, want: uint64(14),
+		},
+		{
 			name: "Cluster",
 			call: func(ctx context.Context, c *Client) (any, error) {
 				r, _, err := c.Cluster(ctx, "", "", "orders", "east", QueryOptions{})
@@ -273,6 +283,26 @@ func routeCases() []routeCase {
 			method: "PATCH", path: svcPath + "/instances/127.100.0.1:8080",
 			body: `{"enabled":false}`,
 			resp: `{"index":19}`, want: uint64(19),
+		},
+		{
+			name: "UpdateInstance empty metadata removes every key",
+			call: func(ctx context.Context, c *Client) (any, error) {
+				return c.UpdateInstance(ctx, "", "", "orders", "127.100.0.1", 8080, api.InstanceRequest{Metadata: map[string]string{}})
+			},
+			method: "PATCH", path: svcPath + "/instances/127.100.0.1:8080",
+			body: `{"metadata":{}}`,
+			resp: `{"index":19}`, want: uint64(19),
+		},
+		{
+			name: "UpdateInstanceIf",
+			call: func(ctx context.Context, c *Client) (any, error) {
+				return c.UpdateInstanceIf(ctx, "dev", "g", "orders", "127.100.0.1", 8080, 41, api.InstanceRequest{
+					Weight: ptr(3.0), Metadata: map[string]string{"v": "2"}})
+			},
+			method: "PATCH", path: "/v1/namespaces/dev/groups/g/services/orders/instances/127.100.0.1:8080",
+			query: url.Values{"cas": {"41"}},
+			body:  `{"weight":3,"metadata":{"v":"2"}}`,
+			resp:  `{"index":42}`, want: uint64(42),
 		},
 		{
 			name: "DeregisterInstance",
@@ -526,6 +556,17 @@ func TestClient_APIErrorFromErrorBody(t *testing.T) {
 					IsNotFound(err), IsConflict(err), IsNoLeader(err), tc.notFound, tc.conflict, tc.noLeader)
 			}
 		})
+	}
+}
+
+func TestClient_IsCASMismatch(t *testing.T) {
+	f := newFakeAPI(t, http.StatusConflict, nil, `{"error":{"code":"cas_mismatch","message":"cluster east is at index 9","index":9}}`)
+	_, err := f.client().UpsertClusterIf(context.Background(), "", "", "orders", "east", 7, api.ClusterRequest{})
+	if !IsCASMismatch(err) || IsConflict(err) {
+		t.Fatalf("err = %v: want IsCASMismatch (and not the plain conflict)", err)
+	}
+	if IsCASMismatch(&APIError{Status: http.StatusConflict, Code: api.CodeConflict}) || IsCASMismatch(errors.New("cas_mismatch")) {
+		t.Fatal("IsCASMismatch matched another error")
 	}
 }
 

@@ -54,6 +54,13 @@ func IsConflict(err error) bool {
 	return errors.As(err, &e) && (e.Code == api.CodeConflict || (e.Code == "" && e.Status == http.StatusConflict))
 }
 
+// IsCASMismatch reports whether err is an APIError saying a conditional write (?cas=N)
+// found the object at another index, or absent, and changed nothing.
+func IsCASMismatch(err error) bool {
+	var e *APIError
+	return errors.As(err, &e) && e.Code == api.CodeCASMismatch
+}
+
 // IsUnauthenticated reports whether err is an APIError saying the request needs a
 // valid token (ACLs are on and none, or an unknown one, was presented).
 func IsUnauthenticated(err error) bool {

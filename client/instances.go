@@ -21,9 +21,34 @@ func (c *Client) RegisterInstance(ctx context.Context, ns, group, service, ip st
 }
 
 // UpdateInstance changes only the fields set in req (PATCH .../instances/{ip}:{port});
-// IsNotFound when the instance does not exist.
+// IsNotFound when the instance does not exist. A non-nil Metadata replaces the whole
+// map: an empty, non-nil one removes every key.
 func (c *Client) UpdateInstance(ctx context.Context, ns, group, service, ip string, port int, req api.InstanceRequest) (uint64, error) {
-	return c.write(ctx, http.MethodPatch, newPath("v1").service(ns, group, service).instance(ip, port), req)
+	return c.write(ctx, http.MethodPatch, newPath("v1").service(ns, group, service).instance(ip, port), patchBody(req))
+}
+
+// UpdateInstanceIf is UpdateInstance applied only if the instance's modifyIndex is
+// still index (PATCH ...?cas=index); otherwise nothing changes and the error is a
+// conflict (IsCASMismatch). Use it to change the metadata read with Instance without
+// losing a concurrent change.
+func (c *Client) UpdateInstanceIf(ctx context.Context, ns, group, service, ip string, port int, index uint64, req api.InstanceRequest) (uint64, error) {
+	return c.writeIf(ctx, http.MethodPatch, newPath("v1").service(ns, group, service).instance(ip, port), index, patchBody(req))
+}
+
+// instancePatch is the body of a PATCH: unlike api.InstanceRequest it sends an empty,
+// non-nil metadata map ({} removes every key) instead of leaving it out.
+type instancePatch struct {
+	api.InstanceRequest
+	Metadata *map[string]string `json:"metadata,omitempty"`
+}
+
+func patchBody(req api.InstanceRequest) instancePatch {
+	p := instancePatch{InstanceRequest: req}
+	if req.Metadata != nil {
+		md := req.Metadata
+		p.Metadata = &md
+	}
+	return p
 }
 
 // DeregisterInstance removes an instance; IsNotFound when it does not exist.

@@ -69,6 +69,14 @@ func (c *Client) UpsertCluster(ctx context.Context, ns, group, service, cluster 
 	return c.write(ctx, http.MethodPut, newPath("v1").service(ns, group, service).lit("clusters").param("cluster", cluster), req)
 }
 
+// UpsertClusterIf is UpsertCluster applied only if the cluster's modifyIndex is still
+// index, or, with index 0, only if the cluster does not exist yet (PUT ...?cas=index);
+// otherwise nothing changes and the error is a conflict (IsCASMismatch). Use it to
+// write back a cluster read with Cluster without losing a concurrent change.
+func (c *Client) UpsertClusterIf(ctx context.Context, ns, group, service, cluster string, index uint64, req api.ClusterRequest) (uint64, error) {
+	return c.writeIf(ctx, http.MethodPut, newPath("v1").service(ns, group, service).lit("clusters").param("cluster", cluster), index, req)
+}
+
 // Cluster reads one cluster; IsNotFound when it does not exist.
 func (c *Client) Cluster(ctx context.Context, ns, group, service, cluster string, q QueryOptions) (api.ClusterResponse, Meta, error) {
 	var out api.ClusterResponse
