@@ -97,25 +97,25 @@ func (a *app) aclTokenCreateCmd() *cobra.Command {
 			var rules api.ACLRules
 			if rulesJSON != "" {
 				if len(namespaces) > 0 || operator != "" || aclLevel != "" {
-					return fmt.Errorf("--rules replaces --namespace, --operator and --acl: give one or the other")
+					return usagef("--rules replaces --namespace, --operator and --acl: give one or the other")
 				}
 				dec := json.NewDecoder(strings.NewReader(rulesJSON))
 				dec.DisallowUnknownFields()
 				if err := dec.Decode(&rules); err != nil {
-					return fmt.Errorf("--rules: %v", err)
+					return usagef("--rules: %v", err)
 				}
 			} else {
 				rules = api.ACLRules{Operator: operator, ACL: aclLevel}
 				for _, kv := range namespaces {
 					ns, level, ok := strings.Cut(kv, "=")
 					if !ok || ns == "" {
-						return fmt.Errorf("--namespace %q: want NS=LEVEL such as public=write or '*=read'", kv)
+						return usagef("--namespace %q: want NS=LEVEL such as public=write or '*=read'", kv)
 					}
 					if rules.Namespaces == nil {
 						rules.Namespaces = map[string]string{}
 					}
 					if _, dup := rules.Namespaces[ns]; dup {
-						return fmt.Errorf("--namespace: %q is given twice", ns)
+						return usagef("--namespace: %q is given twice", ns)
 					}
 					rules.Namespaces[ns] = level
 				}

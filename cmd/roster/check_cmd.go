@@ -23,7 +23,7 @@ func (a *app) checkCmd() *cobra.Command {
 		Args:    exactArgs(0),
 		RunE: func(*cobra.Command, []string) error {
 			if dataDir == "" {
-				return fmt.Errorf("--data-dir is required (or %s)", envName("data-dir"))
+				return usagef("--data-dir is required (or %s)", envName("data-dir"))
 			}
 			c, err := server.CheckDataDir(dataDir)
 			if err != nil {

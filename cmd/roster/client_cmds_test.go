@@ -93,8 +93,8 @@ func TestRegister_BadArgumentsSendNothing(t *testing.T) {
 	}
 	for _, tc := range cases {
 		r := runCLI(t, nil, append(tc.args, "--addr", f.addr())...)
-		if r.code != 1 || !strings.HasPrefix(r.stderr, "roster: ") || !strings.Contains(r.stderr, tc.want) {
-			t.Errorf("%v: exit %d, stderr %q; want exit 1 and roster: ...%s", tc.args, r.code, r.stderr, tc.want)
+		if r.code != exitUsage || !strings.HasPrefix(r.stderr, "roster: ") || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and roster: ...%s", tc.args, r.code, r.stderr, tc.want)
 		}
 	}
 	if n := f.callCount(); n != 0 {
@@ -360,9 +360,9 @@ func TestVersion_PrintsStampedVersion(t *testing.T) {
 	}
 }
 
-func TestRoot_UnknownCommandExits1(t *testing.T) {
+func TestRoot_UnknownCommandExits2(t *testing.T) {
 	r := runCLI(t, nil, "frobnicate")
-	wantExit(t, r, 1)
+	wantExit(t, r, exitUsage)
 	if !strings.HasPrefix(r.stderr, `roster: unknown command "frobnicate"`) {
 		t.Fatalf("stderr %q", r.stderr)
 	}

@@ -23,10 +23,10 @@ func (s *scope) flags(cmd *cobra.Command) {
 func parseInstanceAddr(s string) (string, int, error) {
 	ip, port, err := api.SplitAddr(s)
 	if err != nil || ip == "" {
-		return "", 0, fmt.Errorf("instance address %q: want IP:PORT ([IPv6]:PORT for IPv6)", s)
+		return "", 0, usagef("instance address %q: want IP:PORT ([IPv6]:PORT for IPv6)", s)
 	}
 	if port < 1 || port > 65535 {
-		return "", 0, fmt.Errorf("instance address %q: port must be 1..65535", s)
+		return "", 0, usagef("instance address %q: port must be 1..65535", s)
 	}
 	return ip, port, nil
 }
@@ -40,7 +40,7 @@ func parseMeta(kvs []string) (map[string]string, error) {
 	for _, kv := range kvs {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return nil, fmt.Errorf("--meta %q: want key=value", kv)
+			return nil, usagef("--meta %q: want key=value", kv)
 		}
 		md[k] = v
 	}

@@ -27,19 +27,20 @@ func main() {
 	os.Exit(code)
 }
 
-// run executes one command line and returns the process exit code: 0 on success, 1 on
-// any error (printed to stderr as "roster: <message>").
+// run executes one command line and returns the process exit code (exit.go): 0 on
+// success, 1 when the command failed, 2 when the command line was wrong (nothing was
+// sent). The error is printed to stderr as "roster: <message>".
 func run(ctx context.Context, args []string, a *app) int {
 	root := a.rootCmd()
 	root.SetArgs(args)
-	if err := root.ExecuteContext(ctx); err != nil {
+	err := root.ExecuteContext(ctx)
+	if err != nil {
 		var q quietError
 		if !errors.As(err, &q) {
 			printError(a.stderr, err)
 		}
-		return 1
 	}
-	return 0
+	return exitCode(err)
 }
 
 // printError prints err escaped: a server's message may quote data (safeText).

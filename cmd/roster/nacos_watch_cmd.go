@@ -40,7 +40,7 @@ func (a *app) nacosWatchCmd() *cobra.Command {
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if _, _, err := net.SplitHostPort(addr); err != nil {
-				return fmt.Errorf("--grpc-addr %q: %w", addr, err)
+				return usagef("--grpc-addr %q: %w", addr, err)
 			}
 			ctx := ctxOf(cmd)
 			w := &nacosWatcher{out: a.stdout, json: a.output == outputJSON, timeout: timeout, tls: a.tlsConfig, token: a.token}

@@ -27,18 +27,18 @@ func (a *app) recoverCmd() *cobra.Command {
 		Args:    exactArgs(0),
 		RunE: func(*cobra.Command, []string) error {
 			if dataDir == "" {
-				return fmt.Errorf("--data-dir is required (or %s)", envName("data-dir"))
+				return usagef("--data-dir is required (or %s)", envName("data-dir"))
 			}
 			if strings.TrimSpace(peers) == "" {
-				return fmt.Errorf("--peers is required (or %s): id=raftaddr of every server of the recovered cluster", envName("peers"))
+				return usagef("--peers is required (or %s): id=raftaddr of every server of the recovered cluster", envName("peers"))
 			}
 			list, err := raftnode.ParsePeers(peers)
 			if err != nil {
-				return fmt.Errorf("--peers: %w", err)
+				return usagef("--peers: %w", err)
 			}
 			log, err := newLogger(a.stderr, logLevel)
 			if err != nil {
-				return err
+				return asUsage(err)
 			}
 			if err := raftnode.Recover(dataDir, list, log); err != nil {
 				return err // ErrNodeRunning: "node appears to be running: ... is locked ..."

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"fmt"
 	"io"
 	"log/slog"
 	"time"
@@ -52,10 +51,10 @@ func (a *app) rootCmd() *cobra.Command {
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindEnv(cmd.Flags(), a.lookupEnv); err != nil {
-				return err
+				return asUsage(err)
 			}
 			if f := cmd.Flags().Lookup("output"); f != nil && a.output != outputTable && a.output != outputJSON {
-				return fmt.Errorf("--output %q: must be %s or %s", a.output, outputTable, outputJSON)
+				return usagef("--output %q: must be %s or %s", a.output, outputTable, outputJSON)
 			}
 			return a.loadClientTLS(cmd)
 		},
@@ -63,6 +62,7 @@ func (a *app) rootCmd() *cobra.Command {
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
 	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(
 		a.serverCmd(),
 		a.devCmd(),
@@ -108,7 +108,7 @@ func (a *app) client() *client.Client {
 func exactArgs(n int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) != n {
-			return fmt.Errorf("usage: %s (got %d argument(s), want %d)", cmd.UseLine(), len(args), n)
+			return usagef("usage: %s (got %d argument(s), want %d)", cmd.UseLine(), len(args), n)
 		}
 		return nil
 	}

@@ -104,6 +104,11 @@ func (o nodeOptions) validate() error {
 	if o.PromoteAfter < 0 {
 		return fmt.Errorf("--promote-after %s: must not be negative", o.PromoteAfter)
 	}
+	if o.Peers != "" {
+		if _, err := raftnode.ParsePeers(o.Peers); err != nil {
+			return fmt.Errorf("--peers: %w", err)
+		}
+	}
 	if _, err := o.probePolicy(); err != nil {
 		return err
 	}
@@ -199,18 +204,18 @@ func (a *app) serverCmd() *cobra.Command {
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.NodeID == "" {
-				return fmt.Errorf("--node-id is required (or %s)", envName("node-id"))
+				return usagef("--node-id is required (or %s)", envName("node-id"))
 			}
 			if o.DataDir == "" {
-				return fmt.Errorf("--data-dir is required (or %s)", envName("data-dir"))
+				return usagef("--data-dir is required (or %s)", envName("data-dir"))
 			}
 			dnsAddrOptional(cmd, &o)
 			if err := o.validate(); err != nil {
-				return err
+				return asUsage(err)
 			}
 			log, err := newLogger(a.stderr, logLevel)
 			if err != nil {
-				return err
+				return asUsage(err)
 			}
 			return a.serve(ctxOf(cmd), o, log)
 		},
@@ -274,11 +279,11 @@ func (a *app) devCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dnsAddrOptional(cmd, &o)
 			if err := o.validate(); err != nil {
-				return err
+				return asUsage(err)
 			}
 			log, err := newLogger(a.stderr, logLevel)
 			if err != nil {
-				return err
+				return asUsage(err)
 			}
 			return a.dev(ctxOf(cmd), o, log)
 		},

@@ -174,7 +174,7 @@ func TestServer_Defaults(t *testing.T) {
 	}
 }
 
-func TestServer_InvalidSettingsExit1WithoutStarting(t *testing.T) {
+func TestServer_InvalidSettingsExit2WithoutStarting(t *testing.T) {
 	cases := []struct {
 		args []string
 		env  map[string]string
@@ -200,8 +200,8 @@ func TestServer_InvalidSettingsExit1WithoutStarting(t *testing.T) {
 			t.Errorf("%v: node started", tc.args)
 			return "", nil, errors.New("unexpected")
 		}
-		if code := run(context.Background(), tc.args, a); code != 1 {
-			t.Errorf("%v: exit %d, want 1", tc.args, code)
+		if code := run(context.Background(), tc.args, a); code != exitUsage {
+			t.Errorf("%v: exit %d, want 2", tc.args, code)
 		}
 		if !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("%v: stderr %q, want %q", tc.args, stderr.String(), tc.want)

@@ -237,8 +237,8 @@ func TestRecoverCLI_RefusesRunningNodeThenRecovers(t *testing.T) {
 	if !strings.Contains(r.stderr, "node appears to be running") {
 		t.Fatalf("stderr %q", r.stderr)
 	}
-	wantExit(t, runCLI(t, nil, "recover", "--data-dir", nd.DataDir), 1)
-	wantExit(t, runCLI(t, nil, "recover", "--peers", peers), 1)
+	wantExit(t, runCLI(t, nil, "recover", "--data-dir", nd.DataDir), exitUsage)
+	wantExit(t, runCLI(t, nil, "recover", "--peers", peers), exitUsage)
 
 	c.Stop(0)
 	r = runCLI(t, map[string]string{"ROSTER_DATA_DIR": nd.DataDir}, "recover", "--peers", peers)

@@ -79,7 +79,7 @@ func (a *app) tlsCertCreateCmd() *cobra.Command {
 		Args:    exactArgs(0),
 		RunE: func(*cobra.Command, []string) error {
 			if o.Node == "" {
-				return fmt.Errorf("--node is required (or %s)", envName("node"))
+				return usagef("--node is required (or %s)", envName("node"))
 			}
 			if err := positiveDays(o.Days); err != nil {
 				return err
@@ -105,7 +105,7 @@ func (a *app) tlsCertCreateCmd() *cobra.Command {
 // positiveDays refuses --days 0, which tlsutil would read as its default.
 func positiveDays(days int) error {
 	if days < 1 {
-		return fmt.Errorf("--days %d: must be 1 to %d", days, tlsutil.MaxDays)
+		return usagef("--days %d: must be 1 to %d", days, tlsutil.MaxDays)
 	}
 	return nil
 }

@@ -110,7 +110,8 @@ func TestTLS_RefusesToOverwriteWithoutForce(t *testing.T) {
 	}
 }
 
-// Bad flags exit 1 with a message naming the flag and write nothing.
+// Bad flags exit non-zero (2 for what the command line checks refuse, 1 for what
+// tlsutil refuses) with a message naming the flag, and write nothing.
 func TestTLS_BadFlags(t *testing.T) {
 	dir := t.TempDir()
 	if r := runCLI(t, nil, "tls", "ca", "create", "--dir", dir, "--days", "60"); r.code != 0 {
@@ -120,22 +121,23 @@ func TestTLS_BadFlags(t *testing.T) {
 	cases := []struct {
 		args []string
 		want string
+		code int // exitUsage: refused by the command line checks; exitError: by tlsutil
 	}{
-		{[]string{"tls", "cert", "create", "--dir", dir}, "roster: --node is required (or ROSTER_NODE)"},
-		{[]string{"tls", "cert", "create", "--dir", dir, "--node", "../etc/n1"}, `--node "../etc/n1"`},
-		{[]string{"tls", "cert", "create", "--dir", dir, "--node", "ca"}, "names the CA's own files"},
-		{[]string{"tls", "cert", "create", "--dir", dir, "--node", "n1", "--dns", "bad_name.example"}, `--dns "bad_name.example" is not a DNS name`},
-		{[]string{"tls", "cert", "create", "--dir", dir, "--node", "n1", "--dns", "127.1.1.1"}, "give it with --ip"},
-		{[]string{"tls", "cert", "create", "--dir", dir, "--node", "n1", "--ip", "10.1.1"}, `--ip "10.1.1" is not an IP address`},
-		{[]string{"tls", "cert", "create", "--dir", dir, "--node", "n1", "--days", "0"}, "--days 0: must be 1 to"},
-		{[]string{"tls", "cert", "create", "--dir", dir, "--node", "n1", "--days", "61"}, "would outlast the CA"},
-		{[]string{"tls", "cert", "create", "--dir", empty, "--node", "n1"}, "roster tls ca create"},
-		{[]string{"tls", "ca", "create", "--dir", empty, "--days", "-3"}, "--days -3: must be 1 to"},
-		{[]string{"tls", "ca", "create", "--dir", empty, "extra"}, "usage: roster tls ca create"},
+		{[]string{"tls", "cert", "create", "--dir", dir}, "roster: --node is required (or ROSTER_NODE)", exitUsage},
+		{[]string{"tls", "cert", "create", "--dir", dir, "--node", "../etc/n1"}, `--node "../etc/n1"`, exitError},
+		{[]string{"tls", "cert", "create", "--dir", dir, "--node", "ca"}, "names the CA's own files", exitError},
+		{[]string{"tls", "cert", "create", "--dir", dir, "--node", "n1", "--dns", "bad_name.example"}, `--dns "bad_name.example" is not a DNS name`, exitError},
+		{[]string{"tls", "cert", "create", "--dir", dir, "--node", "n1", "--dns", "127.1.1.1"}, "give it with --ip", exitError},
+		{[]string{"tls", "cert", "create", "--dir", dir, "--node", "n1", "--ip", "10.1.1"}, `--ip "10.1.1" is not an IP address`, exitError},
+		{[]string{"tls", "cert", "create", "--dir", dir, "--node", "n1", "--days", "0"}, "--days 0: must be 1 to", exitUsage},
+		{[]string{"tls", "cert", "create", "--dir", dir, "--node", "n1", "--days", "61"}, "would outlast the CA", exitError},
+		{[]string{"tls", "cert", "create", "--dir", empty, "--node", "n1"}, "roster tls ca create", exitError},
+		{[]string{"tls", "ca", "create", "--dir", empty, "--days", "-3"}, "--days -3: must be 1 to", exitUsage},
+		{[]string{"tls", "ca", "create", "--dir", empty, "extra"}, "usage: roster tls ca create", exitUsage},
 	}
 	for _, tc := range cases {
 		r := runCLI(t, nil, tc.args...)
-		if r.code != 1 || !strings.Contains(r.stderr, tc.want) {
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q, want %q", tc.args, r.code, r.stderr, tc.want)
 		}
 	}
@@ -237,7 +239,7 @@ func TestTLS_ServerFlags(t *testing.T) {
 			return "", nil, errors.New("unexpected")
 		}
 		args := append([]string{"server", "--node-id", "n1", "--data-dir", "/d"}, tc.args...)
-		if code := run(context.Background(), args, a); code != 1 || !strings.Contains(stderr.String(), tc.want) {
+		if code := run(context.Background(), args, a); code != exitUsage || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("%v: exit %d, stderr %q, want %q", tc.args, code, stderr.String(), tc.want)
 		}
 	}

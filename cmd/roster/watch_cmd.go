@@ -31,9 +31,9 @@ func (a *app) watchCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if services != (len(args) == 0) {
 				if services {
-					return fmt.Errorf("usage: %s: --services takes no SERVICE", cmd.UseLine())
+					return usagef("usage: %s: --services takes no SERVICE", cmd.UseLine())
 				}
-				return fmt.Errorf("usage: %s: name a SERVICE, or pass --services", cmd.UseLine())
+				return usagef("usage: %s: name a SERVICE, or pass --services", cmd.UseLine())
 			}
 			o := client.WatchOptions{
 				HealthyOnly: healthy, Clusters: clusters, Group: sc.group, LastIndex: last, Fallback: fallback,
