@@ -60,6 +60,9 @@ type Config struct {
 	Peers []raftnode.Peer
 	// Join is the HTTP address of a member to ask to add this node.
 	Join string
+	// NonVoter makes a node that joins (Join) ask to stay without a vote: it receives
+	// the log and serves reads but never counts towards the quorum or leads.
+	NonVoter bool
 	// MetadataMaxBytes seeds the cluster-wide metadata size limit (model.Settings) when
 	// this node first leads a cluster whose settings were never set; 0 seeds nothing
 	// (the cluster keeps the default, 1 KiB). Afterwards only PUT /v1/operator/settings
@@ -282,6 +285,7 @@ func New(cfg Config) (_ *Server, err error) {
 		HTTPAdvertise:      httpAdv,
 		Peers:              cfg.Peers,
 		Join:               cfg.Join,
+		NonVoter:           cfg.NonVoter,
 		Joiner:             joiner(s.joinHTTP, cfg.JoinToken, s.peerURL),
 		HeartbeatTimeout:   cfg.Raft.HeartbeatTimeout,
 		ElectionTimeout:    cfg.Raft.ElectionTimeout,

@@ -73,6 +73,9 @@ type nodeOptions struct {
 	ACLEnabled          bool
 	MetricsRequireToken bool
 	JoinToken           string
+
+	// NonVoter is --non-voter: the node joins (Join) without a vote and stays so.
+	NonVoter bool
 }
 
 // grpcAddrOff is the --grpc-addr value that serves no gRPC.
@@ -108,6 +111,10 @@ func (o nodeOptions) validate() error {
 		if _, err := raftnode.ParsePeers(o.Peers); err != nil {
 			return fmt.Errorf("--peers: %w", err)
 		}
+	}
+	if o.NonVoter && o.Join == "" {
+		return fmt.Errorf("--non-voter applies only to a node that joins: give --join too (or %s); "+
+			"a node started from --peers is a voter", envName("join"))
 	}
 	if _, err := o.probePolicy(); err != nil {
 		return err
@@ -229,6 +236,7 @@ func (a *app) serverCmd() *cobra.Command {
 	fs.StringVar(&o.RaftAdvertise, "raft-advertise", "", "Raft address peers dial (default --raft-addr)")
 	fs.StringVar(&o.Peers, "peers", "", "bootstrap list id=raftaddr,... (the same on every node of a new cluster)")
 	fs.StringVar(&o.Join, "join", "", "HTTP address of a cluster member to ask to add this node")
+	fs.BoolVar(&o.NonVoter, "non-voter", false, "with --join: join without a vote and stay so (a read replica that never counts towards the quorum or leads); without it a joined node gets a vote once caught up")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.IntVar(&o.MetadataMaxBytes, "metadata-max-bytes", 0, metadataFlagUsage)
 	fs.Int64Var(&o.SnapshotMaxBytes, "snapshot-max-bytes", 0, fmt.Sprintf("largest snapshot archive a restore accepts, in bytes (0: %d)", int64(httpapi.DefaultSnapshotMaxBytes)))

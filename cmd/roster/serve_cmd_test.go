@@ -366,3 +366,42 @@ func TestNewLogger_Levels(t *testing.T) {
 		t.Fatal("newLogger accepted an unknown level")
 	}
 }
+
+// --non-voter (ROSTER_NON_VOTER) reaches the server's configuration with --join, and
+// is refused without it.
+func TestServer_NonVoter(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	node := &fakeNode{onStart: func(nodeOptions, *slog.Logger) { cancel() }}
+	a, _, stderr := newTestApp(t, map[string]string{"ROSTER_NON_VOTER": "true"})
+	a.startNode = node.start
+	if code := run(ctx, []string{"server", "--node-id", "n4", "--data-dir", "/d", "--join", "127.0.0.1:8848"}, a); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	o := node.options(t)
+	if !o.NonVoter {
+		t.Fatalf("options %+v: want NonVoter", o)
+	}
+	cfg, err := serverConfig(o, slog.New(slog.DiscardHandler))
+	if err != nil || !cfg.NonVoter || cfg.Join != "127.0.0.1:8848" {
+		t.Fatalf("server config NonVoter=%v Join=%q (%v)", cfg.NonVoter, cfg.Join, err)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+	}{
+		{[]string{"server", "--node-id", "n4", "--data-dir", "/d", "--non-voter"}, nil},
+		{[]string{"server", "--node-id", "n4", "--data-dir", "/d", "--peers", "n4=127.0.0.1:7848"}, map[string]string{"ROSTER_NON_VOTER": "1"}},
+	} {
+		a, _, stderr := newTestApp(t, tc.env)
+		a.startNode = func(nodeOptions, *slog.Logger) (string, func() error, error) {
+			t.Errorf("%v: node started", tc.args)
+			return "", nil, errors.New("unexpected")
+		}
+		code := run(context.Background(), tc.args, a)
+		if code != exitUsage || !strings.Contains(stderr.String(), "--non-voter applies only to a node that joins: give --join") {
+			t.Errorf("%v: exit %d, stderr %q", tc.args, code, stderr.String())
+		}
+	}
+}

@@ -13,19 +13,36 @@ import (
 // startNode builds the server configuration from o, opens the node and starts serving.
 // It returns the address the API listens on and a function that stops the node.
 func startNode(o nodeOptions, log *slog.Logger) (string, func() error, error) {
+	cfg, err := serverConfig(o, log)
+	if err != nil {
+		return "", nil, err
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := srv.Start(); err != nil {
+		_ = srv.Close()
+		return "", nil, err
+	}
+	return srv.HTTPAddr(), srv.Close, nil
+}
+
+// serverConfig is the server configuration of the node options o.
+func serverConfig(o nodeOptions, log *slog.Logger) (server.Config, error) {
 	var peers []raftnode.Peer
 	if o.Peers != "" {
 		p, err := raftnode.ParsePeers(o.Peers)
 		if err != nil {
-			return "", nil, fmt.Errorf("--peers: %w", err)
+			return server.Config{}, fmt.Errorf("--peers: %w", err)
 		}
 		peers = p
 	}
 	policy, err := o.probePolicy()
 	if err != nil {
-		return "", nil, err
+		return server.Config{}, err
 	}
-	srv, err := server.New(server.Config{
+	return server.Config{
 		NodeID:           o.NodeID,
 		DataDir:          o.DataDir,
 		HTTPAddr:         o.HTTPAddr,
@@ -34,6 +51,7 @@ func startNode(o nodeOptions, log *slog.Logger) (string, func() error, error) {
 		RaftAdvertise:    o.RaftAdvertise,
 		Peers:            peers,
 		Join:             o.Join,
+		NonVoter:         o.NonVoter,
 		TLS:              o.tlsConfig(),
 		MetadataMaxBytes: o.MetadataMaxBytes,
 		Logger:           log,
@@ -57,13 +75,5 @@ func startNode(o nodeOptions, log *slog.Logger) (string, func() error, error) {
 		ACLEnabled:                 o.ACLEnabled,
 		MetricsRequireToken:        o.MetricsRequireToken,
 		JoinToken:                  o.JoinToken,
-	})
-	if err != nil {
-		return "", nil, err
-	}
-	if err := srv.Start(); err != nil {
-		_ = srv.Close()
-		return "", nil, err
-	}
-	return srv.HTTPAddr(), srv.Close, nil
+	}, nil
 }
