@@ -75,6 +75,7 @@ func (a *app) rootCmd() *cobra.Command {
 		a.nacosWatchCmd(),
 		a.leaderCmd(),
 		a.membersCmd(),
+		a.joinCmd(),
 		a.readyCmd(),
 		a.settingsCmd(),
 		a.tlsCmd(),

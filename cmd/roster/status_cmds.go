@@ -16,23 +16,29 @@ import (
 func (a *app) leaderCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "leader",
-		Short: "Show the current leader",
+		Short: "Show the current leader; `leader transfer` hands leadership to another server",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, err := a.client().Leader(ctxOf(cmd))
 			if err != nil {
 				return err
 			}
-			if a.output == outputJSON {
-				return writeJSON(a.stdout, l)
-			}
-			t := newTable(a.stdout, "ID", "RAFT_ADDR", "HTTP_ADDR")
-			t.row(l.ID, orDash(l.RaftAddr), orDash(l.HTTPAddr))
-			return t.flush()
+			return a.printLeader(l)
 		},
 	}
 	a.clientFlags(cmd)
+	cmd.AddCommand(a.leaderTransferCmd())
 	return cmd
+}
+
+// printLeader prints the leader as a table or, with -o json, as api.Leader.
+func (a *app) printLeader(l api.Leader) error {
+	if a.output == outputJSON {
+		return writeJSON(a.stdout, l)
+	}
+	t := newTable(a.stdout, "ID", "RAFT_ADDR", "HTTP_ADDR")
+	t.row(l.ID, orDash(l.RaftAddr), orDash(l.HTTPAddr))
+	return t.flush()
 }
 
 func (a *app) membersCmd() *cobra.Command {
@@ -42,7 +48,7 @@ func (a *app) membersCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "members",
-		Short: "List the cluster's Raft servers",
+		Short: "List the cluster's Raft servers; `members remove` removes one",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			q := client.QueryOptions{Consistency: consistency}
@@ -83,6 +89,7 @@ func (a *app) membersCmd() *cobra.Command {
 	cmd.Flags().StringVar(&consistency, "consistency", "", "read consistency: linearizable (default), leader or stale (works without a leader)")
 	cmd.Flags().BoolVar(&status, "status", false, "also ask every member for its readiness, applied index and lag")
 	a.clientFlags(cmd)
+	cmd.AddCommand(a.membersRemoveCmd())
 	return cmd
 }
 
