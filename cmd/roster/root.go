@@ -71,6 +71,7 @@ func (a *app) rootCmd() *cobra.Command {
 		a.instancesCmd(),
 		a.healthCmd(),
 		a.servicesCmd(),
+		a.namespacesCmd(),
 		a.watchCmd(),
 		a.nacosWatchCmd(),
 		a.leaderCmd(),
