@@ -68,6 +68,8 @@ func (a *app) rootCmd() *cobra.Command {
 		a.devCmd(),
 		a.registerCmd(),
 		a.deregisterCmd(),
+		a.updateCmd(),
+		a.setHealthCmd(),
 		a.instancesCmd(),
 		a.healthCmd(),
 		a.servicesCmd(),
