@@ -74,6 +74,7 @@ func (a *app) rootCmd() *cobra.Command {
 		a.healthCmd(),
 		a.servicesCmd(),
 		a.namespacesCmd(),
+		a.clusterConfigCmd(),
 		a.watchCmd(),
 		a.nacosWatchCmd(),
 		a.leaderCmd(),
