@@ -46,7 +46,11 @@ func (a *app) rootCmd() *cobra.Command {
 		Short: "Roster: a CP service registry",
 		Long: "Roster is a CP registry for persistent service instances.\n\n" +
 			"Every flag can also be set by an environment variable: --http-addr ⇔ ROSTER_HTTP_ADDR\n" +
-			"(a flag given on the command line wins).",
+			"(a flag given on the command line wins). The client commands print tables, or JSON\n" +
+			"with -o json. Shell completion: roster completion bash|zsh|fish|powershell --help.\n\n" +
+			"Exit codes: 0 success; 1 the command failed (an error answered by the API, a node\n" +
+			"that cannot be reached or is not ready, ...); 2 the command line is wrong (unknown\n" +
+			"command or flag, bad value, wrong arguments): nothing was sent or started.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -61,7 +65,6 @@ func (a *app) rootCmd() *cobra.Command {
 	}
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
-	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(
 		a.serverCmd(),
@@ -91,7 +94,30 @@ func (a *app) rootCmd() *cobra.Command {
 		a.demoBackendCmd(),
 		newBenchCmd(),
 	)
+	// cobra's `completion` command (bash, zsh, fish, powershell), added now rather than
+	// when the command line runs, so that it is part of the tree walked below.
+	root.InitDefaultCompletionCmd()
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command that only groups others (roster acl,
+// snapshot, tls, completion...) print its help when called alone, as cobra does, but
+// fail with a usage error when called with an unknown subcommand, where cobra would
+// print the help and exit 0.
+func refuseUnknownSubcommands(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		refuseUnknownSubcommands(c)
+	}
+	if cmd.Runnable() || !cmd.HasSubCommands() || !cmd.HasParent() {
+		return
+	}
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usagef("unknown command %q for %q", args[0], c.CommandPath())
+		}
+		return c.Help()
+	}
 }
 
 // clientFlags adds the flags every client command shares.
@@ -102,6 +128,7 @@ func (a *app) clientFlags(cmd *cobra.Command) {
 	fs.StringVarP(&a.output, "output", "o", outputTable, "output format: table or json")
 	fs.DurationVar(&a.timeout, "timeout", client.DefaultTimeout, "request timeout")
 	fs.StringVar(&a.token, "token", "", "ACL token secret to present (clusters with ACLs need one)")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{outputTable, outputJSON}, cobra.ShellCompDirectiveNoFileComp))
 }
 
 // client returns an API client for --addr, presenting --token.
