@@ -152,12 +152,13 @@ func (a *app) joinCmd() *cobra.Command {
 		Long: "Ask the cluster reachable at --addr to add the server whose API is at HTTP_ADDR, with Raft\n" +
 			"server id --id and Raft address --raft-addr (POST /v1/cluster/join; the leader runs it).\n" +
 			"The server must be running already: started with neither --peers nor --join it waits,\n" +
-			"without a cluster, until it is added. It joins without a vote, receives the log and gets\n" +
-			"a vote once it has caught up and stayed in contact (roster members shows when);\n" +
-			"--non-voter keeps it without a vote. Roster nodes do not publish their own id and Raft\n" +
-			"address, so both are given here: the same values as the server's --node-id and\n" +
-			"--raft-advertise. (A server started with `roster server --join` sends this request\n" +
-			"itself.)",
+			"without a cluster, until it is added. It joins without a vote, receives the log and\n" +
+			"gets a vote once it has caught up and stayed in contact (roster members shows when);\n" +
+			"if leadership moves before that, run the same command again (a repeated join only asks\n" +
+			"for the vote again). --non-voter keeps it without a vote.\n\n" +
+			"Roster nodes do not publish their own id and Raft address, so both are given here: the\n" +
+			"server's --node-id and --raft-advertise. (A server started with `roster server --join`\n" +
+			"sends this request itself.)",
 		Example: "  roster join 10.0.0.4:8848 --id n4 --raft-addr 10.0.0.4:7848 --addr 10.0.0.1:8848\n" +
 			"  roster join https://10.0.0.5:8848 --id n5 --raft-addr 10.0.0.5:7848 --non-voter",
 		Args: exactArgs(1),
