@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/rosterhq/roster/model"
 )
 
 // Sentinel errors. Every error a Node returns for one of these conditions wraps the
@@ -60,6 +62,10 @@ func configErr(field, format string, args ...any) error {
 // the target did not complete in time (raft.go, leadershipTransfer).
 const raftTransferTimeout = "leadership transfer timeout"
 
+// raftNoTransferTarget is hashicorp/raft's error for a transfer without a target when
+// it knows no other voter (raft.go, leaderLoop).
+const raftNoTransferTarget = "cannot find peer"
+
 // mapRaftErr translates hashicorp/raft errors into this package's sentinels, keeping
 // the original error in the chain.
 func (n *Node) mapRaftErr(err error) error {
@@ -76,6 +82,10 @@ func (n *Node) mapRaftErr(err error) error {
 		return fmt.Errorf("%w: raft: %w", ErrShutdown, err)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return fmt.Errorf("%w: %w", ErrTimeout, err)
+	case err.Error() == raftNoTransferTarget:
+		// Raft found no voter to hand leadership to (the configuration changed since
+		// TransferLeadership looked).
+		return fmt.Errorf("%w: there is no other voter to hand leadership to: raft: %w", model.ErrConflict, err)
 	case err.Error() == raftTransferTimeout:
 		// The target did not take over within an election timeout; this node still
 		// leads. Raft has no sentinel for it.

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/rosterhq/roster/model"
 )
 
 // mapRaftErr turns Raft's errors into this package's sentinels, including the ones
@@ -27,6 +29,7 @@ func TestMapRaftErr(t *testing.T) {
 		{"shutdown", raft.ErrRaftShutdown, ErrShutdown},
 		{"deadline", context.DeadlineExceeded, ErrTimeout},
 		{"transfer timeout", fmt.Errorf("leadership transfer timeout"), ErrTimeout},
+		{"no transfer target", fmt.Errorf("cannot find peer"), model.ErrConflict},
 		{"log write through the cache", fmt.Errorf("unable to store logs within log store, err: %q", full), ErrStorage},
 	}
 	for _, tc := range tests {

@@ -118,6 +118,10 @@ func TestNode_HandoverAnswersWritesInFlight(t *testing.T) {
 func TestNode_HandoverWithoutAnotherVoter(t *testing.T) {
 	c := mustNewCluster(t, 1)
 	tn := c.waitForLeader(10 * time.Second)
+	// An explicit transfer says why it cannot happen (409, not 500).
+	if err := tn.N().TransferLeadership(ctxTimeout(t, 5*time.Second), ""); !errors.Is(err, model.ErrConflict) {
+		t.Fatalf("transfer without another voter: %v, want a conflict", err)
+	}
 	to, err := tn.N().Handover(ctxTimeout(t, 5*time.Second))
 	if err != nil || to != "" {
 		t.Fatalf("handover of a single node: %q, %v", to, err)

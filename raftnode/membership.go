@@ -246,12 +246,17 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 	if id == n.cfg.NodeID {
 		return nil
 	}
-	if id == "" {
-		return n.await(ctx, n.raft.LeadershipTransfer())
-	}
 	servers, err := n.configuration(ctx)
 	if err != nil {
 		return err
+	}
+	if id == "" {
+		for _, s := range servers {
+			if s.Suffrage == raft.Voter && string(s.ID) != n.cfg.NodeID {
+				return n.await(ctx, n.raft.LeadershipTransfer())
+			}
+		}
+		return fmt.Errorf("%w: there is no other voter to hand leadership to", model.ErrConflict)
 	}
 	for _, s := range servers {
 		if string(s.ID) == id && s.Suffrage == raft.Voter {
