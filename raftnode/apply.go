@@ -34,8 +34,11 @@ func (n *Node) Apply(ctx context.Context, cmd fsm.Command) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	start := time.Now()
 	f := n.raft.Apply(buf, timeout)
-	if err := n.await(ctx, f); err != nil {
+	err = n.await(ctx, f)
+	n.met.apply.Observe(time.Since(start).Seconds())
+	if err != nil {
 		return 0, err
 	}
 	switch res := f.Response().(type) {

@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -123,6 +124,9 @@ type notifyPeer struct {
 	// lastOK is the time of the last successful exchange; zero after a notification
 	// failed, until the library succeeds again.
 	lastOK time.Time
+	// contact is the time of the library's last successful exchange, in any term; unlike
+	// lastOK it is never cleared (peerContact).
+	contact time.Time
 }
 
 func newCommitNotifier(next appendSender, fresh time.Duration, enabled bool) *commitNotifier {
@@ -177,6 +181,18 @@ func (cn *commitNotifier) peerHealth(id raft.ServerID) (match uint64, lastOK tim
 		return p.match, p.lastOK
 	}
 	return 0, time.Time{}
+}
+
+// peerContact returns the time of the last successful AppendEntries exchange (a
+// heartbeat included) of this node's Raft with server id, in any term this node led
+// (zero: none).
+func (cn *commitNotifier) peerContact(id raft.ServerID) time.Time {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	if p, ok := cn.peers[id]; ok {
+		return p.contact
+	}
+	return time.Time{}
 }
 
 // close stops the senders. A notification already in flight ends with its RPC (bounded
@@ -247,7 +263,8 @@ func (cn *commitNotifier) observe(id raft.ServerID, target raft.ServerAddress, r
 	}
 	cn.header = req.RPCHeader
 	p := cn.peerLocked(id)
-	p.addr, p.lastOK = target, time.Now()
+	now := time.Now()
+	p.addr, p.lastOK, p.contact = target, now, now
 	// A heartbeat (no PrevLogEntry, no entries) is accepted without any log check, so
 	// it shows the follower is reachable but says nothing about its log.
 	var last, lastTerm uint64
@@ -448,16 +465,39 @@ func (t notifyingTransport) Close() error {
 type commitHookFSM struct {
 	StateMachine
 	committed func(idx uint64)
+	met       *metrics // times the batches, snapshots and restores
 }
 
 func (f commitHookFSM) Apply(l *raft.Log) interface{} {
 	f.committed(l.Index)
-	return f.StateMachine.Apply(l)
+	start := time.Now()
+	res := f.StateMachine.Apply(l)
+	f.met.applied(1, time.Since(start))
+	return res
 }
 
 func (f commitHookFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	if len(logs) > 0 {
 		f.committed(logs[len(logs)-1].Index)
 	}
-	return f.StateMachine.ApplyBatch(logs)
+	start := time.Now()
+	res := f.StateMachine.ApplyBatch(logs)
+	f.met.applied(len(logs), time.Since(start))
+	return res
+}
+
+// Snapshot times the Persist of the snapshot it returns.
+func (f commitHookFSM) Snapshot() (raft.FSMSnapshot, error) {
+	s, err := f.StateMachine.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	return timedSnapshot{FSMSnapshot: s, h: f.met.snapPersist}, nil
+}
+
+func (f commitHookFSM) Restore(rc io.ReadCloser) error {
+	start := time.Now()
+	err := f.StateMachine.Restore(rc)
+	f.met.snapRestore.Observe(time.Since(start).Seconds())
+	return err
 }

@@ -14,9 +14,10 @@ import (
 // leadership gets a new generation; ctx is cancelled the moment it is lost.
 type leadership struct {
 	gen    uint64
-	active bool   // Raft reported this node as leader and has not reported the loss
-	ready  bool   // every entry of earlier terms is applied and the self record committed
-	term   uint64 // the term ready refers to
+	active bool      // Raft reported this node as leader and has not reported the loss
+	ready  bool      // every entry of earlier terms is applied and the self record committed
+	term   uint64    // the term ready refers to
+	since  time.Time // when Raft reported this leadership
 	ctx    context.Context
 	cancel context.CancelFunc
 }
@@ -79,7 +80,7 @@ func (n *Node) beginLeadership() {
 		return
 	}
 	ctx, cancel := context.WithCancel(n.ctx)
-	n.lead = leadership{gen: n.lead.gen + 1, active: true, ctx: ctx, cancel: cancel}
+	n.lead = leadership{gen: n.lead.gen + 1, active: true, since: time.Now(), ctx: ctx, cancel: cancel}
 	n.signalLocked()
 	n.log.Info("gained leadership", "term", n.raft.CurrentTerm())
 	n.wg.Add(1)

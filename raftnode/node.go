@@ -50,6 +50,7 @@ type Node struct {
 	append *appendWatch    // the log store Raft writes, and whether that fails
 	bolt   *raftboltdb.BoltStore
 	logs   raft.LogStore // the cache in front of bolt
+	met    *metrics      // exported by RegisterMetrics (metrics.go)
 
 	notifyCh chan bool
 	ctx      context.Context // cancelled by Shutdown
@@ -105,6 +106,7 @@ func newNode(cfg Config, sm StateMachine) (*Node, error) {
 		ctx:      ctx,
 		cancel:   cancel,
 		changed:  make(chan struct{}),
+		met:      newMetrics(),
 	}
 	existing, err := n.open()
 	if err != nil {
@@ -202,10 +204,11 @@ func (n *Node) open() (bool, error) {
 	}
 	n.notify = newCommitNotifier(noHeartbeatFastPath{n.trans}, cfg.HeartbeatTimeout, !cfg.noCommitNotify)
 	trans := notifyingTransport{noHeartbeatFastPath{n.trans}, n.notify, &n.commit}
-	r, err := raft.NewRaft(rc, commitHookFSM{n.sm, n.notify.notifyCommit}, cache, bolt, snaps, trans)
+	r, err := raft.NewRaft(rc, commitHookFSM{n.sm, n.notify.notifyCommit, n.met}, cache, bolt, snaps, trans)
 	if err != nil {
 		return false, fmt.Errorf("raftnode: start raft: %w", err)
 	}
+	r.RegisterObserver(n.met.leaderObserver())
 	n.notify.setRaft(r)
 	n.raft = r
 	n.log.Info("raft started", "raft_addr", cfg.RaftAdvertise, "http_addr", cfg.HTTPAdvertise, "existing_state", existing)

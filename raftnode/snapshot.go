@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
@@ -27,6 +29,22 @@ type StateSnapshot struct {
 	Index uint64
 	// Term is the term of the entry at Index.
 	Term uint64
+
+	opened time.Time
+	closed sync.Once
+	timing prometheus.Observer // roster_snapshot_duration_seconds{op="save"}
+}
+
+// Close releases the view and records how long it was open (a backup archive's save).
+// It is safe to call more than once.
+func (s *StateSnapshot) Close() error {
+	err := s.Snapshot.Close()
+	s.closed.Do(func() {
+		if s.timing != nil {
+			s.timing.Observe(time.Since(s.opened).Seconds())
+		}
+	})
+	return err
 }
 
 // snapshotAttempts bounds the retries of SnapshotState when a Raft snapshot compacts the
@@ -53,12 +71,13 @@ func (n *Node) SnapshotState() (*StateSnapshot, error) {
 		if err != nil {
 			return nil, err
 		}
+		opened := time.Now()
 		sn, err := n.sm.Store().Snapshot()
 		if err != nil {
 			return nil, fmt.Errorf("raftnode: open state snapshot: %w", err)
 		}
 		applied := sn.AppliedIndex()
-		out := &StateSnapshot{Snapshot: sn}
+		out := &StateSnapshot{Snapshot: sn, opened: opened, timing: n.met.snapSave}
 		if snapIdx > 0 && applied <= snapIdx {
 			out.Index, out.Term = snapIdx, snapTerm
 			return out, nil

@@ -303,6 +303,9 @@ func New(cfg Config) (_ *Server, err error) {
 
 	s.metrics = prometheus.NewRegistry()
 	s.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := s.node.RegisterMetrics(s.metrics); err != nil {
+		return nil, fmt.Errorf("raft metrics: %w", err)
+	}
 	diskMetrics(s.metrics, cfg.DataDir)
 	diskStop := make(chan struct{})
 	go watchDisk(cfg.DataDir, s.log, diskStop)
