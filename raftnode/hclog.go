@@ -43,11 +43,28 @@ func slogLevel(level hclog.Level) slog.Level {
 
 func (h *hcLogger) Log(level hclog.Level, msg string, args ...any) {
 	for i, a := range args {
-		// hclog.Fmt values are printf-style: format them as hclog does.
-		if f, ok := a.(hclog.Format); ok && len(f) > 0 {
-			if format, ok := f[0].(string); ok {
-				args[i] = fmt.Sprintf(format, f[1:]...)
+		if i%2 == 0 {
+			// hashicorp/raft describes itself under "node" ("node", r); that would
+			// duplicate the node id attribute Roster's loggers carry.
+			if a == "node" {
+				args[i] = "raft_node"
 			}
+			continue
+		}
+		switch v := a.(type) {
+		case hclog.Format:
+			// hclog.Fmt values are printf-style: format them as hclog does.
+			if len(v) > 0 {
+				if format, ok := v[0].(string); ok {
+					args[i] = fmt.Sprintf(format, v[1:]...)
+				}
+			}
+		case error:
+			// slog's handlers print errors with Error().
+		case fmt.Stringer:
+			// As hclog does; a JSON handler would otherwise marshal the value's exported
+			// fields (hashicorp/raft's *Raft has none: "{}").
+			args[i] = v.String()
 		}
 	}
 	h.l.Log(context.Background(), slogLevel(level), msg, args...)
