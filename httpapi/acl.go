@@ -23,7 +23,7 @@ func (s *server) bootstrapACL(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.log.Warn("ACLs bootstrapped: a management token was created", "accessor_id", t.AccessorID, "index", idx)
+	s.log.WarnContext(r.Context(), "ACLs bootstrapped: a management token was created", "accessor_id", t.AccessorID, "index", idx)
 	setIndex(w, idx)
 	out := wireToken(t)
 	out.SecretID = secret
@@ -46,7 +46,7 @@ func (s *server) createToken(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.log.Info("ACL token created", "accessor_id", t.AccessorID, "rules", t.Rules.String(), "index", idx)
+	s.log.InfoContext(r.Context(), "ACL token created", "accessor_id", t.AccessorID, "rules", t.Rules.String(), "index", idx)
 	setIndex(w, idx)
 	out := wireToken(t)
 	out.SecretID = secret
@@ -61,7 +61,7 @@ func (s *server) deleteToken(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.log.Info("ACL token deleted", "accessor_id", accessor, "index", idx)
+	s.log.InfoContext(r.Context(), "ACL token deleted", "accessor_id", accessor, "index", idx)
 	writeResult(w, idx)
 	return nil
 }

@@ -25,9 +25,9 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	switch {
 	case status == http.StatusInternalServerError:
-		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 	case status >= 500:
-		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+		s.log.WarnContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 	}
 	body := api.Error{Code: code, Message: msg, Field: field}
 	var cas *model.CASError

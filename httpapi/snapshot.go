@@ -211,10 +211,10 @@ func (h *snapshotHandler) serveGet(w http.ResponseWriter, r *http.Request) {
 	if err := writeArchive(w, meta, view); err != nil {
 		// The status is sent: cut the response short so the client sees a broken
 		// (and, by its checksums, invalid) archive rather than a complete-looking one.
-		s.log.Warn("snapshot download failed", "index", meta.Index, "err", err)
+		s.log.WarnContext(r.Context(), "snapshot download failed", "index", meta.Index, "err", err)
 		panic(http.ErrAbortHandler)
 	}
-	s.log.Info("snapshot served", "index", meta.Index, "term", meta.Term, "state_bytes", view.Size(),
+	s.log.InfoContext(r.Context(), "snapshot served", "index", meta.Index, "term", meta.Term, "state_bytes", view.Size(),
 		"consistency", o.Mode)
 }
 
@@ -272,7 +272,7 @@ func (h *snapshotHandler) servePut(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer func() { _ = ar.Close() }()
-	s.log.Warn("snapshot archive received and verified", "index", ar.Meta.Index, "term", ar.Meta.Term,
+	s.log.WarnContext(r.Context(), "snapshot archive received and verified", "index", ar.Meta.Index, "term", ar.Meta.Term,
 		"roster_version", ar.Meta.RosterVersion, "created_at", ar.Meta.CreatedAt, "state_bytes", ar.Meta.Size,
 		"upload", time.Since(start))
 	if !h.restoring.CompareAndSwap(false, true) {
@@ -285,7 +285,7 @@ func (h *snapshotHandler) servePut(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	s.log.Warn("cluster restored from a snapshot archive", "index", idx)
+	s.log.WarnContext(r.Context(), "cluster restored from a snapshot archive", "index", idx)
 	writeResult(w, idx)
 }
 
@@ -375,7 +375,7 @@ func (h *snapshotHandler) writeError(w http.ResponseWriter, r *http.Request, err
 		return
 	}
 	if status, _, _ := httpx.Classify(err); status == http.StatusInternalServerError {
-		h.s.log.Error("snapshot restore failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		h.s.log.ErrorContext(r.Context(), "snapshot restore failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		err = fmt.Errorf("snapshot restore failed on node %s: internal error (its log has the details)", h.s.cfg.NodeID)
 	}
 	h.s.writeError(w, r, err)

@@ -233,6 +233,8 @@ func (f *Forwarder) Retried() { f.met.LeaderMoved.Inc() }
 
 // forwardOnce runs one proxy attempt.
 func (f *Forwarder) forwardOnce(w http.ResponseWriter, r *http.Request, body []byte, st *proxyState) {
+	f.log.DebugContext(r.Context(), "forwarding the request to the leader", "leader", st.leaderID,
+		"method", r.Method, "path", r.URL.Path, "retry", !st.retryable)
 	ctx, cancel := context.WithTimeout(r.Context(), f.forwardTimeout(r))
 	defer cancel()
 	out := r.Clone(context.WithValue(ctx, proxyStateKey{}, st))
@@ -282,6 +284,8 @@ func (f *Forwarder) ForwardStream(w http.ResponseWriter, r *http.Request, local 
 		return
 	}
 	st := &proxyState{target: target, leaderID: leader.ID, fail: fail}
+	f.log.DebugContext(r.Context(), "forwarding the request to the leader, streaming its body", "leader", st.leaderID,
+		"method", r.Method, "path", r.URL.Path)
 	out := r.Clone(context.WithValue(r.Context(), proxyStateKey{}, st)) // shares r.Body
 	clearLeaderHeaders(w)
 	f.proxy.ServeHTTP(w, out)
@@ -339,10 +343,17 @@ func (f *Forwarder) newProxy() *httputil.ReverseProxy {
 			pr.Out.URL.RawQuery = pr.In.URL.RawQuery
 			pr.SetXForwarded()
 			pr.Out.Header.Set(api.HeaderForwardedBy, f.id)
+			// The leader keeps the id, so both nodes log the request under it.
+			if id := RequestIDOf(pr.In.Context()); id != "" {
+				pr.Out.Header.Set(HeaderRequestID, id)
+			}
 		},
 		Transport: f.transport,
 		ErrorLog:  slog.NewLogLogger(f.log.Handler(), slog.LevelWarn),
 		ModifyResponse: func(resp *http.Response) error {
+			if RequestIDOf(resp.Request.Context()) != "" {
+				resp.Header.Del(HeaderRequestID) // the same id, already on this node's answer
+			}
 			st := stateOf(resp.Request)
 			if st != nil && st.retryable && resp.StatusCode == http.StatusServiceUnavailable &&
 				resp.Header.Get(api.HeaderNotLeader) == "true" {

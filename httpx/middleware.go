@@ -20,7 +20,7 @@ func Recoverer(log *slog.Logger, fail ErrorWriter) func(http.Handler) http.Handl
 					if v == http.ErrAbortHandler {
 						panic(v)
 					}
-					log.Error("handler panicked", "method", r.Method, "path", r.URL.Path, "panic", v)
+					log.ErrorContext(r.Context(), "handler panicked", "method", r.Method, "path", r.URL.Path, "panic", v)
 					fail(w, r, fmt.Errorf("internal error: %v", v))
 				}
 			}()

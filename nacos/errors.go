@@ -244,9 +244,9 @@ func (s *handler) writeNacosError(w http.ResponseWriter, r *http.Request, err er
 	}
 	switch {
 	case ne.status == http.StatusInternalServerError:
-		s.log.Error("nacos request failed", "method", r.Method, "path", r.URL.Path, "status", ne.status, "err", err)
+		s.log.ErrorContext(r.Context(), "nacos request failed", "method", r.Method, "path", r.URL.Path, "status", ne.status, "err", err)
 	case ne.status >= 500:
-		s.log.Warn("nacos request failed", "method", r.Method, "path", r.URL.Path, "status", ne.status, "err", err)
+		s.log.WarnContext(r.Context(), "nacos request failed", "method", r.Method, "path", r.URL.Path, "status", ne.status, "err", err)
 	}
 	if nacosV2(r) {
 		writeJSON(w, ne.status, nacosResult{Code: ne.code, Message: nacosMessage(ne.code), Data: ne.msg})

@@ -145,7 +145,7 @@ func (n *Node) Join(ctx context.Context, req JoinRequest) error {
 		if err := n.await(ctx, f); err != nil {
 			return err
 		}
-		n.log.Info(what, "id", req.ID, "raft_addr", req.RaftAddr, "http_addr", req.HTTPAddr)
+		n.log.InfoContext(ctx, what, "id", req.ID, "raft_addr", req.RaftAddr, "http_addr", req.HTTPAddr)
 		return nil
 	}
 	switch {
@@ -260,7 +260,7 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 	}
 	for _, s := range servers {
 		if string(s.ID) == id && s.Suffrage == raft.Voter {
-			n.log.Info("transferring leadership", "to", id)
+			n.log.InfoContext(ctx, "transferring leadership", "to", id)
 			return n.await(ctx, n.raft.LeadershipTransferToServer(s.ID, s.Address))
 		}
 	}

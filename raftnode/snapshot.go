@@ -174,15 +174,15 @@ func (n *Node) RestoreState(ctx context.Context, index, term uint64, r io.Reader
 	}
 	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: index, Term: term, Size: size}
 	start := time.Now()
-	n.log.Warn("restoring the cluster state from a snapshot", "index", index, "term", term, "bytes", size)
+	n.log.WarnContext(ctx, "restoring the cluster state from a snapshot", "index", index, "term", term, "bytes", size)
 	if err := n.raft.Restore(meta, r, timeout); err != nil {
 		return 0, fmt.Errorf("raftnode: restore: %w", n.mapRaftErr(err))
 	}
-	n.log.Warn("cluster state restored from a snapshot", "index", index, "raft_index", n.raft.LastIndex(),
+	n.log.WarnContext(ctx, "cluster state restored from a snapshot", "index", index, "raft_index", n.raft.LastIndex(),
 		"duration", time.Since(start))
 	idx, err := n.reconcileMembers(ctx, servers, before)
 	if err != nil {
-		n.log.Warn("member table not reconciled after the restore; members re-announce themselves", "error", err)
+		n.log.WarnContext(ctx, "member table not reconciled after the restore; members re-announce themselves", "error", err)
 	}
 	return idx, nil
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/httpx"
 )
 
 // maxPeerAnswer bounds the body read from another node's answer.
@@ -48,6 +49,9 @@ func (s *Server) peerJSON(ctx context.Context, method, httpAddr, path string, bo
 	}
 	if s.cfg.JoinToken != "" {
 		req.Header.Set(api.HeaderToken, s.cfg.JoinToken)
+	}
+	if id := httpx.RequestIDOf(ctx); id != "" {
+		req.Header.Set(httpx.HeaderRequestID, id) // asked while serving a request
 	}
 	resp, err := s.joinHTTP.Do(req)
 	if err != nil {

@@ -213,7 +213,9 @@ func New(cfg Config) (_ *Server, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), serveDone: make(chan struct{})}
+	// Lines logged with a request's context carry its id (httpx.RequestIDs).
+	log := slog.New(httpx.RequestIDLogs(cfg.Logger.Handler())).With("node", cfg.NodeID)
+	s := &Server{cfg: cfg, log: log, serveDone: make(chan struct{})}
 	if s.certs, err = loadTLS(cfg.TLS); err != nil {
 		return nil, err
 	}
@@ -398,10 +400,13 @@ func New(cfg Config) (_ *Server, err error) {
 	if s.certs != nil {
 		handler = requireNodeCertToJoin(handler)
 	}
+	handler = httpx.RequestIDs(s.log)(handler)
 	s.http = &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
+		// net/http's own complaints go to the node's log, not to the standard logger.
+		ErrorLog: slog.NewLogLogger(s.log.With("component", "http").Handler(), slog.LevelWarn),
 	}
 	if s.certs != nil {
 		s.http.TLSConfig = s.certs.HTTPServer(cfg.TLS.VerifyIncoming)
