@@ -188,17 +188,14 @@ func probePolicyFlags(fs *pflag.FlagSet, o *nodeOptions) {
 
 // newLogger returns a text logger on w at the named level (debug, info, warn or error).
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
-	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+	return newFormatLogger(w, level, logFormatText)
 }
 
 func (a *app) serverCmd() *cobra.Command {
 	var (
-		o        nodeOptions
-		logLevel string
+		o         nodeOptions
+		logLevel  string
+		logFormat logFormat
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -220,7 +217,7 @@ func (a *app) serverCmd() *cobra.Command {
 			if err := o.validate(); err != nil {
 				return asUsage(err)
 			}
-			log, err := newLogger(a.stderr, logLevel)
+			log, err := newFormatLogger(a.stderr, logLevel, logFormat)
 			if err != nil {
 				return asUsage(err)
 			}
@@ -238,6 +235,7 @@ func (a *app) serverCmd() *cobra.Command {
 	fs.StringVar(&o.Join, "join", "", "HTTP address of a cluster member to ask to add this node")
 	fs.BoolVar(&o.NonVoter, "non-voter", false, "with --join: join without a vote and stay so (a read replica that never counts towards the quorum or leads); without it a joined node gets a vote once caught up")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	logFormatFlag(fs, &logFormat)
 	fs.IntVar(&o.MetadataMaxBytes, "metadata-max-bytes", 0, metadataFlagUsage)
 	fs.Int64Var(&o.SnapshotMaxBytes, "snapshot-max-bytes", 0, fmt.Sprintf("largest snapshot archive a restore accepts, in bytes (0: %d)", int64(httpapi.DefaultSnapshotMaxBytes)))
 	fs.DurationVar(&o.HeartbeatTimeout, "raft-heartbeat-timeout", 0, fmt.Sprintf("time without leader contact before a follower calls an election (0: %s); raise it on loaded or slow machines", raftnode.DefaultHeartbeatTimeout))
