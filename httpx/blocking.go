@@ -1,8 +1,10 @@
 package httpx
 
 import (
+	"context"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/rosterhq/roster/api"
 )
@@ -14,23 +16,38 @@ import (
 // follower's parked queries thus cost it a goroutine each and the leader nothing, where
 // each used to hold a follower→leader connection for up to the whole wait.
 func (f *Forwarder) ForwardBlocking(w http.ResponseWriter, r *http.Request, o ReadOptions, next http.Handler, fail ErrorWriter) {
-	local := o
-	local.Mode = api.ConsistencyStale
-	parked := &discardResponse{h: http.Header{}}
-	next.ServeHTTP(parked, WithReadOptions(r, local))
+	// The local state must hold the writes this node forwarded: a client that wrote
+	// through this node and then waits for a change past the index it was answered
+	// would otherwise find its own write missing here (a read that fails at once, not
+	// parked). When the node cannot catch up, the read goes to the leader unparked.
+	caughtUp := true
+	if f.cfg.CatchUp != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), max(f.cfg.RequestTimeout, time.Second))
+		caughtUp = f.cfg.CatchUp(ctx, f.LastWriteIndex()) == nil
+		cancel()
+	}
 	if r.Context().Err() != nil {
 		return
 	}
-	if parked.status == http.StatusTooManyRequests {
-		// No place to wait here: the client retries later, as it would at the leader.
-		for _, k := range []string{"Retry-After", "Content-Type"} {
-			if v := parked.h.Get(k); v != "" {
-				w.Header().Set(k, v)
-			}
+	if caughtUp {
+		local := o
+		local.Mode = api.ConsistencyStale
+		parked := &discardResponse{h: http.Header{}}
+		next.ServeHTTP(parked, WithReadOptions(r, local))
+		if r.Context().Err() != nil {
+			return
 		}
-		w.WriteHeader(parked.status)
-		_, _ = w.Write(parked.body)
-		return
+		if parked.status == http.StatusTooManyRequests {
+			// No place to wait here: the client retries later, as it would at the leader.
+			for _, k := range []string{"Retry-After", "Content-Type"} {
+				if v := parked.h.Get(k); v != "" {
+					w.Header().Set(k, v)
+				}
+			}
+			w.WriteHeader(parked.status)
+			_, _ = w.Write(parked.body)
+			return
+		}
 	}
 	q := r.URL.Query()
 	q.Del("index")

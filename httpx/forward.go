@@ -47,6 +47,10 @@ type ForwarderConfig struct {
 	// by the Forwarder (see CloseIdleConnections).
 	Transport http.RoundTripper
 	Metrics   *Metrics
+	// CatchUp, when set, waits until this node has applied every entry up to min
+	// (*raftnode.Node.CatchUp). A blocking read parked here runs only after it, so that
+	// it sees the writes this node forwarded (ForwardBlocking).
+	CatchUp func(ctx context.Context, min uint64) error
 	// TLS, when set, is the client configuration of the connections to the leader (of
 	// the Forwarder's own transport), and a leader address without a scheme is dialed
 	// over HTTPS: the cluster serves its API over HTTPS only.

@@ -1,16 +1,19 @@
 package httpx
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/model"
 )
 
@@ -131,5 +134,48 @@ func TestForward_KeepsTheRawQuery(t *testing.T) {
 	})
 	if q := <-got; q != raw {
 		t.Fatalf("the leader got ?%s, the follower ?%s", q, raw)
+	}
+}
+
+// TestForwardBlocking_ParksOnlyAfterCatchingUpWithForwardedWrites checks a blocking
+// read parked on a follower first waits until the follower has applied the writes it
+// forwarded: otherwise a client that wrote through it finds its own write missing
+// there, and its blocking query returns at once.
+func TestForwardBlocking_ParksOnlyAfterCatchingUpWithForwardedWrites(t *testing.T) {
+	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(api.HeaderIndex, "42")
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(leader.Close)
+	met, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var caughtUpTo atomic.Uint64
+	f, err := NewForwarder(ForwarderConfig{Node: fixedLeader{addr: strings.TrimPrefix(leader.URL, "http://")}, NodeID: "follower",
+		Metrics: met, RequestTimeout: 5 * time.Second, LeaderHold: time.Second,
+		CatchUp: func(_ context.Context, min uint64) error { caughtUpTo.Store(min); return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.CloseIdleConnections)
+	fail := func(_ http.ResponseWriter, _ *http.Request, err error) { t.Errorf("forwarding failed: %v", err) }
+	// A write forwarded through this node, acknowledged at 42.
+	f.Forward(httptest.NewRecorder(), httptest.NewRequest(http.MethodPut, "/x", nil), nil, fail)
+	if f.LastWriteIndex() != 42 {
+		t.Fatalf("last forwarded write %d, want 42", f.LastWriteIndex())
+	}
+	var sawCatchUp uint64
+	local := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sawCatchUp == 0 {
+			sawCatchUp = caughtUpTo.Load() // the parked run, before the forward
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	o := ReadOptions{Mode: api.ConsistencyLinearizable, Blocking: true, Index: 42, Wait: time.Second}
+	req := httptest.NewRequest(http.MethodGet, "/x?index=42&wait=1s", nil)
+	f.ForwardBlocking(httptest.NewRecorder(), WithReadOptions(req, o), o, local, fail)
+	if sawCatchUp != 42 {
+		t.Fatalf("the parked read ran after catching up to %d, want 42", sawCatchUp)
 	}
 }

@@ -674,7 +674,7 @@ func (s *Server) newAPI(cfg Config) (http.Handler, error) {
 	s.fwd, err = httpx.NewForwarder(httpx.ForwarderConfig{
 		Node: s.node, NodeID: cfg.NodeID, Logger: s.log, Metrics: httpMetrics,
 		RequestTimeout: httpapi.DefaultRequestTimeout, LeaderHold: httpapi.DefaultLeaderHold,
-		TLS: s.peerTLS(),
+		TLS: s.peerTLS(), CatchUp: s.node.CatchUp,
 	})
 	if err != nil {
 		return nil, err
