@@ -172,15 +172,26 @@ func kick(p *notifyPeer) {
 	}
 }
 
+// peerProgress is what the leader knows of one follower in the tracked term.
+type peerProgress struct {
+	// Term is the tracked leadership term (0: nothing tracked yet).
+	Term uint64
+	// Match and MatchTerm are the last entry the follower accepted (0: none yet).
+	Match, MatchTerm uint64
+	// LastOK is the time of the last successful exchange (zero: none, or the last
+	// notification failed).
+	LastOK time.Time
+}
+
 // peerHealth returns what the leader knows of follower id in the tracked term: the
 // last entry it accepted and the time of the last successful exchange (zero: none).
-func (cn *commitNotifier) peerHealth(id raft.ServerID) (match uint64, lastOK time.Time) {
+func (cn *commitNotifier) peerHealth(id raft.ServerID) peerProgress {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
 	if p, ok := cn.peers[id]; ok {
-		return p.match, p.lastOK
+		return peerProgress{Term: cn.term, Match: p.match, MatchTerm: p.matchTerm, LastOK: p.lastOK}
 	}
-	return 0, time.Time{}
+	return peerProgress{Term: cn.term}
 }
 
 // peerContact returns the time of the last successful AppendEntries exchange (a

@@ -174,6 +174,8 @@ type Config struct {
 	// DefaultMaxTrailingLogs).
 	PromoteAfter    time.Duration
 	MaxTrailingLogs uint64
+	// Autopilot configures server health and dead-server cleanup (autopilot.go).
+	Autopilot AutopilotConfig
 	// MaxLag is how many committed entries a follower may not have applied and still be
 	// ready (default DefaultMaxLag).
 	MaxLag uint64
@@ -215,6 +217,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.fillTimings(); err != nil {
+		return err
+	}
+	if err := c.Autopilot.fill(c.HeartbeatTimeout); err != nil {
 		return err
 	}
 	if c.Logger == nil {

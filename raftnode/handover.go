@@ -145,7 +145,7 @@ func (n *Node) handoverTarget(ctx context.Context) (raft.Server, bool, error) {
 		if s.Suffrage != raft.Voter || string(s.ID) == n.cfg.NodeID || !n.reachable(s.ID) {
 			continue
 		}
-		match, _ := n.notify.peerHealth(s.ID)
+		match := n.notify.peerHealth(s.ID).Match
 		if !found || match > bestMatch {
 			best, bestMatch, found = s, match, true
 		}

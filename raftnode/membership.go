@@ -21,7 +21,8 @@ type Member struct {
 	Voter    bool
 	Leader   bool
 	// LastContact is 0 for the leader, the time since this node last heard from the
-	// leader for this node's own entry, and -1 when unknown.
+	// leader for this node's own entry, on the leader the time since it last heard
+	// from the server (autopilot's view), and -1 when unknown.
 	LastContact time.Duration
 }
 
@@ -44,13 +45,15 @@ type JoinRequest struct {
 // Members lists the servers of the latest Raft configuration, sorted by id, with
 // their HTTP addresses from the member table (empty when not recorded yet), the
 // leader flag, the voter flag, and the last contact: 0 for the leader, the time since
-// this node heard from the leader for this node's own entry, -1 otherwise.
+// this node heard from the leader for this node's own entry, on the leader the time
+// since it heard from each server, -1 otherwise.
 func (n *Node) Members(ctx context.Context) ([]Member, error) {
 	servers, err := n.configuration(ctx)
 	if err != nil {
 		return nil, err
 	}
 	_, leaderID := n.raft.LeaderWithID()
+	now := time.Now()
 	out := make([]Member, 0, len(servers))
 	for _, s := range servers {
 		m := Member{
@@ -66,6 +69,8 @@ func (n *Node) Members(ctx context.Context) ([]Member, error) {
 		if m.ID == n.cfg.NodeID {
 			m.HTTPAddr = n.cfg.HTTPAdvertise
 			m.LastContact = n.LastContact()
+		} else if age, ok := n.contactAge(s.ID, now); ok {
+			m.LastContact = age
 		}
 		if m.Leader {
 			m.LastContact = 0

@@ -58,6 +58,7 @@ type Node struct {
 	wg       sync.WaitGroup
 
 	promo promoter  // the non-voters waiting for a vote (leader)
+	pilot autopilot // the leader's view of the servers' health (autopilot.go)
 	gate  writeGate // closed by Handover: no new writes while the node stops
 	// catchUp is the leader's commit index when this node first heard it after starting,
 	// and startCaughtUp whether the state has since reached it (Ready).
@@ -114,7 +115,7 @@ func newNode(cfg Config, sm StateMachine) (*Node, error) {
 		n.closeStorage()
 		return nil, err
 	}
-	n.callbacks = append(n.callbacks, n.ensureClusterID, n.promote)
+	n.callbacks = append(n.callbacks, n.ensureClusterID, n.runAutopilot)
 	n.wg.Add(2)
 	go n.observe()
 	go n.runIdentity()
