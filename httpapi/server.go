@@ -119,6 +119,8 @@ type Config struct {
 	Snapshot SnapshotConfig
 	// Health serves the leader's last probe results (health.go); nil answers 503.
 	Health HealthResults
+	// Autopilot serves GET /v1/operator/autopilot/health (autopilot.go); nil answers 503.
+	Autopilot AutopilotReporter
 	// Prober runs the single probes of POST /v1/cluster/probe (nil answers 503).
 	Prober SingleProber
 	// Watch is the node's change fan-out, which serves streaming watches
@@ -400,8 +402,10 @@ func (s *server) routes() *chi.Mux {
 		write(need(acl.ACLWrite)).Post("/v1/acl/tokens", s.handle(s.createToken))
 		write(need(acl.ACLWrite)).Delete(token, s.handle(s.deleteToken))
 
-		// Probe results live in the leader's memory: always served by the leader.
+		// Probe results and server health live in the leader's memory: always served by
+		// the leader.
 		r.With(nsNeed(acl.Read), s.fwd.LeaderOnly(s.writeError)).Get(service+"/health", s.handle(s.getHealth))
+		r.With(need(acl.OperatorRead), s.fwd.LeaderOnly(s.writeError)).Get("/v1/operator/autopilot/health", s.handle(s.getAutopilotHealth))
 
 		// Backup archives: streamed bodies outside the write group's limits (snapshot.go).
 		// An archive holds every token's hash, so saving one needs operator write too.
