@@ -224,6 +224,7 @@ func TestACL_EveryRouteFamily(t *testing.T) {
 		{"GET", "/v1/cluster/members", "", "operator:read"},
 		{"GET", "/v1/operator/settings", "", "operator:read"},
 		{"GET", "/v1/operator/probe-policy", "", "operator:read"},
+		{"GET", "/v1/operator/autopilot/health", "", "operator:read"},
 		{"PUT", "/v1/operator/settings", `{"metadataMaxBytes":2048}`, "operator:write"},
 		{"POST", "/v1/cluster/join", `{"id":"ghost","raftAddr":"127.0.0.1:9","httpAddr":"127.0.0.1:9","nonVoter":true}`, "operator:write"},
 		{"POST", "/v1/cluster/probe", `{"check":{"type":"TCP","interval":"1s","timeout":"100ms","rise":1,"fall":1},"ip":"127.0.0.1","port":1}`, "operator:write"},

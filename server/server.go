@@ -72,6 +72,9 @@ type Config struct {
 	Health healthcheck.Config
 	// Raft carries optional timing overrides (zero values take raftnode's defaults).
 	Raft RaftTuning
+	// Autopilot configures server health and dead-server cleanup on the leader (zero
+	// values take raftnode's defaults; cleanup is off unless enabled).
+	Autopilot raftnode.AutopilotConfig
 	// Pprof serves Go's profiling endpoints under /debug/pprof/ on the HTTP API.
 	Pprof bool
 	// InstanceMetricsByNamespace labels the roster_instances gauge by namespace and
@@ -132,6 +135,8 @@ type RaftTuning struct {
 	TrailingLogs       uint64
 	// PromoteAfter is how long a joined server must stay healthy before it gets a vote.
 	PromoteAfter time.Duration
+	// MaxTrailingLogs is how many entries a server may lack and still be healthy.
+	MaxTrailingLogs uint64
 }
 
 // Validate fills defaults and rejects unusable settings.
@@ -296,6 +301,8 @@ func New(cfg Config) (_ *Server, err error) {
 		SnapshotInterval:   cfg.Raft.SnapshotInterval,
 		TrailingLogs:       cfg.Raft.TrailingLogs,
 		PromoteAfter:       cfg.Raft.PromoteAfter,
+		MaxTrailingLogs:    cfg.Raft.MaxTrailingLogs,
+		Autopilot:          cfg.Autopilot,
 		Logger:             s.log,
 	}, s.fsm)
 	if err != nil {
@@ -309,6 +316,7 @@ func New(cfg Config) (_ *Server, err error) {
 		return nil, fmt.Errorf("raft metrics: %w", err)
 	}
 	diskMetrics(s.metrics, cfg.DataDir)
+	s.metrics.MustRegister(newAutopilotCollector(s.node))
 	diskStop := make(chan struct{})
 	go watchDisk(cfg.DataDir, s.log, diskStop)
 	closers = append(closers, func() error { close(diskStop); return nil })
@@ -693,6 +701,7 @@ func (s *Server) newAPI(cfg Config) (http.Handler, error) {
 		StateChecks: s.fsm,
 		PeerReady:   s.peerReady,
 		Prober:      s.health,
+		Autopilot:   s.node,
 		Watch:       s.hub,
 
 		ProbePolicy:         cfg.Health.Policy,
