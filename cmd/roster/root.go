@@ -91,6 +91,7 @@ func (a *app) rootCmd() *cobra.Command {
 		a.recoverCmd(),
 		a.checkCmd(),
 		a.aclCmd(),
+		a.autopilotCmd(),
 		a.demoBackendCmd(),
 		newBenchCmd(),
 	)

@@ -76,6 +76,8 @@ type nodeOptions struct {
 
 	// NonVoter is --non-voter: the node joins (Join) without a vote and stays so.
 	NonVoter bool
+	// Autopilot is the server-health and dead-server flags (autopilot_cmd.go).
+	Autopilot autopilotOptions
 }
 
 // grpcAddrOff is the --grpc-addr value that serves no gRPC.
@@ -117,6 +119,9 @@ func (o nodeOptions) validate() error {
 			"a node started from --peers is a voter", envName("join"))
 	}
 	if _, err := o.probePolicy(); err != nil {
+		return err
+	}
+	if err := o.Autopilot.validate(); err != nil {
 		return err
 	}
 	if o.DNSAddr != "" {
@@ -253,6 +258,7 @@ func (a *app) serverCmd() *cobra.Command {
 	dnsFlags(fs, &o)
 	grpcFlag(fs, &o)
 	serverTLSFlags(fs, &o)
+	autopilotFlags(fs, &o.Autopilot)
 	return cmd
 }
 
