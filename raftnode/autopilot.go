@@ -29,9 +29,11 @@ import (
 // through RemoveServer, by the rules of decideCleanup (autopilot_rules.go): never the
 // leader, never below MinQuorum voters, never unless the healthy voters stay a quorum.
 // A removed server is not added back by anything it does: it is no longer in the
-// configuration, so it never announces itself (join.go), and a restart with its old
-// data directory does not join again (it still sees itself as a voter); it must be
-// started with an empty data directory and --join.
+// configuration, so it never announces itself (join.go), and, dead when it was removed,
+// a restart with its old data directory does not join again (it still sees itself as a
+// voter); it must be started with an empty data directory and --join. (A server that
+// learned of its removal and still has Join set asks to join at its start, as a joining
+// server does until it is a voter: newNode.)
 
 // Defaults of AutopilotConfig.
 const (

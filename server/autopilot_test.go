@@ -175,22 +175,37 @@ func TestAutopilot_CleanupRemovesDeadVoter(t *testing.T) {
 	})
 	register(ctx, t, c.Nodes[leader].Client(), "after-cleanup", "127.100.0.7", 80)
 
-	// Back with its data: it still sees itself as a voter of four and asks for votes,
-	// which the others refuse; nothing adds it back.
+	// Back with its data it either still sees itself as a voter of four and asks for
+	// votes, which the others refuse, or — when the leader's last replication to it
+	// reached it after the restart — it learns it was removed and stays idle. Either way
+	// it cannot announce itself (it knows no leader, or is not in its configuration),
+	// and nothing adds it back.
 	c.Start(victim)
 	back := c.Nodes[victim].Server.Node()
-	wait.For(t, 15*time.Second, vid+" to campaign after its restart", func() bool {
-		return back.Raft().Stats()["state"] == "Candidate"
+	campaigned := false
+	wait.For(t, 15*time.Second, vid+" to campaign, or to learn of its removal, after its restart", func() bool {
+		if back.Raft().Stats()["state"] == "Candidate" {
+			campaigned = true
+			return true
+		}
+		f := back.Raft().GetConfiguration()
+		if f.Error() != nil {
+			return false
+		}
+		for _, s := range f.Configuration().Servers {
+			if string(s.ID) == vid {
+				return false
+			}
+		}
+		return true
 	})
+	t.Logf("%s after its restart: campaigned %v (else it learned of its removal)", vid, campaigned)
 	h, ok := autopilotHealth(ctx, c, leader)
 	if _, found := serverOf(h, vid); !ok || found || len(h.Servers) != 3 {
 		t.Fatalf("after %s came back: %+v", vid, h)
 	}
-	if back.KnownLeader() {
-		t.Fatalf("the removed server knows a leader")
-	}
 	if c.Leader() != leader {
-		t.Fatalf("the removed server's campaign moved leadership")
+		t.Fatalf("the removed server's return moved leadership")
 	}
 }
 
@@ -218,7 +233,7 @@ func TestAutopilot_CleanupKeepsMinimumQuorum(t *testing.T) {
 	})
 	wait.For(t, 5*time.Second, "the kept server counted", func() bool {
 		v, _ := autopilotMetric(t, c.Nodes[leader], "roster_autopilot_dead_servers_kept_total")
-		return v == 1
+		return v >= 1
 	})
 	ms, _, err := c.Nodes[leader].Client().Members(ctx, client.QueryOptions{})
 	if err != nil || len(ms.Members) != 3 || len(h.Voters) != 3 {
