@@ -182,7 +182,6 @@ type autopilot struct {
 // trackedServer is what the leader remembers of one server.
 type trackedServer struct {
 	seen        time.Time // when this leader began tracking it
-	contact     time.Time // the latest successful exchange seen (zero: none)
 	healthy     bool
 	stableSince time.Time
 	kept        bool // a dead voter the cleanup rule keeps
@@ -220,21 +219,30 @@ func (n *Node) settings() AutopilotSettings {
 	}
 }
 
-// leaderProgress is what the leader knows of server id now: the notifier's view in the
-// current term, with the latest contact autopilot remembers (the notifier forgets a
-// contact when a notification fails).
+// leaderProgress is what the leader knows of server id now, from the commit notifier:
+// the last entry it holds in the current term, and its last successful exchange in
+// this leadership (the contact roster_raft_peer_last_contact_seconds reports too).
 func (n *Node) leaderProgress(id raft.ServerID, term uint64) progress {
 	pp := n.notify.peerHealth(id)
 	if pp.Term != term {
 		pp = peerProgress{}
 	}
-	p := progress{contact: pp.LastOK, match: pp.Match, matchTerm: pp.MatchTerm}
-	n.pilot.mu.Lock()
-	defer n.pilot.mu.Unlock()
-	if t, ok := n.pilot.servers[string(id)]; ok && n.pilot.term == term && t.contact.After(p.contact) {
-		p.contact = t.contact
+	p := progress{match: pp.Match, matchTerm: pp.MatchTerm}
+	if c := n.notify.peerContact(id); !c.IsZero() && !c.Before(n.leadingSince()) {
+		p.contact = c
 	}
 	return p
+}
+
+// leadingSince is when this node's current leadership began (now when the leadership
+// observer has not recorded it yet: no contact counts before it does).
+func (n *Node) leadingSince() time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.lead.active {
+		return n.lead.since
+	}
+	return time.Now()
 }
 
 // contactAge is the time since the leader last heard from server id in its current
@@ -296,15 +304,13 @@ func (n *Node) evaluateServers(ctx context.Context, now time.Time) (ClusterHealt
 		}
 		var healthy bool
 		var reason string
+		var contact time.Time
 		if id == n.cfg.NodeID {
 			sh.Leader, sh.HTTPAddr, sh.LastTerm, sh.LastIndex = true, n.cfg.HTTPAdvertise, lv.term, lv.lastIndex
-			t.contact, healthy = now, true
+			contact, healthy = now, true
 		} else {
 			p := prog[s.ID]
-			if p.contact.After(t.contact) {
-				t.contact = p.contact
-			}
-			p.contact = t.contact
+			contact = p.contact
 			healthy, reason = judge(now, p, lv, rules, t.seen)
 			sh.LastTerm, sh.LastIndex = p.matchTerm, p.match
 			if lv.lastIndex > p.match {
@@ -312,8 +318,8 @@ func (n *Node) evaluateServers(ctx context.Context, now time.Time) (ClusterHealt
 			}
 		}
 		sh.LastContact = -1
-		if !t.contact.IsZero() {
-			sh.LastContact = max(now.Sub(t.contact), 0)
+		if !contact.IsZero() {
+			sh.LastContact = max(now.Sub(contact), 0)
 		}
 		if healthy != t.healthy && now.After(t.seen) {
 			if healthy {
@@ -344,8 +350,8 @@ func (n *Node) evaluateServers(ctx context.Context, now time.Time) (ClusterHealt
 		out := time.Duration(0)
 		if !healthy {
 			out = now.Sub(t.seen)
-			if !t.contact.IsZero() {
-				out = now.Sub(t.contact)
+			if !contact.IsZero() {
+				out = now.Sub(contact)
 			}
 		}
 		candidates = append(candidates, cleanupServer{ID: id, Voter: sh.Voter, Leader: sh.Leader, Healthy: healthy, OutOfContact: out})

@@ -178,18 +178,15 @@ type peerProgress struct {
 	Term uint64
 	// Match and MatchTerm are the last entry the follower accepted (0: none yet).
 	Match, MatchTerm uint64
-	// LastOK is the time of the last successful exchange (zero: none, or the last
-	// notification failed).
-	LastOK time.Time
 }
 
-// peerHealth returns what the leader knows of follower id in the tracked term: the
-// last entry it accepted and the time of the last successful exchange (zero: none).
+// peerHealth returns what the leader knows of follower id's log in the tracked term:
+// the last entry it accepted (peerContact says when it last answered).
 func (cn *commitNotifier) peerHealth(id raft.ServerID) peerProgress {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
 	if p, ok := cn.peers[id]; ok {
-		return peerProgress{Term: cn.term, Match: p.match, MatchTerm: p.matchTerm, LastOK: p.lastOK}
+		return peerProgress{Term: cn.term, Match: p.match, MatchTerm: p.matchTerm}
 	}
 	return peerProgress{Term: cn.term}
 }
