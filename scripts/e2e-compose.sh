@@ -11,6 +11,9 @@
 #   2. failover, N trials (default 5): the leader is killed, a new leader is elected within
 #      5 s, a write through a survivor succeeds, all data is present;
 #   3. the killed node is restarted and catches up (a stale read on it shows everything);
+#   3b. rolling restart: `compose stop` (SIGTERM) and start each node, followers first and
+#      the leader last; each stops cleanly, a write through another node succeeds at once
+#      right after (the leader handed leadership over), and each is ready again;
 #   4. a follower is cut off the network while the majority takes writes; it cannot commit
 #      a write itself; after reconnecting it converges with no lost or duplicated write;
 #   5. `roster snapshot save`, `compose down -v`, a fresh cluster, `roster snapshot
@@ -431,6 +434,35 @@ read -r WRITE_MED WRITE_MAX < <(stats_ms <"$WORK/write_ms")
 ok "failover over $FAILOVER_TRIALS trials: new leader median $(secs "$ELECT_MED") s, max $(secs "$ELECT_MAX") s; leader kill to first write median $(secs "$WRITE_MED") s, max $(secs "$WRITE_MAX") s"
 wait_healthy 60 roster1 roster2 roster3
 ok "all 3 nodes healthy again"
+
+# ---------------------------------------------------------------------------------------
+step "3b. rolling restart with docker compose stop (SIGTERM): followers, then the leader"
+LEADER=$(find_leader 10) || fail "no leader before the rolling restart"
+L=$(node_num "$LEADER")
+ORDER=()
+for n in 1 2 3; do [ "$n" = "$L" ] || ORDER+=("$n"); done
+ORDER+=("$L")
+for n in "${ORDER[@]}"; do
+	OTHER=1
+	while [ "$OTHER" = "$n" ]; do OTHER=$((OTHER + 1)); done
+	t0=$(now_ms)
+	"${C[@]}" stop "roster$n" >/dev/null 2>&1 || fail "compose stop roster$n"
+	stop_ms=$(($(now_ms) - t0))
+	# A clean stop: well within docker's 10 s before SIGKILL (the node bounds it at 8 s).
+	[ "$stop_ms" -lt 9000 ] || fail "roster$n took $(secs "$stop_ms") s to stop after SIGTERM (killed by docker?)"
+	# The leader handed leadership over before it exited: the first write through a
+	# survivor succeeds at once, with no election to wait for.
+	register "$OTHER" || fail "the first write through roster$OTHER after roster$n stopped failed: HTTP $LAST_CODE $(head -c 200 "$WORK/body")"
+	id=$(leader_on "$OTHER")
+	[ -n "$id" ] && [ "$id" != "roster$n" ] || fail "roster$OTHER names leader '$id' after roster$n stopped"
+	t1=$(now_ms)
+	"${C[@]}" start "roster$n" >/dev/null 2>&1 || fail "compose start roster$n"
+	wait_ready 60 "$n"
+	ok "roster$n$([ "$n" = "$L" ] && echo ' (the leader)') stopped in $(secs "$stop_ms") s; a write through roster$OTHER succeeded at once (leader $id); ready $(secs $(($(now_ms) - t1))) s after its start"
+done
+wait_converged 1 linearizable 30 "after the rolling restart"
+wait_healthy 60 roster1 roster2 roster3
+ok "rolling restart done: $(expected_count) instances, all 3 nodes healthy"
 
 # ---------------------------------------------------------------------------------------
 step "4. partition a follower, write through the majority, heal"
