@@ -289,7 +289,7 @@ func (c *Cluster) startOnce(n *Node) error {
 	args = append(args, c.cfg.Args[n.ID]...)
 	cmd := exec.Command(c.cfg.Binary, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = os.Environ()
+	cmd.Env = append(os.Environ(), "GOTRACEBACK=all")
 	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
 		n.mu.Unlock()
@@ -373,6 +373,32 @@ func (c *Cluster) Stop(n *Node, limit time.Duration) error {
 	case <-time.After(limit):
 		c.Kill(n)
 		return fmt.Errorf("%s did not exit within %s of SIGTERM (killed; see %s)", n.ID, limit, n.LogPath)
+	}
+}
+
+// DumpStacks makes every running node print the stacks of all its goroutines into its
+// log and exit (SIGQUIT; the nodes run with GOTRACEBACK=all), continuing paused ones
+// first.
+func (c *Cluster) DumpStacks() {
+	for _, n := range c.Nodes {
+		n.mu.Lock()
+		cmd, exited, paused := n.cmd, n.exited, n.paused
+		n.mu.Unlock()
+		if cmd == nil {
+			continue
+		}
+		if paused {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGCONT)
+		}
+		if err := cmd.Process.Signal(syscall.SIGQUIT); err != nil {
+			continue
+		}
+		select {
+		case <-exited:
+			c.reap(n, cmd)
+		case <-time.After(5 * time.Second):
+			c.logf("%s: no exit 5s after SIGQUIT", n.ID)
+		}
 	}
 }
 

@@ -112,7 +112,14 @@ func Run(ctx context.Context, cfg RunConfig) (res RunResult, err error) {
 		return res, err
 	}
 	res.Cluster = c
-	defer c.Close()
+	defer func() {
+		if err != nil {
+			// Every goroutine's stack in the node logs (copied into the artifacts), to
+			// tell what a node that does not recover is waiting for.
+			c.DumpStacks()
+		}
+		c.Close()
+	}()
 	h := NewHistory()
 	res.History = h
 	if _, err := c.WaitHealthy(ctx, cfg.Recovery); err != nil {
