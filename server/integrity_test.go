@@ -31,8 +31,9 @@ func tamper(t *testing.T, st *store.Store, ref model.InstanceRef) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	idx := st.AppliedIndex()
 	if err := st.Update(func(tx *store.Txn) error {
+		// The index as of this transaction: entries keep being applied meanwhile.
+		idx := tx.AppliedIndex()
 		if err := tx.DeregisterInstance(idx, ref); err != nil {
 			return err
 		}
