@@ -412,8 +412,21 @@ func (p *notifyPipeline) Close() error {
 	return p.AppendPipeline.Close()
 }
 
-// forward hands every finished future to the library after observing it, in order.
+// forward hands every finished future to the library after observing it, in order,
+// until it hands over one that ends the library's decoder; from then on it drains the
+// pipeline's answers unread.
+//
+// hashicorp/raft's pipelineDecode returns at the first answer that is not a success
+// (a rejection, a newer term, or a failed RPC, whose zero response reads as a
+// rejection), and pipelineReplicate closes the pipeline only once its send loop sees
+// that, between two sends. A send made meanwhile waits for the transport to take it,
+// and the transport waits for someone to take the previous answer: with the default
+// MaxRPCsInFlight of 2 its channels are unbuffered, so one send is enough to block the
+// replication to that follower for good (heartbeats go on, so no election heals it;
+// hashicorp/raft#612). Draining here frees the transport, the send returns, and the
+// library falls back to plain AppendEntries as it means to.
 func (p *notifyPipeline) forward(id raft.ServerID, target raft.ServerAddress, in <-chan raft.AppendFuture) {
+	decoding := true
 	for {
 		select {
 		case f, ok := <-in:
@@ -421,10 +434,14 @@ func (p *notifyPipeline) forward(id raft.ServerID, target raft.ServerAddress, in
 				close(p.out)
 				return
 			}
+			if !decoding {
+				continue // the library's decoder is gone: nobody reads p.out
+			}
 			// The future is already answered; Error does not wait.
 			if f.Error() == nil {
 				p.cn.observe(id, target, f.Request(), f.Response())
 			}
+			decoding = !endsDecoder(f.Request(), f.Response())
 			select {
 			case p.out <- f:
 			case <-p.done:
@@ -434,6 +451,14 @@ func (p *notifyPipeline) forward(id raft.ServerID, target raft.ServerAddress, in
 			return
 		}
 	}
+}
+
+// endsDecoder reports whether hashicorp/raft's pipelineDecode (v1.7.3, replication.go)
+// stops after reading this answer. It tests what the library tests and nothing else: an
+// answer of a newer term, or one that is not a success. A failed RPC leaves a response
+// that is not a success, so it ends the decoder too.
+func endsDecoder(req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) bool {
+	return resp.Term > req.Term || !resp.Success
 }
 
 // notifyingTransport is the transport Raft gets: the network transport without the

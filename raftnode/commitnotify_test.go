@@ -339,3 +339,75 @@ func TestCommitNotifier_Disabled(t *testing.T) {
 		t.Fatalf("appends %d, notifies %d, %d notifications", appends, notifies, len(f.notified))
 	}
 }
+
+// answered is a finished pipeline future.
+type answered struct {
+	req  *raft.AppendEntriesRequest
+	resp *raft.AppendEntriesResponse
+}
+
+func (a answered) Error() error                          { return nil }
+func (a answered) Start() time.Time                      { return time.Time{} }
+func (a answered) Request() *raft.AppendEntriesRequest   { return a.req }
+func (a answered) Response() *raft.AppendEntriesResponse { return a.resp }
+
+// The pipeline wrapper keeps taking the transport's answers once it has handed the
+// library one that ends the library's decoder (a rejection): otherwise the transport,
+// whose channels are unbuffered with the default two RPCs in flight, blocks the next
+// pipelined send for good and the follower gets no entry again (hashicorp/raft#612,
+// seen in the fault suite after a full disk).
+func TestNotifyPipeline_DrainsAfterTheDecoderStops(t *testing.T) {
+	cn := newCommitNotifier(newFakeSender(), time.Hour, false)
+	in := make(chan raft.AppendFuture) // unbuffered, as the transport's with MaxRPCsInFlight 2
+	p := &notifyPipeline{cn: cn, out: make(chan raft.AppendFuture), done: make(chan struct{})}
+	go p.forward("n2", "127.0.0.1:1", in)
+	t.Cleanup(func() { close(p.done) })
+
+	give := func(f raft.AppendFuture) bool {
+		select {
+		case in <- f:
+			return true
+		case <-time.After(5 * time.Second):
+			return false
+		}
+	}
+	req := &raft.AppendEntriesRequest{Term: 3, PrevLogEntry: 10, Entries: []*raft.Log{{Index: 11, Term: 3}}}
+	// A success goes through to the library's decoder.
+	if !give(answered{req, &raft.AppendEntriesResponse{Term: 3, Success: true}}) {
+		t.Fatal("the first answer was not taken")
+	}
+	if f := <-p.out; !f.Response().Success {
+		t.Fatal("the decoder got another answer")
+	}
+	// A rejection goes through too, and the decoder stops reading after it.
+	if !give(answered{req, &raft.AppendEntriesResponse{Term: 3, Success: false}}) {
+		t.Fatal("the rejection was not taken")
+	}
+	if f := <-p.out; f.Response().Success {
+		t.Fatal("the decoder did not get the rejection")
+	}
+	// Answers to the sends made before the library noticed are taken all the same.
+	for i := range 3 {
+		if !give(answered{req, &raft.AppendEntriesResponse{Term: 3, Success: false}}) {
+			t.Fatalf("answer %d after the decoder stopped was not taken: the transport would block", i+1)
+		}
+	}
+}
+
+// endsDecoder matches what hashicorp/raft's pipelineDecode stops on.
+func TestEndsDecoder(t *testing.T) {
+	req := &raft.AppendEntriesRequest{Term: 4}
+	for _, tc := range []struct {
+		resp raft.AppendEntriesResponse
+		want bool
+	}{
+		{raft.AppendEntriesResponse{Term: 4, Success: true}, false},
+		{raft.AppendEntriesResponse{Term: 4, Success: false}, true},
+		{raft.AppendEntriesResponse{Term: 5, Success: true}, true},
+		{raft.AppendEntriesResponse{}, true}, // a failed RPC's response
+	} {
+		if got := endsDecoder(req, &tc.resp); got != tc.want {
+			t.Errorf("endsDecoder(%+v) = %v, want %v", tc.resp, got, tc.want)
+		}
+	}
+}
