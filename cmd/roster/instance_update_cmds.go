@@ -33,9 +33,9 @@ func (a *app) updateCmd() *cobra.Command {
 			"other keys are kept: the command reads the instance and writes the merged map only if\n" +
 			"the instance has not changed since (retrying a few times if it has). Health is not set\n" +
 			"here (see roster set-health).",
-		Example: "  roster update orders 10.0.0.7:8080 --weight 0.5\n" +
-			"  roster update orders 10.0.0.7:8080 --enabled=false --meta drain=yes\n" +
-			"  roster update orders 10.0.0.7:8080 --remove-meta drain --cluster west",
+		Example: "  roster update orders 127.0.0.7:8080 --weight 0.5\n" +
+			"  roster update orders 127.0.0.7:8080 --enabled=false --meta drain=yes\n" +
+			"  roster update orders 127.0.0.7:8080 --remove-meta drain --cluster west",
 		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ip, port, err := parseInstanceAddr(args[1])
@@ -133,7 +133,7 @@ func (a *app) setHealthCmd() *cobra.Command {
 			"(PUT .../instances/{ip}:{port}/health). The leader's prober owns the health of every\n" +
 			"other instance: for them the server refuses with a conflict. To stop probing a cluster:\n" +
 			"roster cluster-config SERVICE CLUSTER --check none.",
-		Example: "  roster set-health batch 10.0.0.9:9000 unhealthy",
+		Example: "  roster set-health batch 127.0.0.9:9000 unhealthy",
 		Args:    exactArgs(3),
 		ValidArgsFunction: func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 			if len(args) == 2 {

@@ -159,8 +159,8 @@ func (a *app) joinCmd() *cobra.Command {
 			"Roster nodes do not publish their own id and Raft address, so both are given here: the\n" +
 			"server's --node-id and --raft-advertise. (A server started with `roster server --join`\n" +
 			"sends this request itself.)",
-		Example: "  roster join 10.0.0.4:8848 --id n4 --raft-addr 10.0.0.4:7848 --addr 10.0.0.1:8848\n" +
-			"  roster join https://10.0.0.5:8848 --id n5 --raft-addr 10.0.0.5:7848 --non-voter",
+		Example: "  roster join 127.0.0.4:8848 --id n4 --raft-addr 127.0.0.4:7848 --addr 127.0.0.1:8848\n" +
+			"  roster join https://127.0.0.5:8848 --id n5 --raft-addr 127.0.0.5:7848 --non-voter",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			httpAddr := args[0]
