@@ -253,25 +253,7 @@ func TestAutopilot_JoiningServerIsPromoted(t *testing.T) {
 	slow := func(cfg *server.Config) { cfg.Raft.PromoteAfter = stabilize }
 	c := servertest.New(t, 1, servertest.FastTimeouts(), slow)
 	c.MustLeader()
-	cfg := server.Config{
-		NodeID:   "n2",
-		DataDir:  t.TempDir(),
-		HTTPAddr: "127.0.0.1:0",
-		RaftAddr: "127.0.0.1:0",
-		Join:     c.Nodes[0].HTTPAddr,
-	}
-	servertest.FastTimeouts()(&cfg)
-	slow(&cfg)
-	cfg.Health.Policy = servertest.LoopbackPolicy()
-	cfg.Health.Dial = servertest.GuardDial(t, cfg.Health.Policy.Dialer())
-	s, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
+	startJoiner(t, "n2", c.Nodes[0].HTTPAddr, server.TLSConfig{}, nil, slow)
 	ctx := ctxT(t, 60*time.Second)
 	cl := c.Nodes[0].Client()
 	wait.For(t, 20*time.Second, "n2 healthy and waiting for its vote", func() bool {
@@ -285,6 +267,7 @@ func TestAutopilot_JoiningServerIsPromoted(t *testing.T) {
 	})
 	var h api.AutopilotHealth
 	wait.For(t, 20*time.Second, "n2 promoted to voter", func() bool {
+		var err error
 		h, err = cl.AutopilotHealth(ctx)
 		n2, ok := serverOf(h, "n2")
 		return err == nil && ok && n2.Status == "voter" && n2.Voter && n2.Reason == ""

@@ -320,24 +320,7 @@ func TestServer_Pprof(t *testing.T) {
 func TestServer_JoinThroughAMember(t *testing.T) {
 	c := servertest.New(t, 1, servertest.FastTimeouts())
 	c.MustLeader()
-	cfg := server.Config{
-		NodeID:   "n2",
-		DataDir:  t.TempDir(),
-		HTTPAddr: "127.0.0.1:0",
-		RaftAddr: "127.0.0.1:0",
-		Join:     "http://" + c.Nodes[0].HTTPAddr + "/",
-	}
-	servertest.FastTimeouts()(&cfg)
-	cfg.Health.Policy = servertest.LoopbackPolicy()
-	cfg.Health.Dial = servertest.GuardDial(t, cfg.Health.Policy.Dialer())
-	s, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
+	s := startJoiner(t, "n2", "http://"+c.Nodes[0].HTTPAddr+"/", server.TLSConfig{}, nil)
 	ctx := ctxT(t, 20*time.Second)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()

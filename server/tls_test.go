@@ -175,8 +175,9 @@ func TestTLS_JoinOverHTTPS(t *testing.T) {
 	}
 }
 
-// startJoiner starts node id with tlsCfg and --join target, logging into logs when set.
-func startJoiner(t *testing.T, id, target string, tlsCfg server.TLSConfig, logs io.Writer) *server.Server {
+// startJoiner starts node id with tlsCfg and --join target, logging into logs when set;
+// mods change its configuration last.
+func startJoiner(t *testing.T, id, target string, tlsCfg server.TLSConfig, logs io.Writer, mods ...func(*server.Config)) *server.Server {
 	t.Helper()
 	logger := slog.New(slog.DiscardHandler)
 	if logs != nil {
@@ -192,6 +193,9 @@ func startJoiner(t *testing.T, id, target string, tlsCfg server.TLSConfig, logs 
 		Logger:   logger,
 	}
 	servertest.FastTimeouts()(&cfg)
+	for _, mod := range mods {
+		mod(&cfg)
+	}
 	cfg.Health.Policy = servertest.LoopbackPolicy()
 	cfg.Health.Dial = servertest.GuardDial(t, cfg.Health.Policy.Dialer())
 	s, err := server.New(cfg)
