@@ -444,6 +444,10 @@ type JoinRequest struct {
 	ClusterID string `json:"clusterId,omitempty"`
 	// Announce marks a server re-announcing its own addresses: its suffrage is kept.
 	Announce bool `json:"announce,omitempty"`
+	// NewestCommand is the highest state-machine command type the server applies (0 or
+	// absent: unknown, as from an older server). The leader uses a command type only
+	// once every server announced it.
+	NewestCommand uint8 `json:"newestCommand,omitempty"`
 }
 
 // Forwarding signal of the native API.

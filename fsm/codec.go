@@ -22,12 +22,16 @@ func newMsgCodec() msgCodec {
 // Encode returns a log entry's data: the command's type byte, then the command as
 // msgpack. The encoding of a given command is stable; fsm/testdata pins it for every
 // command type.
-func Encode(cmd Command) ([]byte, error) { return newMsgCodec().encode(cmd.MessageType(), cmd) }
+func Encode(cmd Command) ([]byte, error) { return sharedCodec.encode(cmd.MessageType(), cmd) }
+
+// sharedCodec serves Encode and Decode: a handle caches what it learnt of each type, and
+// handles are safe for concurrent use once configured.
+var sharedCodec = newMsgCodec()
 
 // Decode decodes payload — the bytes after an entry's type byte — into out, which must
 // be a pointer. Malformed input, including trailing bytes, returns an error wrapping
 // ErrDecode; it never panics.
-func Decode(payload []byte, out any) error { return newMsgCodec().decode(payload, out) }
+func Decode(payload []byte, out any) error { return sharedCodec.decode(payload, out) }
 
 func (c msgCodec) encode(t MessageType, msg any) ([]byte, error) {
 	var buf bytes.Buffer

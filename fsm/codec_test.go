@@ -97,6 +97,17 @@ func examples() []example {
 		{"set_health_manual_at", SetHealthManualAtType, SetHealthManualAtRequest{Ref: ref, Healthy: false, At: 1764676800123}, &SetHealthManualAtRequest{}},
 		{"auto_deregister", AutoDeregisterType, AutoDeregisterRequest{Instance: store.AutoDeregistration{
 			Ref: ref, Epoch: 3, UnhealthySince: 1764676800123}, At: 1764936000456}, &AutoDeregisterRequest{}},
+		{"upsert_member_newest_command", UpsertMemberType, UpsertMemberRequest{Member: model.Member{
+			ID: "n2", RaftAddr: "127.0.0.2:7848", HTTPAddr: "127.0.0.2:8848", NewestCommand: uint8(BatchType),
+		}}, &UpsertMemberRequest{}},
+		{"batch", BatchType, BatchRequest{Commands: [][]byte{
+			mustEncode(RegisterInstanceRequest{Instance: model.Instance{
+				Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", IP: "127.0.0.9", Port: 8080,
+				Cluster: "DEFAULT", Weight: 1, Enabled: true, Healthy: true, Metadata: map[string]string{"zone": "a"},
+			}}),
+			mustEncode(DeregisterInstanceRequest{Ref: ref}),
+			mustEncode(mustCAS(7, UpdateInstanceRequest{Ref: ref, Patch: model.InstancePatch{Weight: new(3.0)}})),
+		}}, &BatchRequest{}},
 		{"delete_token", DeleteTokenType, DeleteTokenRequest{AccessorID: "7d2f4a6c-1e3b-4c5d-9f8a-0b1c2d3e4f50"}, &DeleteTokenRequest{}},
 	}
 }
@@ -217,4 +228,12 @@ func mustCAS(index uint64, c Conditional) CASRequest {
 		panic(err)
 	}
 	return r
+}
+
+func mustEncode(c Command) []byte {
+	b, err := Encode(c)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

@@ -40,7 +40,15 @@ const (
 	SetHealthAtType        MessageType = 20
 	SetHealthManualAtType  MessageType = 21
 	AutoDeregisterType     MessageType = 22
+	BatchType              MessageType = 23
 )
+
+// NewestType is the highest command type this build applies. Servers announce it in
+// their member record (model.Member.Commands), and the leader writes a command type
+// only once every server of the configuration applies it: a server that meets an entry
+// it cannot apply panics (see FSM.ApplyBatch), so a rolling upgrade must not put one in
+// the log before the last old server is gone.
+const NewestType = BatchType
 
 // Command is one state-machine command: a payload struct of this package that knows its
 // message type and how it applies to a transaction. Callers hand a Command to Raft
@@ -133,6 +141,23 @@ type AutoDeregisterRequest struct {
 	// UnhealthySince is how long the instance was unhealthy).
 	At int64
 }
+
+// BatchRequest carries several commands in one log entry (BatchType): the registry
+// gathers concurrent writes into one entry, so that they share one log write, one
+// replication round and one state transaction. Each element is a whole command as
+// Encode returns it (type byte, then payload). The commands apply in order at the
+// entry's index, each with its own result: one that the state refuses fails alone and
+// the others apply (Result.Batch). A batch never contains a batch; an element of a type
+// the node does not know follows the rule of a whole entry (skipped when ignorable,
+// otherwise the node panics), so a node older than the batch's commands refuses the
+// entry instead of applying part of it.
+type BatchRequest struct {
+	Commands [][]byte
+}
+
+// MaxBatchCommands bounds the commands of one BatchRequest, so one entry stays a
+// bounded unit of work for every node; the registry stays below it.
+const MaxBatchCommands = 1024
 
 // UpsertMemberRequest records a server's addresses (UpsertMemberType).
 type UpsertMemberRequest struct {
@@ -235,6 +260,7 @@ func (DeleteTokenRequest) MessageType() MessageType        { return DeleteTokenT
 func (SetHealthAtRequest) MessageType() MessageType        { return SetHealthAtType }
 func (SetHealthManualAtRequest) MessageType() MessageType  { return SetHealthManualAtType }
 func (AutoDeregisterRequest) MessageType() MessageType     { return AutoDeregisterType }
+func (BatchRequest) MessageType() MessageType              { return BatchType }
 
 // String names the command type, for logs; the ignore flag shows as a "+ignorable" suffix.
 func (t MessageType) String() string {
@@ -288,6 +314,8 @@ func (t MessageType) String() string {
 		name = "SetHealthManualAt"
 	case AutoDeregisterType:
 		name = "AutoDeregister"
+	case BatchType:
+		name = "Batch"
 	default:
 		name = "MessageType(" + strconv.Itoa(int(t&^IgnoreUnknownFlag)) + ")"
 	}

@@ -104,6 +104,12 @@ func (c DeleteTokenRequest) apply(_ *FSM, tx *store.Txn, idx uint64) error {
 	return tx.DeleteToken(idx, c.AccessorID)
 }
 
+// apply is reached only for a batch inside a batch (ApplyBatch applies a batch entry
+// through applyBatch): the leader never writes one, and it is refused.
+func (c BatchRequest) apply(_ *FSM, _ *store.Txn, _ uint64) error {
+	return model.Invalid("commands", "a batch cannot contain a batch")
+}
+
 // apply hashes the state as of this entry: the transaction holds the batch's earlier
 // entries and none of its later ones. The hash is the node's own record, not state.
 func (c CheckStateRequest) apply(f *FSM, tx *store.Txn, idx uint64) error {

@@ -23,6 +23,9 @@ import (
 type Result struct {
 	Index uint64
 	Err   error
+	// Batch holds, for a BatchRequest entry, the result of each of its commands in
+	// order (nil for one that applied); Err is then nil.
+	Batch []error
 }
 
 // decodeFunc decodes the payload of one command type; a payload that cannot be decoded
@@ -174,6 +177,7 @@ func New(s *store.Store, logger *slog.Logger) *FSM {
 	register[SetHealthAtRequest](f)
 	register[SetHealthManualAtRequest](f)
 	register[AutoDeregisterRequest](f)
+	register[BatchRequest](f)
 	return f
 }
 
@@ -273,7 +277,16 @@ func (f *FSM) applyOnce(logs []*raft.Log) ([]interface{}, error) {
 			if l.Type != raft.LogCommand {
 				continue
 			}
-			if err := f.applyCommand(tx, l); err != nil {
+			cmd := f.decodeEntry(l.Index, l.Data)
+			if b, ok := cmd.(BatchRequest); ok {
+				errs, err := f.applyBatch(tx, l.Index, b)
+				if err != nil {
+					return fmt.Errorf("entry %d: %w", l.Index, err)
+				}
+				res.Batch = errs
+				continue
+			}
+			if err := f.applyDecoded(tx, l.Index, cmd); err != nil {
 				if !isDomainError(err) {
 					return fmt.Errorf("entry %d: %w", l.Index, err)
 				}
@@ -303,22 +316,58 @@ func (f *FSM) setStall(err error) {
 // Stop ends the retries of a stalled apply (the node is shutting down). It is idempotent.
 func (f *FSM) Stop() { f.stopOnce.Do(func() { close(f.stop) }) }
 
-// applyCommand dispatches one command entry.
-func (f *FSM) applyCommand(tx *store.Txn, l *raft.Log) error {
-	if len(l.Data) == 0 {
-		panic(fmt.Sprintf("fsm: entry %d: empty command", l.Index))
+// decodeEntry decodes one command (type byte, then payload) of entry idx. It returns
+// nil for an unknown type marked ignorable; any other unknown type, and empty data,
+// panic: the state must never silently diverge from its peers'.
+func (f *FSM) decodeEntry(idx uint64, data []byte) Command {
+	if len(data) == 0 {
+		panic(fmt.Sprintf("fsm: entry %d: empty command", idx))
 	}
-	t := MessageType(l.Data[0])
-	ignorable := t&IgnoreUnknownFlag != 0
+	t := MessageType(data[0])
 	dec, ok := f.decoders[t&^IgnoreUnknownFlag]
 	if !ok {
-		if ignorable {
-			f.logger.Warn("skipping unknown ignorable command", "index", l.Index, "type", t)
+		if t&IgnoreUnknownFlag != 0 {
+			f.logger.Warn("skipping unknown ignorable command", "index", idx, "type", t)
 			return nil
 		}
-		panic(fmt.Sprintf("fsm: entry %d: unknown command type %s", l.Index, t))
+		panic(fmt.Sprintf("fsm: entry %d: unknown command type %s", idx, t))
 	}
-	return dec(t, l.Index, l.Data[1:]).apply(f, tx, l.Index)
+	return dec(t, idx, data[1:])
+}
+
+// applyDecoded applies cmd (nil: a skipped ignorable command) at idx.
+func (f *FSM) applyDecoded(tx *store.Txn, idx uint64, cmd Command) error {
+	if cmd == nil {
+		return nil
+	}
+	return cmd.apply(f, tx, idx)
+}
+
+// applyBatch applies the commands of a BatchRequest in order at idx and returns each
+// one's domain error. A storage failure is returned as err: the caller rolls the whole
+// transaction back. Every command is decoded before any applies, so a batch with an
+// element this node cannot decode panics before it changes anything.
+func (f *FSM) applyBatch(tx *store.Txn, idx uint64, b BatchRequest) (errs []error, err error) {
+	if len(b.Commands) > MaxBatchCommands {
+		panic(fmt.Sprintf("fsm: entry %d: batch of %d commands (at most %d)", idx, len(b.Commands), MaxBatchCommands))
+	}
+	cmds := make([]Command, len(b.Commands))
+	for i, data := range b.Commands {
+		cmds[i] = f.decodeEntry(idx, data)
+	}
+	errs = make([]error, len(cmds))
+	for i, cmd := range cmds {
+		err := f.applyDecoded(tx, idx, cmd)
+		if err == nil {
+			continue
+		}
+		if !isDomainError(err) {
+			return nil, fmt.Errorf("command %d of the batch: %w", i, err)
+		}
+		f.logger.Debug("command refused", "index", idx, "batch_position", i, "type", cmd.MessageType(), "error", err)
+		errs[i] = err
+	}
+	return errs, nil
 }
 
 // isDomainError reports whether err is the state refusing a command, as opposed to a

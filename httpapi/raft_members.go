@@ -102,7 +102,7 @@ func (s *server) join(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	join := raftnode.JoinRequest{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, NonVoter: req.NonVoter,
-		ClusterID: req.ClusterID, Announce: req.Announce}
+		ClusterID: req.ClusterID, Announce: req.Announce, NewestCommand: req.NewestCommand}
 	return s.membership(w, r, func(ctx context.Context) error { return s.node.Join(ctx, join) })
 }
 

@@ -336,6 +336,10 @@ type Member struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raftAddr"`
 	HTTPAddr string `json:"httpAddr"`
+	// NewestCommand is the highest state-machine command type the server applies (0: a
+	// server from before servers announced it). The leader writes a command type only
+	// once every server of the configuration announced at least that type.
+	NewestCommand uint8 `json:"newestCommand,omitempty"`
 }
 
 // Duration is a time.Duration that reads and writes JSON as a Go duration string ("5s").

@@ -3,6 +3,7 @@ package raftnode
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -14,40 +15,75 @@ import (
 // applied it. It runs on the leader only (ErrNotLeader elsewhere). It returns the
 // entry's index; a domain error of the state machine (fsm.Result.Err) is returned as
 // the error, so store sentinels stay matchable with errors.Is. ErrLeadershipLost and
-// ErrTimeout after enqueueing mean the outcome is unknown.
+// ErrTimeout after enqueueing mean the outcome is unknown. (A BatchRequest's
+// per-command results need Propose.)
 func (n *Node) Apply(ctx context.Context, cmd fsm.Command) (uint64, error) {
+	p, err := n.Propose(ctx, cmd)
+	if err != nil {
+		return 0, err
+	}
+	res, err := p.Wait(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return res.Index, res.Err
+}
+
+// Proposal is a command handed to Raft whose outcome is not known yet (Propose).
+type Proposal struct {
+	n     *Node
+	f     raft.ApplyFuture
+	start time.Time
+	once  sync.Once
+}
+
+// Propose hands cmd to Raft and returns as soon as the leader's main loop took it,
+// without waiting for it to commit: the caller can hand over the next command while
+// this one is written and replicated. The errors are Apply's before enqueueing (not
+// applied). Wait must be called: a stopping node waits for every proposal before it
+// hands leadership over.
+func (n *Node) Propose(ctx context.Context, cmd fsm.Command) (*Proposal, error) {
 	if n.isClosed() {
-		return 0, ErrShutdown
+		return nil, ErrShutdown
 	}
 	if !n.gate.enter() {
-		return 0, fmt.Errorf("%w: %w", ErrNotLeader, errHandingOver)
+		return nil, fmt.Errorf("%w: %w", ErrNotLeader, errHandingOver)
 	}
-	defer n.gate.leave()
 	if n.raft.State() != raft.Leader {
-		return 0, n.notLeaderErr(nil)
+		n.gate.leave()
+		return nil, n.notLeaderErr(nil)
 	}
 	buf, err := fsm.Encode(cmd)
 	if err != nil {
-		return 0, fmt.Errorf("raftnode: encode command %s: %w", cmd.MessageType(), err)
+		n.gate.leave()
+		return nil, fmt.Errorf("raftnode: encode command %s: %w", cmd.MessageType(), err)
 	}
 	timeout, err := n.enqueueTimeout(ctx)
 	if err != nil {
-		return 0, err
+		n.gate.leave()
+		return nil, err
 	}
-	start := time.Now()
-	f := n.raft.Apply(buf, timeout)
-	err = n.await(ctx, f)
-	n.met.apply.Observe(time.Since(start).Seconds())
+	return &Proposal{n: n, f: n.raft.Apply(buf, timeout), start: time.Now()}, nil
+}
+
+// Wait waits until the proposal was committed and applied by this node's state machine
+// and returns the state machine's result (Result.Err or Result.Batch hold the state's
+// refusals). An error is Raft's: ErrLeadershipLost and ErrTimeout mean the outcome is
+// unknown. Only the first call waits for ctx; a proposal is answered once.
+func (p *Proposal) Wait(ctx context.Context) (*fsm.Result, error) {
+	defer p.once.Do(p.n.gate.leave)
+	err := p.n.await(ctx, p.f)
+	p.n.met.apply.Observe(time.Since(p.start).Seconds())
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	switch res := f.Response().(type) {
+	switch res := p.f.Response().(type) {
 	case *fsm.Result:
-		return res.Index, res.Err
+		return res, nil
 	case error:
-		return f.Index(), res
+		return &fsm.Result{Index: p.f.Index(), Err: res}, nil
 	default:
-		return f.Index(), fmt.Errorf("raftnode: unexpected state machine response %T", res)
+		return nil, fmt.Errorf("raftnode: unexpected state machine response %T", res)
 	}
 }
 

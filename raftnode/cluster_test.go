@@ -166,7 +166,7 @@ func mustNewCluster(t testing.TB, size int) *testCluster {
 func (c *testCluster) joiner(ctx context.Context, target string, req JoinRequest) error {
 	_, err := client.New(target, client.WithHTTPClient(c.joinHTTP)).Join(ctx, api.JoinRequest{
 		ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, NonVoter: req.NonVoter,
-		ClusterID: req.ClusterID, Announce: req.Announce,
+		ClusterID: req.ClusterID, Announce: req.Announce, NewestCommand: req.NewestCommand,
 	})
 	return err
 }
@@ -192,7 +192,7 @@ func (c *testCluster) startHTTP(tn *testNode) {
 			return
 		}
 		err := n.Join(r.Context(), JoinRequest{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, NonVoter: req.NonVoter,
-			ClusterID: req.ClusterID, Announce: req.Announce})
+			ClusterID: req.ClusterID, Announce: req.Announce, NewestCommand: req.NewestCommand})
 		switch {
 		case err == nil:
 			w.Header().Set("Content-Type", "application/json")

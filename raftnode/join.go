@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/rosterhq/roster/fsm"
 )
 
 // Joiner sends a join request to the member whose HTTP address is target (host:port
@@ -32,7 +34,7 @@ func (n *Node) joinAtStart(target string) {
 	wait := joinRetryMin
 	for attempt := 1; ; attempt++ {
 		req := JoinRequest{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAdvertise, HTTPAddr: n.cfg.HTTPAdvertise,
-			NonVoter: n.cfg.NonVoter, ClusterID: n.knownClusterID()}
+			NonVoter: n.cfg.NonVoter, ClusterID: n.knownClusterID(), NewestCommand: uint8(fsm.NewestType)}
 		err := n.sendJoin(target, req)
 		if err == nil {
 			break
@@ -64,7 +66,8 @@ func (n *Node) joinAtStart(target string) {
 				to = l.HTTPAddr
 			}
 		}
-		req := JoinRequest{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAdvertise, HTTPAddr: n.cfg.HTTPAdvertise, ClusterID: n.knownClusterID()}
+		req := JoinRequest{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAdvertise, HTTPAddr: n.cfg.HTTPAdvertise, ClusterID: n.knownClusterID(),
+			NewestCommand: uint8(fsm.NewestType)}
 		if err := n.sendJoin(to, req); err != nil && n.ctx.Err() == nil {
 			n.log.Debug("asking for a vote failed; retrying", "via", to, "error", err)
 		}
@@ -156,6 +159,7 @@ func (n *Node) announcement() (string, JoinRequest, bool) {
 	req = JoinRequest{
 		ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAdvertise, HTTPAddr: n.cfg.HTTPAdvertise,
 		NonVoter: self.Suffrage != raft.Voter, ClusterID: n.knownClusterID(), Announce: true,
+		NewestCommand: uint8(fsm.NewestType),
 	}
 	return leader.HTTPAddr, req, true
 }

@@ -40,6 +40,8 @@ type JoinRequest struct {
 	// Announce is a server re-announcing its own addresses: its suffrage is kept and no
 	// promotion is requested.
 	Announce bool
+	// NewestCommand is the highest command type the server applies (model.Member).
+	NewestCommand uint8
 }
 
 // Members lists the servers of the latest Raft configuration, sorted by id, with
@@ -110,7 +112,7 @@ func (n *Node) configuration(ctx context.Context) ([]raft.Server, error) {
 // queued for promotion). An announcement (Announce) only records addresses and keeps
 // the server's suffrage. Invalid requests fail with model.ErrInvalid.
 func (n *Node) Join(ctx context.Context, req JoinRequest) error {
-	m := model.Member{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr}
+	m := model.Member{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, NewestCommand: req.NewestCommand}
 	if err := model.ValidateMember(m); err != nil {
 		return err
 	}

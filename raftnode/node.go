@@ -57,9 +57,10 @@ type Node struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 
-	promo promoter  // the non-voters waiting for a vote (leader)
-	pilot autopilot // the leader's view of the servers' health (autopilot.go)
-	gate  writeGate // closed by Handover: no new writes while the node stops
+	promo    promoter    // the non-voters waiting for a vote (leader)
+	pilot    autopilot   // the leader's view of the servers' health (autopilot.go)
+	gate     writeGate   // closed by Handover: no new writes while the node stops
+	commands commandGate // which command types every server applies (commands.go)
 	// catchUp is the leader's commit index when this node first heard it after starting,
 	// and startCaughtUp whether the state has since reached it (Ready).
 	catchUp       atomic.Uint64
@@ -315,7 +316,8 @@ func (n *Node) member(id string) (model.Member, bool) { return n.sm.Store().Memb
 
 // self is this node's member record.
 func (n *Node) self() model.Member {
-	return model.Member{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAdvertise, HTTPAddr: n.cfg.HTTPAdvertise}
+	return model.Member{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAdvertise, HTTPAddr: n.cfg.HTTPAdvertise,
+		NewestCommand: uint8(fsm.NewestType)}
 }
 
 // Raft exposes the underlying Raft instance (snapshots, restore, stats).

@@ -19,6 +19,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
@@ -75,6 +77,11 @@ type Config struct {
 	// Clusters reads the stored clusters (a write that keeps a health check's
 	// password reads it there); nil: Settings, when it implements ClusterSource.
 	Clusters ClusterSource
+	// Coalesce, when set, gathers concurrent writes into one Raft entry through it
+	// (coalesce.go); nil: every write is its own entry, through Raft.Apply.
+	Coalesce Proposer
+	// Metrics registers the registry's metrics (nil: none).
+	Metrics prometheus.Registerer
 }
 
 // ErrStateMismatch refuses reads on a node whose state differs from its peers'.
@@ -90,6 +97,7 @@ type Registry struct {
 	aclOn    bool
 	tokens   TokenSource
 	clusters ClusterSource
+	coalesce *coalescer // nil: writes go through raft.Apply one by one
 }
 
 // New returns a Registry.
@@ -109,8 +117,16 @@ func New(cfg Config) (*Registry, error) {
 	if cfg.Clusters == nil {
 		cfg.Clusters, _ = cfg.Settings.(ClusterSource)
 	}
-	return &Registry{settings: cfg.Settings, raft: cfg.Raft, timeout: cfg.RequestTimeout, alarm: cfg.StateAlarm,
-		watchers: cfg.Watchers, aclOn: cfg.ACLEnabled, tokens: cfg.Tokens, clusters: cfg.Clusters}, nil
+	r := &Registry{settings: cfg.Settings, raft: cfg.Raft, timeout: cfg.RequestTimeout, alarm: cfg.StateAlarm,
+		watchers: cfg.Watchers, aclOn: cfg.ACLEnabled, tokens: cfg.Tokens, clusters: cfg.Clusters}
+	if cfg.Coalesce != nil {
+		met, err := newCoalesceMetrics(cfg.Metrics)
+		if err != nil {
+			return nil, err
+		}
+		r.coalesce = newCoalescer(cfg.Coalesce, cfg.RequestTimeout, met)
+	}
+	return r, nil
 }
 
 // IsLeader reports whether this node is the leader: writes and reads that are not stale

@@ -63,6 +63,9 @@ func (r *Registry) apply(ctx context.Context, cmd fsm.Conditional, cond Conditio
 func (r *Registry) submit(ctx context.Context, cmd fsm.Command) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
+	if r.coalesce != nil {
+		return r.coalesce.submit(ctx, cmd)
+	}
 	return r.raft.Apply(ctx, cmd)
 }
 

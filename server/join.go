@@ -18,7 +18,7 @@ func joiner(hc *http.Client, token string, url func(string) string) raftnode.Joi
 	return func(ctx context.Context, target string, req raftnode.JoinRequest) error {
 		_, err := client.New(url(target), client.WithHTTPClient(hc), client.WithToken(token)).Join(ctx, api.JoinRequest{
 			ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, NonVoter: req.NonVoter,
-			ClusterID: req.ClusterID, Announce: req.Announce,
+			ClusterID: req.ClusterID, Announce: req.Announce, NewestCommand: req.NewestCommand,
 		})
 		return err
 	}

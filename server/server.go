@@ -121,6 +121,9 @@ type Config struct {
 	DNSOptional bool
 	// TLS turns TLS on for the API, Raft and the traffic between nodes (tls.go).
 	TLS TLSConfig
+	// NoWriteCoalescing makes every write its own Raft entry instead of gathering the
+	// writes that arrive together into one (registry/coalesce.go); for comparisons.
+	NoWriteCoalescing bool
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -347,8 +350,12 @@ func New(cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.registry, err = registry.New(registry.Config{Settings: s.store, Raft: s.node, StateAlarm: s.fsm.Alarm, Watchers: watchers,
-		ACLEnabled: cfg.ACLEnabled, Tokens: s.store})
+	rcfg := registry.Config{Settings: s.store, Raft: s.node, StateAlarm: s.fsm.Alarm, Watchers: watchers,
+		ACLEnabled: cfg.ACLEnabled, Tokens: s.store, Metrics: s.metrics}
+	if !cfg.NoWriteCoalescing {
+		rcfg.Coalesce = proposer{s.node}
+	}
+	s.registry, err = registry.New(rcfg)
 	if err != nil {
 		return nil, err
 	}
@@ -733,3 +740,16 @@ func apiMux(native, nacosAPI http.Handler) http.Handler {
 		native.ServeHTTP(w, r)
 	})
 }
+
+// proposer hands the registry's coalesced writes to the Raft node.
+type proposer struct{ node *raftnode.Node }
+
+func (p proposer) Propose(ctx context.Context, cmd fsm.Command) (registry.Proposal, error) {
+	pr, err := p.node.Propose(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	return pr, nil
+}
+
+func (p proposer) ServersApply(t fsm.MessageType) bool { return p.node.ServersApply(t) }

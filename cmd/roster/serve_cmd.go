@@ -48,6 +48,8 @@ type nodeOptions struct {
 	ProbeAllow        string // CIDR list; empty: every address
 	ProbeDeny         string // CIDR list; empty: healthcheck.DefaultProbeDeny, "none": nothing
 	Pprof             bool
+	// CoalesceWrites gathers concurrent writes into one Raft entry (default on).
+	CoalesceWrites bool
 	// InstanceMetricsByNamespace labels roster_instances by namespace only.
 	InstanceMetricsByNamespace bool
 	// DNS interface (--dns-*); an empty DNSAddr serves no DNS.
@@ -251,6 +253,7 @@ func (a *app) serverCmd() *cobra.Command {
 	fs.StringVar(&o.JoinToken, "join-token", "", "token (operator: write) this node presents when it joins with --join or announces its addresses, on a cluster with ACLs")
 	fs.DurationVar(&o.PromoteAfter, "promote-after", 0, fmt.Sprintf("how long a server added with --join must stay caught up with the leader and in contact before it gets a vote (0: %s)", raftnode.DefaultPromoteAfter))
 	fs.DurationVar(&o.StateSyncInterval, "state-sync-interval", 0, fmt.Sprintf("how often the state file is fsynced; the Raft log is fsynced on every write regardless (0: %s; negative: fsync every commit)", server.DefaultStateSyncInterval))
+	fs.BoolVar(&o.CoalesceWrites, "coalesce-writes", true, "on the leader, gather the writes that arrive together into one Raft entry (one log write, one replication round, one state transaction for all); false makes every write its own entry")
 	fs.BoolVar(&o.Pprof, "pprof", false, "serve Go's profiling endpoints under /debug/pprof/ on the HTTP address")
 	fs.BoolVar(&o.InstanceMetricsByNamespace, "instance-metrics-by-namespace", false, "label the roster_instances gauge by namespace and health only, not by service (two series per namespace instead of two per service)")
 	fs.IntVar(&o.ProbeConcurrency, "probe-concurrency", 0, fmt.Sprintf("health probes in flight at once on the leader (0: %d)", healthcheck.DefaultMaxConcurrent))

@@ -67,6 +67,7 @@ func serverConfig(o nodeOptions, log *slog.Logger) (server.Config, error) {
 		Autopilot:                  o.Autopilot.config(),
 		StateSyncInterval:          o.StateSyncInterval,
 		Pprof:                      o.Pprof,
+		NoWriteCoalescing:          !o.CoalesceWrites,
 		InstanceMetricsByNamespace: o.InstanceMetricsByNamespace,
 		Health:                     healthcheck.Config{MaxConcurrent: o.ProbeConcurrency, Policy: policy},
 		DNS:                        o.dnsConfig(),
