@@ -145,8 +145,8 @@ func (n *Node) ConsistentRead(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	commit := n.raft.CommitIndex()
-	if err := n.await(ctx, n.raft.VerifyLeader()); err != nil {
+	commit, err := n.confirm(ctx)
+	if err != nil {
 		return err
 	}
 	if n.raft.CurrentTerm() != term {

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metrics are the node's Prometheus collectors. The histograms and the counter are fed
+// metrics are the node's Prometheus collectors. The histograms and the counters are fed
 // where the events happen (Apply, the state machine hand-over, snapshots, leader
 // observations); everything else is read from Raft and the state machine at scrape time
 // (RegisterMetrics), so no goroutine keeps them up to date. They exist from New on and
@@ -23,6 +23,8 @@ type metrics struct {
 	snapRestore   prometheus.Observer      // snapshot{op="restore"}
 	snapPersist   prometheus.Observer      // snapshot{op="persist"}
 	leaderChanges prometheus.Counter       // roster_raft_leader_changes_total
+	readRounds    prometheus.Counter       // roster_raft_read_confirmations_total
+	readsJoined   prometheus.Counter       // roster_raft_linearizable_reads_total
 }
 
 // Snapshot operations, the op label of roster_snapshot_duration_seconds.
@@ -58,6 +60,14 @@ func newMetrics() *metrics {
 		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "roster_raft_leader_changes_total",
 			Help: "Times this node learned of a newly elected leader (itself included).",
+		}),
+		readRounds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roster_raft_read_confirmations_total",
+			Help: "Leadership confirmations (a heartbeat round answered by a quorum) the leader ran for linearizable reads; concurrent reads share one.",
+		}),
+		readsJoined: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roster_raft_linearizable_reads_total",
+			Help: "Linearizable reads that waited for a leadership confirmation on this node.",
 		}),
 	}
 	m.snapSave = m.snapshot.WithLabelValues(snapOpSave)
@@ -110,7 +120,8 @@ func (s timedSnapshot) Persist(sink raft.SnapshotSink) error {
 //     file and of raft.db (-1: unknown);
 //   - the histograms roster_raft_apply_duration_seconds, roster_raft_apply_batch_size,
 //     roster_fsm_apply_duration_seconds and roster_snapshot_duration_seconds{op}, and
-//     the counter roster_raft_leader_changes_total.
+//     the counters roster_raft_leader_changes_total, roster_raft_read_confirmations_total and
+//     roster_raft_linearizable_reads_total.
 //
 // It fails if reg already holds collectors of these names.
 func (n *Node) RegisterMetrics(reg prometheus.Registerer) error {
@@ -155,6 +166,7 @@ func (n *Node) RegisterMetrics(reg prometheus.Registerer) error {
 			"On the leader: seconds since its last successful AppendEntries exchange (heartbeats included) with each other server "+
 				"in this leadership, or since the leadership began when there was none.", []string{"peer"}, nil)},
 		n.met.apply, n.met.batchSize, n.met.fsmApply, n.met.snapshot, n.met.leaderChanges,
+		n.met.readRounds, n.met.readsJoined,
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

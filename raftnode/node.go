@@ -61,6 +61,7 @@ type Node struct {
 	pilot    autopilot   // the leader's view of the servers' health (autopilot.go)
 	gate     writeGate   // closed by Handover: no new writes while the node stops
 	commands commandGate // which command types every server applies (commands.go)
+	verify   verifier    // batches the leadership confirmations of linearizable reads (readindex.go)
 	// catchUp is the leader's commit index when this node first heard it after starting,
 	// and startCaughtUp whether the state has since reached it (Ready).
 	catchUp       atomic.Uint64

@@ -31,7 +31,8 @@
 # --watch-transports "blocking" leaves out the SSE watch (for a server without it).
 # Every flag also reads an environment variable: DURATION, WARMUP, ROUNDS, CONCURRENCY,
 # WATCH_CONCURRENCY, WATCH_TRANSPORTS, OUT, PORT_BASE, SYSTEMS; ROSTER_BIN uses a prebuilt
-# binary instead of building ./cmd/roster.
+# binary instead of building ./cmd/roster; ROSTER_SERVER_ARGS adds flags to every
+# `roster server` (for example "--coalesce-writes=false" to compare).
 # The defaults finish in about 13 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,6 +46,7 @@ WATCH_TRANSPORTS=${WATCH_TRANSPORTS:-sse blocking}
 OUT=${OUT:-bench-results.json}
 PORT_BASE=${PORT_BASE:-21000}
 SYSTEMS=${SYSTEMS:-roster etcd}
+ROSTER_SERVER_ARGS=${ROSTER_SERVER_ARGS:-}
 QUICK=0
 KEEP=0
 FAILOVER=0
@@ -157,7 +159,7 @@ start_roster_node() {
 	local dir=$1 i=$2
 	"$ROSTER" server --node-id "n$i" --data-dir "$dir/n$i" \
 		--http-addr "127.0.0.1:$((PORT_BASE + i))" --raft-addr "127.0.0.1:$((PORT_BASE + 10 + i))" \
-		--peers "$R_PEERS" --probe-allow 127.0.0.0/8,::1/128 --log-level warn >>"$dir/n$i.log" 2>&1 &
+		--peers "$R_PEERS" --probe-allow 127.0.0.0/8,::1/128 --log-level warn $ROSTER_SERVER_ARGS >>"$dir/n$i.log" 2>&1 &
 	PIDS[i - 1]=$!
 	disown "$!" # no job report when the failover mode kills it
 }

@@ -3,6 +3,7 @@
 package faults
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -598,4 +600,44 @@ func discardLog() *log.Logger { return log.New(io.Discard, "", 0) }
 // it) and kills it if the harness dies.
 func procAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// CoalescedWrites sums, over the running nodes, the writes their registries proposed in
+// entries shared with other writes (roster_registry_entry_commands: sum minus count).
+// A node that cannot be scraped counts nothing.
+func (c *Cluster) CoalescedWrites(ctx context.Context) int {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	total := 0
+	for _, n := range c.Nodes {
+		addr := n.upstreamHTTP()
+		if addr == "" || n.Paused() {
+			continue
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+		if err != nil {
+			continue
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			continue
+		}
+		var sum, count float64
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			name, value, ok := strings.Cut(sc.Text(), " ")
+			if !ok {
+				continue
+			}
+			switch name {
+			case "roster_registry_entry_commands_sum":
+				sum, _ = strconv.ParseFloat(value, 64)
+			case "roster_registry_entry_commands_count":
+				count, _ = strconv.ParseFloat(value, 64)
+			}
+		}
+		_ = resp.Body.Close()
+		total += int(sum - count)
+	}
+	return total
 }

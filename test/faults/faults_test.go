@@ -188,8 +188,10 @@ type Summary struct {
 	IndexChecked int
 	Inconclusive int
 	Violations   int
-	Elapsed      string
-	CheckTime    string
+	// CoalescedWrites counts the writes that shared a Raft entry with another one.
+	CoalescedWrites int
+	Elapsed         string
+	CheckTime       string
 }
 
 // TestFaults_Linearizable runs rounds of the fault schedule against a real cluster and
@@ -272,6 +274,7 @@ func TestFaults_Linearizable(t *testing.T) {
 		sum.Histories += rep.Partitions
 		sum.IndexChecked += rep.IndexChecked
 		sum.Violations += len(rep.Violations)
+		sum.CoalescedWrites += res.CoalescedWrites
 		checkTime += rep.CheckTime
 		if err == nil && rep.Result == porcupine.Unknown && rep.Passed() {
 			sum.Inconclusive++
@@ -312,6 +315,10 @@ func TestFaults_Linearizable(t *testing.T) {
 				seed, nodes, res.Faults, err, rep, strings.Join(first(rep.Violations, 20), "\n  "),
 				strings.Join(first(logLines, 20), "\n  "), dir, files, aerr, repro)
 		}
+	}
+	// The check above is the one of coalesced writes only if writes were coalesced.
+	if sum.CoalescedWrites == 0 && os.Getenv(envSeed) == "" {
+		t.Errorf("no write shared a Raft entry with another in %d rounds: the checks did not cover coalesced writes", sum.Rounds)
 	}
 	sum.Elapsed = time.Since(start).Round(time.Second).String()
 	sum.CheckTime = checkTime.Round(time.Millisecond).String()

@@ -66,6 +66,10 @@ type RunResult struct {
 	History *History
 	// Cluster is the round's cluster (already stopped), for its logs.
 	Cluster *Cluster
+	// CoalescedWrites is how many writes shared a Raft entry with another one, as the
+	// nodes up at the end of the faults count them (roster_registry_entry_commands; a
+	// restart resets a node's count): proof that the round ran with writes coalesced.
+	CoalescedWrites int
 }
 
 func (c *RunConfig) fill() {
@@ -202,6 +206,7 @@ func Run(ctx context.Context, cfg RunConfig) (res RunResult, err error) {
 	if err := sleep(time.Second); err != nil {
 		return res, err
 	}
+	res.CoalescedWrites = c.CoalescedWrites(ctx)
 	stopWorkload()
 	<-workloadDone
 	if err := w.FinalReads(ctx); err != nil {
