@@ -67,3 +67,72 @@ func benchApplyBatch(b *testing.B, opts store.Options, size int) {
 		}
 	}
 }
+
+// BenchmarkFSM_BatchEntry applies 64 registrations as 64 entries of one batch
+// (entries=64), as one Batch entry of 64 commands (batch-command=64), and encodes the
+// Batch entry (encode); the state file fsyncs on an interval, as a server's does.
+func BenchmarkFSM_BatchEntry(b *testing.B) {
+	const size = 64
+	instance := func(idx uint64) model.Instance {
+		return model.Instance{
+			Namespace: model.DefaultNamespace, Group: model.DefaultGroup, Service: fmt.Sprintf("svc-%d", idx%100),
+			IP: fmt.Sprintf("127.%d.%d.%d", idx>>16&255, idx>>8&255, idx&255), Port: 8080,
+			Cluster: model.DefaultCluster, Weight: 1, Enabled: true, Healthy: true,
+			Metadata: map[string]string{"version": "v1", "zone": "a"},
+		}
+	}
+	open := func(b *testing.B) *FSM {
+		s, err := store.Open(filepath.Join(b.TempDir(), "state.db"), store.Options{SyncInterval: time.Second})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = s.Close() })
+		return New(s, nil)
+	}
+	b.Run("entries=64", func(b *testing.B) {
+		f, idx := open(b), uint64(0)
+		for b.Loop() {
+			logs := make([]*raft.Log, size)
+			for j := range logs {
+				idx++
+				logs[j] = cmdLog(b, idx, RegisterInstanceType, RegisterInstanceRequest{Instance: instance(idx)})
+			}
+			for _, r := range f.ApplyBatch(logs) {
+				if err := r.(*Result).Err; err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "writes/s")
+	})
+	b.Run("batch-command=64", func(b *testing.B) {
+		f, idx, n := open(b), uint64(0), uint64(0)
+		for b.Loop() {
+			cmds := make([][]byte, size)
+			for j := range cmds {
+				n++
+				cmds[j] = mustEncode(RegisterInstanceRequest{Instance: instance(n)})
+			}
+			idx++
+			for _, r := range f.ApplyBatch([]*raft.Log{cmdLog(b, idx, BatchType, BatchRequest{Commands: cmds})}) {
+				for _, err := range r.(*Result).Batch {
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		}
+		b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "writes/s")
+	})
+	b.Run("encode", func(b *testing.B) {
+		cmds := make([][]byte, size)
+		for j := range cmds {
+			cmds[j] = mustEncode(RegisterInstanceRequest{Instance: instance(uint64(j))})
+		}
+		for b.Loop() {
+			if _, err := Encode(BatchRequest{Commands: cmds}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
