@@ -193,6 +193,12 @@ func TestACL_EveryRouteFamily(t *testing.T) {
 		tokens[i].tok = c.token(ctx, t, tokens[i].name, tokens[i].rules)
 	}
 	victim := c.token(ctx, t, "to be deleted", api.ACLRules{})
+	// An archive of the state as it is now: the table restores it, so a refused restore
+	// is refused for want of the permission, not for a bad body.
+	var archive bytes.Buffer
+	if _, err := m.SaveSnapshot(ctx, &archive, false); err != nil {
+		t.Fatal(err)
+	}
 
 	svc := "/v1/namespaces/%s/groups/DEFAULT_GROUP/services/svc"
 	routes := []aclRoute{
@@ -230,14 +236,17 @@ func TestACL_EveryRouteFamily(t *testing.T) {
 		{"POST", "/v1/cluster/probe", `{"check":{"type":"TCP","interval":"1s","timeout":"100ms","rise":1,"fall":1},"ip":"127.0.0.1","port":1}`, "operator:write"},
 		{"DELETE", "/v1/cluster/members/ghost", "", "operator:write"},
 		{"GET", "/v1/snapshot", "", "operator:write"},
+		{"PUT", "/v1/snapshot", archive.String(), "operator:write"},
 		{"GET", "/v1/acl/tokens", "", "acl:read"},
 		{"GET", "/v1/acl/tokens/" + victim.AccessorID, "", "acl:read"},
 		{"POST", "/v1/acl/tokens", `{"description":"made in the table","rules":{"operator":"read"}}`, "acl:write"},
 		{"DELETE", "/v1/acl/tokens/" + victim.AccessorID, "", "acl:write"},
+		// Last: granted, it moves the leader.
+		{"POST", "/v1/cluster/leadership-transfer", "", "operator:write"},
 	}
 
-	// Refusals first: none of them may write anything.
-	before := c.lastIndex()
+	// Refusals first: none of them may write anything, nor move the leader.
+	before, leaderBefore := c.lastIndex(), c.Nodes[leader].ID
 	for _, via := range []int{leader, c.Followers()[0]} {
 		addr := c.Nodes[via].HTTPAddr
 		for _, rt := range routes {
@@ -266,6 +275,9 @@ func TestACL_EveryRouteFamily(t *testing.T) {
 	}
 	if after := c.lastIndex(); after != before {
 		t.Fatalf("refused requests moved the Raft log from %d to %d", before, after)
+	}
+	if l := c.MustLeader(); c.Nodes[l].ID != leaderBefore {
+		t.Fatalf("refused requests moved leadership from %s to %s", leaderBefore, c.Nodes[l].ID)
 	}
 
 	// Granted: every token with the permission gets the route's answer (2xx), through a
