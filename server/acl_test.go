@@ -526,3 +526,49 @@ func TestACL_JoinNeedsTheJoinTokenWithoutTLS(t *testing.T) {
 		t.Fatalf("a join with operator write through a follower: %v", err)
 	}
 }
+
+// /metrics answers anyone by default, ACLs or not; with --metrics-require-token it
+// needs a token with operator: read (401 without one, 403 naming the permission with a
+// token that lacks it).
+func TestACL_MetricsRequireToken(t *testing.T) {
+	ctx := ctxT(t, 60*time.Second)
+	bootstrapped := func(opts ...servertest.Option) (*servertest.Cluster, string) {
+		c := servertest.New(t, 1, append([]servertest.Option{servertest.FastTimeouts(), servertest.WithACL()}, opts...)...)
+		c.MustLeader()
+		tok, err := c.Nodes[0].Client().ACLBootstrap(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, tok.SecretID
+	}
+
+	open, _ := bootstrapped()
+	if code, b := rawDo(t, open.Nodes[0].HTTPAddr, "", "GET", "/metrics", ""); code != http.StatusOK {
+		t.Fatalf("anonymous /metrics without --metrics-require-token: %d %s, want 200", code, b)
+	}
+
+	c, mgmt := bootstrapped(func(cfg *server.Config) { cfg.MetricsRequireToken = true })
+	addr := c.Nodes[0].HTTPAddr
+	m := client.New(addr, client.WithToken(mgmt))
+	newToken := func(rules api.ACLRules) string {
+		tok, err := m.CreateToken(ctx, api.ACLTokenRequest{Description: "metrics", Rules: rules})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok.SecretID
+	}
+	scraper := newToken(api.ACLRules{Operator: "read"})
+	noOperator := newToken(api.ACLRules{Namespaces: map[string]string{"*": "write"}, ACL: "write"})
+
+	if code, b := rawDo(t, addr, "", "GET", "/metrics", ""); code != http.StatusUnauthorized || errorCode(b) != api.CodeUnauthenticated {
+		t.Fatalf("anonymous /metrics with --metrics-require-token: %d %s, want 401 unauthenticated", code, b)
+	}
+	code, b := rawDo(t, addr, noOperator, "GET", "/metrics", "")
+	if code != http.StatusForbidden || errorCode(b) != api.CodePermissionDenied || !strings.Contains(string(b), "operator: read") {
+		t.Fatalf("/metrics with a token without operator: read: %d %s, want 403 naming operator: read", code, b)
+	}
+	code, b = rawDo(t, addr, scraper, "GET", "/metrics", "")
+	if code != http.StatusOK || !strings.Contains(string(b), "roster_") {
+		t.Fatalf("/metrics with operator: read: %d, want 200 with the metrics:\n%.300s", code, b)
+	}
+}
