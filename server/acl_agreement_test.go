@@ -123,3 +123,40 @@ func TestACL_NotBootstrappedIsLoggedUntilTheBootstrap(t *testing.T) {
 		t.Fatalf("the wait for the bootstrap was logged %d times, want once", n)
 	}
 }
+
+// A node without --acl-enabled that cannot hand leadership away (it is the only voter)
+// says so once at ERROR, and keeps trying quietly (DEBUG) every few seconds.
+func TestACL_MismatchedLeaderWithoutAnotherVoterSaysWhyOnce(t *testing.T) {
+	c := servertest.New(t, 1, servertest.FastTimeouts(), servertest.WithACL())
+	c.MustLeader()
+	ctx := ctxT(t, 60*time.Second)
+	if _, err := c.Nodes[0].Client().ACLBootstrap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	logger, logs := jsonLogs()
+	c.Stop(0)
+	c.Configure(0, func(cfg *server.Config) { cfg.ACLEnabled = false; cfg.Logger = logger })
+	c.Start(0)
+	const failed = "ACL mismatch: handing leadership away failed"
+	wait.For(t, 20*time.Second, "a second, quiet attempt to hand leadership away", func() bool {
+		for _, l := range logs.linesWith(failed) {
+			if strings.Contains(l, `"level":"DEBUG"`) {
+				return true
+			}
+		}
+		return false
+	})
+	errorLines := 0
+	for _, l := range logs.linesWith(failed) {
+		if strings.Contains(l, `"level":"ERROR"`) {
+			errorLines++
+		}
+	}
+	if errorLines != 1 || len(logs.linesWith(mismatchLine)) != 1 {
+		t.Fatalf("%d ERROR lines of the failed hand-over and %d of the mismatch, want one each:\n%s",
+			errorLines, len(logs.linesWith(mismatchLine)), strings.Join(logs.linesWith("ACL"), "\n"))
+	}
+	if !c.Nodes[0].Server.Node().IsLeader() {
+		t.Fatal("the only voter stopped leading")
+	}
+}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -22,7 +23,8 @@ import (
 //     when that wait ends.
 //   - handOffWhileMismatched runs on every leadership term: a leader that refuses to
 //     serve would make the whole cluster refuse writes (followers forward them to it),
-//     so it hands leadership to another voter.
+//     so it hands leadership to another voter, retrying while that fails (the first
+//     attempt of a term is logged at ERROR, later ones at DEBUG).
 
 // aclRecheck is how often watchACLAgreement looks again at a node that has not caught
 // up with the leader yet: what its copy of the ACL state says is not the cluster's word
@@ -140,6 +142,7 @@ type aclHandoff struct {
 // aclHandoffInterval while it fails (a single-node cluster, the other voters down).
 // ctx ends with the term.
 func (s *Server) handOffWhileMismatched(ctx context.Context) {
+	attempts := 0
 	for {
 		ws := store.NewWatchSet()
 		if err := s.watchACLChanges(ws); errors.Is(err, store.ErrClosed) {
@@ -147,7 +150,7 @@ func (s *Server) handOffWhileMismatched(ctx context.Context) {
 		}
 		wctx, cancel := ctx, context.CancelFunc(func() {})
 		if state, _, _ := s.aclAgreementNow(); state == aclMismatch {
-			wctx, cancel = context.WithTimeout(ctx, s.handOff(ctx))
+			wctx, cancel = context.WithTimeout(ctx, s.handOff(ctx, &attempts))
 		}
 		ws.Wait(wctx)
 		cancel()
@@ -158,8 +161,10 @@ func (s *Server) handOffWhileMismatched(ctx context.Context) {
 }
 
 // handOff transfers leadership to another voter, unless this node did so less than
-// aclHandoffInterval ago; it returns how long to wait before trying again.
-func (s *Server) handOff(ctx context.Context) time.Duration {
+// aclHandoffInterval ago; it returns how long to wait before trying again. attempts
+// counts the term's attempts: only the first is logged at ERROR, so that a node that
+// cannot hand over (no other voter) does not fill the log.
+func (s *Server) handOff(ctx context.Context, attempts *int) time.Duration {
 	s.aclHandoff.mu.Lock()
 	if wait := time.Until(s.aclHandoff.last.Add(aclHandoffInterval)); wait > 0 {
 		s.aclHandoff.mu.Unlock()
@@ -167,12 +172,17 @@ func (s *Server) handOff(ctx context.Context) time.Duration {
 	}
 	s.aclHandoff.last = time.Now()
 	s.aclHandoff.mu.Unlock()
-	s.log.Error("ACL mismatch: this node leads but refuses every request for lack of --acl-enabled, so the cluster could not write; " +
-		"handing leadership to another voter")
+	*attempts++
+	level := slog.LevelError
+	if *attempts > 1 {
+		level = slog.LevelDebug
+	}
+	s.log.Log(ctx, level, "ACL mismatch: this node leads but refuses every request for lack of --acl-enabled, so the cluster could not write; "+
+		"handing leadership to another voter", "attempt", *attempts)
 	if err := s.node.TransferLeadership(ctx, ""); err != nil {
 		if ctx.Err() == nil {
-			s.log.Error("ACL mismatch: handing leadership away failed; the cluster refuses writes while this node leads",
-				"err", err, "retry_in", aclHandoffInterval)
+			s.log.Log(ctx, level, "ACL mismatch: handing leadership away failed; the cluster refuses writes while this node leads",
+				"err", err, "retry_in", aclHandoffInterval.String())
 		}
 		return aclHandoffInterval
 	}
