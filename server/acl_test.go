@@ -193,6 +193,12 @@ func TestACL_EveryRouteFamily(t *testing.T) {
 		tokens[i].tok = c.token(ctx, t, tokens[i].name, tokens[i].rules)
 	}
 	victim := c.token(ctx, t, "to be deleted", api.ACLRules{})
+	// An archive of the state as it is now: the table restores it, so a refused restore
+	// is refused for want of the permission, not for a bad body.
+	var archive bytes.Buffer
+	if _, err := m.SaveSnapshot(ctx, &archive, false); err != nil {
+		t.Fatal(err)
+	}
 
 	svc := "/v1/namespaces/%s/groups/DEFAULT_GROUP/services/svc"
 	routes := []aclRoute{
@@ -230,14 +236,17 @@ func TestACL_EveryRouteFamily(t *testing.T) {
 		{"POST", "/v1/cluster/probe", `{"check":{"type":"TCP","interval":"1s","timeout":"100ms","rise":1,"fall":1},"ip":"127.0.0.1","port":1}`, "operator:write"},
 		{"DELETE", "/v1/cluster/members/ghost", "", "operator:write"},
 		{"GET", "/v1/snapshot", "", "operator:write"},
+		{"PUT", "/v1/snapshot", archive.String(), "operator:write"},
 		{"GET", "/v1/acl/tokens", "", "acl:read"},
 		{"GET", "/v1/acl/tokens/" + victim.AccessorID, "", "acl:read"},
 		{"POST", "/v1/acl/tokens", `{"description":"made in the table","rules":{"operator":"read"}}`, "acl:write"},
 		{"DELETE", "/v1/acl/tokens/" + victim.AccessorID, "", "acl:write"},
+		// Last: granted, it moves the leader.
+		{"POST", "/v1/cluster/leadership-transfer", "", "operator:write"},
 	}
 
-	// Refusals first: none of them may write anything.
-	before := c.lastIndex()
+	// Refusals first: none of them may write anything, nor move the leader.
+	before, leaderBefore := c.lastIndex(), c.Nodes[leader].ID
 	for _, via := range []int{leader, c.Followers()[0]} {
 		addr := c.Nodes[via].HTTPAddr
 		for _, rt := range routes {
@@ -266,6 +275,9 @@ func TestACL_EveryRouteFamily(t *testing.T) {
 	}
 	if after := c.lastIndex(); after != before {
 		t.Fatalf("refused requests moved the Raft log from %d to %d", before, after)
+	}
+	if l := c.MustLeader(); c.Nodes[l].ID != leaderBefore {
+		t.Fatalf("refused requests moved leadership from %s to %s", leaderBefore, c.Nodes[l].ID)
 	}
 
 	// Granted: every token with the permission gets the route's answer (2xx), through a
@@ -512,5 +524,51 @@ func TestACL_JoinNeedsTheJoinTokenWithoutTLS(t *testing.T) {
 	})
 	if _, err := c.as(f, joiner.SecretID).Join(ctx, req); err != nil {
 		t.Fatalf("a join with operator write through a follower: %v", err)
+	}
+}
+
+// /metrics answers anyone by default, ACLs or not; with --metrics-require-token it
+// needs a token with operator: read (401 without one, 403 naming the permission with a
+// token that lacks it).
+func TestACL_MetricsRequireToken(t *testing.T) {
+	ctx := ctxT(t, 60*time.Second)
+	bootstrapped := func(opts ...servertest.Option) (*servertest.Cluster, string) {
+		c := servertest.New(t, 1, append([]servertest.Option{servertest.FastTimeouts(), servertest.WithACL()}, opts...)...)
+		c.MustLeader()
+		tok, err := c.Nodes[0].Client().ACLBootstrap(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, tok.SecretID
+	}
+
+	open, _ := bootstrapped()
+	if code, b := rawDo(t, open.Nodes[0].HTTPAddr, "", "GET", "/metrics", ""); code != http.StatusOK {
+		t.Fatalf("anonymous /metrics without --metrics-require-token: %d %s, want 200", code, b)
+	}
+
+	c, mgmt := bootstrapped(func(cfg *server.Config) { cfg.MetricsRequireToken = true })
+	addr := c.Nodes[0].HTTPAddr
+	m := client.New(addr, client.WithToken(mgmt))
+	newToken := func(rules api.ACLRules) string {
+		tok, err := m.CreateToken(ctx, api.ACLTokenRequest{Description: "metrics", Rules: rules})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok.SecretID
+	}
+	scraper := newToken(api.ACLRules{Operator: "read"})
+	noOperator := newToken(api.ACLRules{Namespaces: map[string]string{"*": "write"}, ACL: "write"})
+
+	if code, b := rawDo(t, addr, "", "GET", "/metrics", ""); code != http.StatusUnauthorized || errorCode(b) != api.CodeUnauthenticated {
+		t.Fatalf("anonymous /metrics with --metrics-require-token: %d %s, want 401 unauthenticated", code, b)
+	}
+	code, b := rawDo(t, addr, noOperator, "GET", "/metrics", "")
+	if code != http.StatusForbidden || errorCode(b) != api.CodePermissionDenied || !strings.Contains(string(b), "operator: read") {
+		t.Fatalf("/metrics with a token without operator: read: %d %s, want 403 naming operator: read", code, b)
+	}
+	code, b = rawDo(t, addr, scraper, "GET", "/metrics", "")
+	if code != http.StatusOK || !strings.Contains(string(b), "roster_") {
+		t.Fatalf("/metrics with operator: read: %d, want 200 with the metrics:\n%.300s", code, b)
 	}
 }

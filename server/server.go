@@ -207,6 +207,9 @@ type Server struct {
 	stopDisk   func() // ends the disk-space watch
 	stopGauges func() // ends the instance gauges' feed
 	stopChecks func() // ends the comparison of state checks
+	stopACL    func() // ends the watch of the ACL agreement (aclwatch.go)
+
+	aclHandoff aclHandoff // the last hand-over for lack of --acl-enabled
 
 	closeOnce sync.Once
 	closeErr  error
@@ -383,6 +386,13 @@ func New(cfg Config) (_ *Server, err error) {
 	s.node.OnLeadership(s.health.Run)
 	s.node.OnLeadership(s.seedSettings)
 	s.node.OnLeadership(s.proposeStateChecks)
+	s.node.OnLeadership(s.handOffWhileMismatched)
+	aclCtx, aclCancel := context.WithCancel(context.Background())
+	aclDone := make(chan struct{})
+	go func() { defer close(aclDone); s.watchACLAgreement(aclCtx) }()
+	var aclOnce sync.Once
+	s.stopACL = func() { aclOnce.Do(func() { aclCancel(); <-aclDone }) }
+	closers = append(closers, func() error { s.stopACL(); return nil })
 	s.metrics.MustRegister(stateCorruptGauge(s.fsm))
 	checkStop := make(chan struct{})
 	go s.compareStateChecks(checkStop)
@@ -532,6 +542,7 @@ func (s *Server) Close() error {
 		s.stopDisk()
 		s.stopChecks()
 		s.stopGauges()
+		s.stopACL()
 		// A leader hands leadership over before anything stops serving: writes that
 		// arrive meanwhile wait here and are sent on to the next leader, and the
 		// requests still being answered below can be forwarded to it.
