@@ -127,10 +127,17 @@ func TestConsole(t *testing.T) {
 	b1, b2 := seed(ctx, t, cl)
 
 	tb := newTab(t, alloc)
+	// With ACLs off the node answers GET /v1/acl/token/self with 404: that is how the
+	// console learns that there is no login.
+	tb.allowFailedLoad("/v1/acl/token/self", 404)
+	// The cluster view polls this node's readiness; while leadership moves (the transfer
+	// below, or an election on a loaded machine) the answer is 503, which it shows.
+	tb.allowFailedLoad("/v1/status/ready", 503)
 
 	// A browser asking for / is sent to the console, which opens on the services.
 	tb.do(chromedp.Navigate(follower.URL() + "/"))
 	tb.waitFor(10*time.Second, "the services view after GET /", `location.pathname === "/ui/services" && !!document.querySelector('#services tbody tr[data-service]')`)
+	tb.detectorsWork()
 
 	// The list shows every service of the namespace with its counts.
 	tb.waitFor(10*time.Second, "the counts of orders and payments",
@@ -321,8 +328,13 @@ func testLogin(t *testing.T) {
 	}
 
 	tb := newTab(t, alloc)
+	// The anonymous session and the wrong token get 401 from GET /v1/acl/token/self; the
+	// read-only token gets 403 from the members' list. The test checks that each is shown.
+	tb.allowFailedLoad("/v1/acl/token/self", 401)
+	tb.allowFailedLoad("/v1/cluster/members", 403)
 	tb.do(chromedp.Navigate(node.URL() + "/ui/services"))
 	tb.waitFor(10*time.Second, "the login prompt", `location.pathname === "/ui/login" && !!document.querySelector('form#login input#token')`)
+	tb.detectorsWork()
 	if next := tb.eval(`new URLSearchParams(location.search).get("next")`); next != "/ui/services" {
 		t.Fatalf("the login prompt returns to %q", next)
 	}
