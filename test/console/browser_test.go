@@ -325,3 +325,9 @@ func (tb *tab) screenshot(name string) {
 		}
 	}
 }
+
+// press sends keys to the focused element, as a keyboard would.
+func (tb *tab) press(keys string, opts ...chromedp.KeyOption) {
+	tb.t.Helper()
+	tb.do(chromedp.KeyEvent(keys, opts...))
+}

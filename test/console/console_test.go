@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/client"
@@ -147,6 +148,7 @@ func TestConsole(t *testing.T) {
 		fmt.Sprintf(`(%s || [])[5] === "0.7 reached" && (%s || [])[5] === "0.4 not reached"`,
 			rowCells(`#services tr[data-service="payments"]`), rowCells(`#services tr[data-service="orders"]`)))
 	tb.screenshot("services")
+	keyboard(t, tb)
 
 	// Filtering by name keeps the URL shareable and asks the server.
 	tb.do(chromedp.SendKeys(chromedp.ID("svc-name"), "pay"))
@@ -298,6 +300,40 @@ func TestConsole(t *testing.T) {
 	tb.noErrors()
 	t.Logf("console without ACLs: %v", time.Since(start).Round(100*time.Millisecond))
 	t.Run("ACL", testLogin)
+}
+
+// keyboard walks the services view (showing the seeded services) with the keyboard:
+// from the heading the view focuses, Shift+Tab goes back up to the skip link, which
+// shows itself; Enter on it moves the focus to the main content; Tab from there reaches
+// the first service's link, and Enter opens that service's view. It returns to the
+// list with the back button.
+func keyboard(t *testing.T, tb *tab) {
+	t.Helper()
+	tb.waitFor(10*time.Second, "the view's heading focused", `document.activeElement === document.querySelector('main h1')`)
+	focused := `(() => { const e = document.activeElement; return e ? e.tagName + (e.id ? '#' + e.id : '') + ' ' + (e.textContent || '').trim().slice(0, 40) : 'nothing'; })()`
+	for i := 0; tb.eval(`String(document.activeElement.classList.contains('skip'))`) != "true"; i++ {
+		if i == 10 {
+			t.Fatalf("Shift+Tab from the heading did not reach the skip link in 10 presses; the focus is on %s", tb.eval(focused))
+		}
+		tb.press(kb.Tab, chromedp.KeyModifiers(chromedp.ModifierShift))
+	}
+	if v := tb.eval(`String(document.activeElement.getBoundingClientRect().left >= 0)`); v != "true" {
+		t.Errorf("the focused skip link is not on the screen")
+	}
+	tb.press(kb.Enter)
+	tb.waitFor(5*time.Second, "the skip link to move the focus to the main content", `document.activeElement === document.getElementById('main') && location.pathname === "/ui/services"`)
+	first := `document.querySelector('#services tbody tr[data-service] a')`
+	for i := 0; tb.eval(`String(document.activeElement === `+first+`)`) != "true"; i++ {
+		if i == 15 {
+			t.Fatalf("Tab from the main content did not reach the first service's link in 15 presses; the focus is on %s", tb.eval(focused))
+		}
+		tb.press(kb.Tab)
+	}
+	href := tb.eval(first + `.getAttribute('href')`)
+	tb.press(kb.Enter)
+	tb.waitFor(10*time.Second, "Enter on the link to open the service's view", fmt.Sprintf(`location.pathname === %q && !!document.querySelector('#instances tr[data-addr]')`, href))
+	tb.do(chromedp.NavigateBack())
+	tb.waitFor(10*time.Second, "the services list again", `location.pathname === "/ui/services" && document.querySelectorAll('#services tbody tr[data-service]').length === 4`)
 }
 
 // testLogin: with ACLs on, an anonymous session sees the login prompt; a pasted token
