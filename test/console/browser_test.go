@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
@@ -323,6 +324,19 @@ func (tb *tab) screenshot(name string) {
 		if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
 			tb.t.Fatal(err)
 		}
+	}
+}
+
+// saveDownloadsIn makes the browser save the files its pages download in dir, under
+// the names the pages suggest.
+func (tb *tab) saveDownloadsIn(dir string) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
+	defer cancel()
+	if _, err := chromedp.CallBrowser(ctx, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{
+		Behavior: browser.SetDownloadBehaviorBehaviorAllow, DownloadPath: dir,
+	}); err != nil {
+		tb.t.Fatalf("set the download directory: %v", err)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/rosterhq/roster/client"
 	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/server/servertest"
+	"github.com/rosterhq/roster/snapshot"
 )
 
 const (
@@ -272,25 +273,7 @@ func TestConsole(t *testing.T) {
 	})
 	c.MustLeader()
 
-	// Snapshot: an archive picked for restore shows its index and counts before anything
-	// is sent.
-	tb.click(`nav a[data-nav="snapshot"]`)
-	tb.waitFor(10*time.Second, "the snapshot view", `location.pathname === "/ui/snapshot" && !!document.getElementById('download')`)
-	archive := filepath.Join(t.TempDir(), "roster.snap")
-	f, err := os.Create(archive)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := cl.SaveSnapshot(ctx, f, false)
-	if err1 := f.Close(); err == nil {
-		err = err1
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb.do(chromedp.SetUploadFiles(chromedp.CSS("#archive"), []string{archive}))
-	tb.waitFor(10*time.Second, "the archive's index and counts",
-		fmt.Sprintf(`(document.getElementById('archive-index') || {}).textContent?.startsWith("%d /") && document.getElementById('archive-counts').textContent === "1 namespace, 4 services, 5 instances"`, info.Index))
+	testSnapshot(ctx, t, tb, cl)
 	tb.screenshot("snapshot")
 
 	// The back button returns to the cluster view.
@@ -334,6 +317,129 @@ func keyboard(t *testing.T, tb *tab) {
 	tb.waitFor(10*time.Second, "Enter on the link to open the service's view", fmt.Sprintf(`location.pathname === %q && !!document.querySelector('#instances tr[data-addr]')`, href))
 	tb.do(chromedp.NavigateBack())
 	tb.waitFor(10*time.Second, "the services list again", `location.pathname === "/ui/services" && document.querySelectorAll('#services tbody tr[data-service]').length === 4`)
+}
+
+// testSnapshot drives the snapshot view: the download saves an archive of the current
+// state; an archive saved through the API, picked for restore, shows its index and
+// counts, and so does the confirmation; cancelling sends nothing, confirming restores
+// it (an instance registered after the save is gone again, through the API). It leaves
+// the view showing the restored archive's summary.
+func testSnapshot(ctx context.Context, t *testing.T, tb *tab, cl *client.Client) {
+	t.Helper()
+	idx := must[uint64](t)
+	tb.click(`nav a[data-nav="snapshot"]`)
+	tb.waitFor(10*time.Second, "the snapshot view", `location.pathname === "/ui/snapshot" && !!document.getElementById('download')`)
+	dir := t.TempDir()
+	archive := filepath.Join(dir, "saved.snap")
+	f, err := os.Create(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cl.SaveSnapshot(ctx, f, false)
+	if err1 := f.Close(); err == nil {
+		err = err1
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := inspect(t, archive)
+	want := snapshot.Counts{Namespaces: 1, Services: 4, Instances: 5}
+	if saved.Index != info.Index || saved.Counts != want {
+		t.Fatalf("the archive saved through the API: index %d, counts %+v; want index %d, counts %+v", saved.Index, saved.Counts, info.Index, want)
+	}
+	// Registered after the save: the restore must remove it again.
+	idx(cl.UpsertCluster(ctx, ns, group, "late", "DEFAULT", api.ClusterRequest{HealthCheck: &api.HealthCheckSpec{Type: "NONE"}}))
+	lateIndex := idx(cl.RegisterInstance(ctx, ns, group, "late", "127.0.0.6", 6000, api.InstanceRequest{}))
+
+	// The download button saves the current state, "late" included, as roster-<index>.snap.
+	downloads := filepath.Join(dir, "downloads")
+	if err := os.Mkdir(downloads, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tb.saveDownloadsIn(downloads)
+	tb.click(`#download`)
+	var got string
+	wait.For(t, 20*time.Second, "the downloaded archive in "+downloads, func() bool {
+		m, _ := filepath.Glob(filepath.Join(downloads, "roster-*.snap"))
+		if len(m) == 1 {
+			got = m[0]
+		}
+		return got != ""
+	})
+	down := inspect(t, got)
+	want = snapshot.Counts{Namespaces: 1, Services: 5, Instances: 6}
+	if down.Index < lateIndex || down.Counts != want || filepath.Base(got) != fmt.Sprintf("roster-%d.snap", down.Index) {
+		t.Fatalf("the downloaded %s: index %d, counts %+v; want an index of at least %d, counts %+v, and the index in the name",
+			filepath.Base(got), down.Index, down.Counts, lateIndex, want)
+	}
+	tb.waitFor(10*time.Second, "the download's status", fmt.Sprintf(`(document.getElementById('download-status') || {}).textContent?.includes("as of index %d")`, down.Index))
+
+	// The archive saved before "late" is picked: its index and counts show before anything
+	// is sent, and the confirmation names them.
+	tb.do(chromedp.SetUploadFiles(chromedp.CSS("#archive"), []string{archive}))
+	tb.waitFor(10*time.Second, "the archive's index and counts",
+		fmt.Sprintf(`(document.getElementById('archive-index') || {}).textContent?.startsWith("%d /") && document.getElementById('archive-counts').textContent === "1 namespace, 4 services, 5 instances"`, saved.Index))
+	// The page counts the restore uploads it starts.
+	tb.do(chromedp.Evaluate[chromedp.Void](`(() => {
+		window.__restores = 0;
+		const fetch0 = window.fetch;
+		window.fetch = (url, init) => {
+			if (init && init.method === 'PUT' && String(url).startsWith('/v1/snapshot')) window.__restores++;
+			return fetch0(url, init);
+		};
+	})()`))
+	confirmation := fmt.Sprintf(`Every member’s state is replaced by the state at index %d: 1 namespace, 4 services and 5 instances.`, saved.Index)
+	tb.click(`#restore`)
+	tb.waitFor(10*time.Second, "the confirmation naming the index and counts", fmt.Sprintf(
+		`(document.querySelector('dialog[open]') || {}).textContent?.includes(%q) && document.querySelector('dialog[open] button[type="submit"]').textContent === "Restore index %d"`, confirmation, saved.Index))
+	// Cancel: nothing is sent, nothing changes.
+	tb.click(`dialog[open] button[type="button"]`)
+	tb.waitFor(10*time.Second, "the confirmation closed", `!document.querySelector('dialog')`)
+	if n := tb.eval(`String(window.__restores)`); n != "0" {
+		t.Fatalf("cancelling the confirmation started %s restore uploads", n)
+	}
+	if _, _, err := cl.Instance(ctx, ns, group, "late", "127.0.0.6", 6000, client.QueryOptions{}); err != nil {
+		t.Fatalf("after cancelling, the instance registered after the save: %v", err)
+	}
+	if text := tb.eval(`document.getElementById('restore-status').textContent`); text != "" {
+		t.Fatalf("after cancelling, the restore status says %q", text)
+	}
+
+	// Confirm: the cluster goes back to the archive.
+	tb.click(`#restore`)
+	tb.click(`dialog[open] button[type="submit"]`)
+	tb.waitFor(30*time.Second, "the restore reported", `(document.getElementById('restore-status') || {}).textContent?.startsWith("Restored.") && !document.querySelector('dialog')`)
+	if n := tb.eval(`String(window.__restores)`); n != "1" {
+		t.Fatalf("the confirmed restore started %s uploads, want 1", n)
+	}
+	wait.For(t, 15*time.Second, "the instance registered after the save gone, through the API", func() bool {
+		_, _, err := cl.Instance(ctx, ns, group, "late", "127.0.0.6", 6000, client.QueryOptions{})
+		return client.IsNotFound(err)
+	})
+	res, _, err := cl.Services(ctx, ns, client.ServicesQuery{})
+	if err != nil || res.Total != 4 {
+		t.Fatalf("after the restore: %d services, %v; want the archive's 4", res.Total, err)
+	}
+	now, _, err := cl.Instances(ctx, ns, group, "payments", client.InstancesQuery{})
+	if err != nil || len(now.Instances) != 3 {
+		t.Fatalf("after the restore, payments has %d instances, %v; want 3", len(now.Instances), err)
+	}
+}
+
+// inspect checks the archive at path as the node would before a restore (the state
+// included) and returns its meta.json.
+func inspect(t *testing.T, path string) snapshot.Meta {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := snapshot.Inspect(f, snapshot.ReadOptions{Dir: t.TempDir(), Check: snapshot.CheckState})
+	if err != nil {
+		t.Fatalf("%s is not a valid archive: %v", filepath.Base(path), err)
+	}
+	return m
 }
 
 // testLogin: with ACLs on, an anonymous session sees the login prompt; a pasted token
