@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -344,4 +345,37 @@ func (tb *tab) saveDownloadsIn(dir string) {
 func (tb *tab) press(keys string, opts ...chromedp.KeyOption) {
 	tb.t.Helper()
 	tb.do(chromedp.KeyEvent(keys, opts...))
+}
+
+// markWhen has the page note the time (Date.now(), milliseconds since the epoch) at
+// which the JavaScript condition cond first holds, checked on every change of the
+// DOM; when returns it. It measures how long a change takes to reach the page
+// without the delay of polling from the test.
+func (tb *tab) markWhen(key, cond string) {
+	tb.t.Helper()
+	tb.do(chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => {
+		const marks = window.__marks = window.__marks || {};
+		const key = %q;
+		delete marks[key];
+		const check = () => {
+			if (marks[key] === undefined && (%s)) {
+				marks[key] = Date.now();
+				obs.disconnect();
+			}
+		};
+		const obs = new MutationObserver(check);
+		obs.observe(document, { subtree: true, childList: true, attributes: true, characterData: true });
+		check();
+	})()`, key, cond)))
+}
+
+// when returns the time markWhen noted for key; the condition must have held.
+func (tb *tab) when(key string) time.Time {
+	tb.t.Helper()
+	ms := tb.eval(fmt.Sprintf(`String((window.__marks || {})[%q])`, key))
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		tb.t.Fatalf("no time noted for %s: %q", key, ms)
+	}
+	return time.UnixMilli(n)
 }

@@ -193,11 +193,20 @@ func TestConsole(t *testing.T) {
 	tb.waitFor(10*time.Second, "the change announced to screen readers", `document.getElementById('announcer').textContent.includes("is now unhealthy")`)
 	tb.screenshot("service")
 
-	// A deregistration through the API disappears without a reload.
+	// A deregistration through the API disappears without a reload. The time from the
+	// API call to the change of the page is logged, not checked: the issue asks for
+	// under a second, which a loaded machine cannot promise.
+	gone := fmt.Sprintf(`!document.querySelector('%s')`, instanceRow(b2.port))
+	tb.markWhen("deregistered", gone)
+	sent := time.Now()
 	if _, err := cl.DeregisterInstance(ctx, ns, group, "orders", "127.0.0.1", b2.port); err != nil {
 		t.Fatal(err)
 	}
-	tb.waitFor(10*time.Second, "the deregistered instance gone", fmt.Sprintf(`!document.querySelector('%s')`, instanceRow(b2.port)))
+	answered := time.Now()
+	tb.waitFor(10*time.Second, "the deregistered instance gone", gone)
+	shown := tb.when("deregistered")
+	t.Logf("live update: an API deregistration left the service view %v after the request was sent (the API answered after %v)",
+		shown.Sub(sent).Round(time.Millisecond), answered.Sub(sent).Round(time.Millisecond))
 
 	// Edit the weight through the UI; the API sees it.
 	tb.click(fmt.Sprintf(`%s button[aria-label="Edit 127.0.0.1:%d"]`, instanceRow(b1.port), b1.port))
