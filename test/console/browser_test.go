@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -139,8 +141,9 @@ func newTab(t *testing.T, alloc context.Context) *tab {
 }
 
 // allowFailedLoad declares an answer the console is meant to get, which Chromium logs
-// as an error ("Failed to load resource"): status for a request to path. The caller
-// says why it is expected.
+// as an error ("Failed to load resource"): status for a request to path, or to any
+// path if path is "". The caller says why it is expected. The allowed failed loads
+// seen are logged at the end of the test.
 func (tb *tab) allowFailedLoad(path string, status int) {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
@@ -160,19 +163,12 @@ func (tb *tab) allowedLoad(e *cdplog.Entry) bool {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	for _, a := range tb.allowed {
-		if u.Path == a.path && strings.Contains(e.Text, fmt.Sprintf("status of %d ", a.status)) {
-			tb.ignored[fmt.Sprintf("%d %s", a.status, a.path)]++
+		if (a.path == "" || u.Path == a.path) && strings.Contains(e.Text, fmt.Sprintf("status of %d ", a.status)) {
+			tb.ignored[fmt.Sprintf("%d %s", a.status, u.Path)]++
 			return true
 		}
 	}
 	return false
-}
-
-// sawAllowed tells how many failed loads of status for path were seen and allowed.
-func (tb *tab) sawAllowed(path string, status int) int {
-	tb.mu.Lock()
-	defer tb.mu.Unlock()
-	return tb.ignored[fmt.Sprintf("%d %s", status, path)]
 }
 
 // detectorsWork shows that the tab sees the browser-level errors of a console page (it
@@ -245,6 +241,10 @@ func (tb *tab) noErrors() {
 		tb.t.Errorf("error in the browser: %s", e)
 	}
 	tb.errs = nil
+	for _, k := range slices.Sorted(maps.Keys(tb.ignored)) {
+		tb.t.Logf("expected failed loads: %d × %s", tb.ignored[k], k)
+	}
+	clear(tb.ignored)
 }
 
 // do runs actions that return nothing, each within 20 s.
@@ -282,7 +282,7 @@ func (tb *tab) waitFor(within time.Duration, what, cond string) {
 		chromedp.WithPollingTimeout(within), chromedp.WithPollingInterval(25*time.Millisecond)))
 	if err != nil {
 		loc := tb.eval(`location.pathname + location.search`)
-		text := tb.eval(`(document.querySelector('main') || document.body).innerText.slice(0, 1500)`)
+		text := tb.eval(`(document.querySelector('main') || document.body).innerText.slice(0, 1500) + [...document.querySelectorAll('dialog[open]')].map(d => "\n[dialog] " + d.innerText.slice(0, 500)).join("")`)
 		text += "\ncondition now: " + tb.eval(`String(`+cond+`)`)
 		tb.t.Fatalf("waiting %s for %s: %v\nat %s, the page shows:\n%s", within, what, err, loc, text)
 	}

@@ -90,6 +90,7 @@ func TestConsoleServicesAtScale(t *testing.T) {
 
 	tb := newTab(t, alloc)
 	tb.allowFailedLoad("/v1/acl/token/self", 404) // ACLs off: no login
+	allowNoLeader(tb)
 	// rows is the condition that the list shows exactly these services, in this order.
 	rows := func(want []entry) string {
 		var ids []string
