@@ -4,14 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/cdp"
+	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
@@ -66,13 +73,26 @@ func newBrowser(t *testing.T) context.Context {
 	return ctx
 }
 
-// tab is one browser tab that fails the test on any uncaught exception or
-// console.error of its pages.
+// tab is one browser tab that fails the test on any error its pages report: an
+// uncaught exception or unhandled rejection, a console.error, and any entry of level
+// error in the browser's own log, which is where Chromium reports a Content Security
+// Policy violation and a resource that failed to load (an answer 4xx or 5xx, a refused
+// connection). The only exceptions are the failed loads the test declares with
+// allowFailedLoad, each an answer the console is meant to get.
 type tab struct {
-	t   *testing.T
-	ctx context.Context
-	mu  sync.Mutex
-	js  []string // the JavaScript errors seen so far
+	t       *testing.T
+	ctx     context.Context
+	mu      sync.Mutex
+	errs    []string       // the errors seen so far
+	allowed []failedLoad   // declared by allowFailedLoad
+	ignored map[string]int // the allowed failed loads seen, by "status path"
+}
+
+// failedLoad is an answer a test expects the console to get: status for a request to
+// path (the URL's path, without its query).
+type failedLoad struct {
+	path   string
+	status int
 }
 
 // newTab opens a tab of the browser of alloc with a laptop viewport.
@@ -80,7 +100,7 @@ func newTab(t *testing.T, alloc context.Context) *tab {
 	t.Helper()
 	ctx, cancel := chromedp.NewContext(alloc)
 	t.Cleanup(cancel)
-	tb := &tab{t: t, ctx: ctx}
+	tb := &tab{t: t, ctx: ctx, ignored: map[string]int{}}
 	err := chromedp.Listen(ctx, func(ev any) {
 		switch ev := ev.(type) {
 		case *runtime.EventExceptionThrown:
@@ -97,20 +117,78 @@ func newTab(t *testing.T, alloc context.Context) *tab {
 				}
 				tb.record("console.error: " + strings.Join(parts, " "))
 			}
+		case *cdplog.EventEntryAdded:
+			if e := ev.Entry; e != nil && e.Level == cdplog.EntryLevelError && !tb.allowedLoad(e) {
+				tb.record(fmt.Sprintf("browser log (%s): %s [%s]", e.Source, e.Text, e.URL))
+			}
 		}
 	})
 	if err != nil {
 		t.Fatalf("start the browser: %v", err)
 	}
+	// chromedp enables the Log domain when it attaches to a tab; enable it here too, so
+	// that the browser's log entries reach the listener whatever chromedp does.
+	if _, err := chromedp.Call(tb.ctx, cdplog.Enable, cdp.Empty{}); err != nil {
+		t.Fatalf("enable the browser log: %v", err)
+	}
 	tb.do(chromedp.EmulateViewport(viewportWidth, viewportHeight))
 	// The listener works: a console.error of a page reaches it.
 	tb.do(chromedp.Navigate("about:blank"), chromedp.Evaluate[chromedp.Void](`console.error("listener check")`))
 	wait.For(t, 5*time.Second, "the test to see a console error of its page", func() bool { return tb.saw("listener check") })
-	tb.mu.Lock()
-	tb.js = nil
-	tb.mu.Unlock()
+	tb.forget("listener check")
 	t.Cleanup(tb.noErrors)
 	return tb
+}
+
+// allowFailedLoad declares an answer the console is meant to get, which Chromium logs
+// as an error ("Failed to load resource"): status for a request to path, or to any
+// path if path is "". The caller says why it is expected. The allowed failed loads
+// seen are logged at the end of the test.
+func (tb *tab) allowFailedLoad(path string, status int) {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	tb.allowed = append(tb.allowed, failedLoad{path: path, status: status})
+}
+
+// allowedLoad reports whether a log entry is a failed load that allowFailedLoad
+// declared, and counts it.
+func (tb *tab) allowedLoad(e *cdplog.Entry) bool {
+	if e.Source != cdplog.EntrySourceNetwork || e.URL == "" {
+		return false
+	}
+	u, err := url.Parse(e.URL)
+	if err != nil {
+		return false
+	}
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	for _, a := range tb.allowed {
+		if (a.path == "" || u.Path == a.path) && strings.Contains(e.Text, fmt.Sprintf("status of %d ", a.status)) {
+			tb.ignored[fmt.Sprintf("%d %s", a.status, u.Path)]++
+			return true
+		}
+	}
+	return false
+}
+
+// detectorsWork shows that the tab sees the browser-level errors of a console page (it
+// must be on one): the page loads a script against the console's Content Security
+// Policy and an image that is not there, and both must be reported; they are then
+// forgotten.
+func (tb *tab) detectorsWork() {
+	tb.t.Helper()
+	const csp, missing = "csp-detector-check", "/ui/assets/load-detector-check.png"
+	tb.do(chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => {
+		const s = document.createElement('script');
+		s.src = 'data:text/javascript,void%%20"%s"';
+		document.head.append(s);
+		new Image().src = %q;
+	})()`, csp, missing)))
+	wait.For(tb.t, 10*time.Second, "the test to see a CSP violation and a failed load of the console page", func() bool {
+		return tb.saw(csp) && tb.saw(missing)
+	})
+	tb.forget(csp)
+	tb.forget(missing)
 }
 
 func exceptionText(d *runtime.ExceptionDetails) string {
@@ -126,14 +204,14 @@ func exceptionText(d *runtime.ExceptionDetails) string {
 
 func (tb *tab) record(s string) {
 	tb.mu.Lock()
-	tb.js = append(tb.js, s)
+	tb.errs = append(tb.errs, s)
 	tb.mu.Unlock()
 }
 
 func (tb *tab) saw(s string) bool {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
-	for _, e := range tb.js {
+	for _, e := range tb.errs {
 		if strings.Contains(e, s) {
 			return true
 		}
@@ -141,15 +219,32 @@ func (tb *tab) saw(s string) bool {
 	return false
 }
 
-// noErrors fails the test if a page of the tab threw or logged an error.
+// forget drops the errors seen so far that contain s: those a check caused on purpose.
+func (tb *tab) forget(s string) {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	kept := tb.errs[:0]
+	for _, e := range tb.errs {
+		if !strings.Contains(e, s) {
+			kept = append(kept, e)
+		}
+	}
+	tb.errs = kept
+}
+
+// noErrors fails the test if a page of the tab threw or reported an error.
 func (tb *tab) noErrors() {
 	tb.t.Helper()
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
-	for _, e := range tb.js {
-		tb.t.Errorf("JavaScript error in the console: %s", e)
+	for _, e := range tb.errs {
+		tb.t.Errorf("error in the browser: %s", e)
 	}
-	tb.js = nil
+	tb.errs = nil
+	for _, k := range slices.Sorted(maps.Keys(tb.ignored)) {
+		tb.t.Logf("expected failed loads: %d × %s", tb.ignored[k], k)
+	}
+	clear(tb.ignored)
 }
 
 // do runs actions that return nothing, each within 20 s.
@@ -187,7 +282,7 @@ func (tb *tab) waitFor(within time.Duration, what, cond string) {
 		chromedp.WithPollingTimeout(within), chromedp.WithPollingInterval(25*time.Millisecond)))
 	if err != nil {
 		loc := tb.eval(`location.pathname + location.search`)
-		text := tb.eval(`(document.querySelector('main') || document.body).innerText.slice(0, 1500)`)
+		text := tb.eval(`(document.querySelector('main') || document.body).innerText.slice(0, 1500) + [...document.querySelectorAll('dialog[open]')].map(d => "\n[dialog] " + d.innerText.slice(0, 500)).join("")`)
 		text += "\ncondition now: " + tb.eval(`String(`+cond+`)`)
 		tb.t.Fatalf("waiting %s for %s: %v\nat %s, the page shows:\n%s", within, what, err, loc, text)
 	}
@@ -231,4 +326,56 @@ func (tb *tab) screenshot(name string) {
 			tb.t.Fatal(err)
 		}
 	}
+}
+
+// saveDownloadsIn makes the browser save the files its pages download in dir, under
+// the names the pages suggest.
+func (tb *tab) saveDownloadsIn(dir string) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
+	defer cancel()
+	if _, err := chromedp.CallBrowser(ctx, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{
+		Behavior: browser.SetDownloadBehaviorBehaviorAllow, DownloadPath: dir,
+	}); err != nil {
+		tb.t.Fatalf("set the download directory: %v", err)
+	}
+}
+
+// press sends keys to the focused element, as a keyboard would.
+func (tb *tab) press(keys string, opts ...chromedp.KeyOption) {
+	tb.t.Helper()
+	tb.do(chromedp.KeyEvent(keys, opts...))
+}
+
+// markWhen has the page note the time (Date.now(), milliseconds since the epoch) at
+// which the JavaScript condition cond first holds, checked on every change of the
+// DOM; when returns it. It measures how long a change takes to reach the page
+// without the delay of polling from the test.
+func (tb *tab) markWhen(key, cond string) {
+	tb.t.Helper()
+	tb.do(chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => {
+		const marks = window.__marks = window.__marks || {};
+		const key = %q;
+		delete marks[key];
+		const check = () => {
+			if (marks[key] === undefined && (%s)) {
+				marks[key] = Date.now();
+				obs.disconnect();
+			}
+		};
+		const obs = new MutationObserver(check);
+		obs.observe(document, { subtree: true, childList: true, attributes: true, characterData: true });
+		check();
+	})()`, key, cond)))
+}
+
+// when returns the time markWhen noted for key; the condition must have held.
+func (tb *tab) when(key string) time.Time {
+	tb.t.Helper()
+	ms := tb.eval(fmt.Sprintf(`String((window.__marks || {})[%q])`, key))
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		tb.t.Fatalf("no time noted for %s: %q", key, ms)
+	}
+	return time.UnixMilli(n)
 }

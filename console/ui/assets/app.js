@@ -137,6 +137,16 @@ document.addEventListener('click', (e) => {
   if (!a || a.target || a.hasAttribute('download')) return;
   const url = new URL(a.href, location.href);
   if (url.origin !== location.origin || !url.pathname.startsWith('/ui/') || url.pathname.startsWith('/ui/assets/')) return;
+  // A link to a part of this page (the skip link) moves the focus there and leaves the
+  // URL and the view alone.
+  if (url.hash && url.pathname + url.search === here()) {
+    const target = document.getElementById(decodeURIComponent(url.hash.slice(1)));
+    if (target) {
+      e.preventDefault();
+      target.focus();
+    }
+    return;
+  }
   e.preventDefault();
   if (url.pathname + url.search !== here()) navigate(url.pathname + url.search);
 });
