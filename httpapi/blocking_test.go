@@ -28,6 +28,15 @@ func (r *signalingReader) ServiceView(ws *store.WatchSet, key model.ServiceKey) 
 	return idx, v, err
 }
 
+func (r *signalingReader) EncodedServiceView(ws *store.WatchSet, key model.ServiceKey, variant string, encode func(uint64, store.ServiceView) ([]byte, error)) (uint64, []byte, error) {
+	idx, b, err := r.Reader.EncodedServiceView(ws, key, variant, encode)
+	select {
+	case r.viewed <- struct{}{}:
+	default:
+	}
+	return idx, b, err
+}
+
 type blockingResult struct {
 	resp    response
 	elapsed time.Duration
