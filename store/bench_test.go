@@ -65,9 +65,9 @@ func BenchmarkStore_ReadService100(b *testing.B) {
 	})
 }
 
-// BenchmarkStore_ServiceViewParallel reads a 100-instance service from every
-// GOMAXPROCS*16 goroutines at once, with a watch set (as a blocking query does),
-// through the read cache and bypassing it: the contended read path.
+// BenchmarkStore_ServiceViewParallel reads a 100-instance service from GOMAXPROCS*128
+// goroutines at once (256 on 2 cores), each read with a watch set as a blocking query
+// has, through the read cache and bypassing it: the contended read path.
 func BenchmarkStore_ServiceViewParallel(b *testing.B) {
 	s := mustService100(b)
 	for _, bc := range []struct {
@@ -79,7 +79,7 @@ func BenchmarkStore_ServiceViewParallel(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
-			b.SetParallelism(16)
+			b.SetParallelism(128)
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					_, v, err := bc.read(NewWatchSet(), testKey)
