@@ -264,3 +264,59 @@ func TestReadCache_EncodeErrorIsNotKept(t *testing.T) {
 		t.Fatalf("missing service: %v", err)
 	}
 }
+
+// Readers racing a writer never get a view older than the applied index they saw
+// before reading: the commit drops the cached view before it publishes its index.
+func TestReadCache_ConcurrentReadsNeverPrecedeTheAppliedIndex(t *testing.T) {
+	s := openCached(t, 0)
+	ref := testInstance("127.100.0.1", 80).Ref()
+	mustDo(t, s.Update(func(tx *Txn) error {
+		if err := tx.SetAppliedIndex(1); err != nil {
+			return err
+		}
+		return tx.RegisterInstance(1, testInstance("127.100.0.1", 80))
+	}))
+	const writes = 400
+	done := make(chan struct{})
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			for {
+				select {
+				case <-done:
+					errs <- nil
+					return
+				default:
+				}
+				applied := s.AppliedIndex()
+				ws := NewWatchSet()
+				idx, v, err := s.ServiceView(ws, testKey)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if idx < applied || v.Service.ModifyIndex != idx || v.Instances[0].ModifyIndex != idx {
+					errs <- fmt.Errorf("read index %d (instance at %d) after the applied index was %d", idx, v.Instances[0].ModifyIndex, applied)
+					return
+				}
+			}
+		}()
+	}
+	for i := uint64(2); i <= writes; i++ {
+		mustDo(t, s.Update(func(tx *Txn) error {
+			if err := tx.SetAppliedIndex(i); err != nil {
+				return err
+			}
+			return tx.UpdateInstance(i, ref, model.InstancePatch{Weight: new(float64(i%50 + 1))})
+		}))
+	}
+	close(done)
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.views.hits[layerView].Load() == 0 {
+		t.Fatal("no read hit the cache")
+	}
+}
