@@ -26,9 +26,10 @@ import (
 // a hit adds to the caller's WatchSet: blocking queries wake exactly as after a read of
 // the file.
 //
-// A read that misses fills the entry only if no commit invalidated anything and no
-// watch fired since before its read transaction began; otherwise it answers from its
-// own read and leaves the entry for the next reader.
+// A read that misses fills the entry only if no commit invalidated anything since
+// before its read transaction began; otherwise it answers from its own read and leaves
+// the entry for the next reader. The watch channels entries hold stay in the store's
+// watch registry until their service changes, one per service at most, evicted or not.
 
 // DefaultReadCacheSize is the read cache's memory budget when Options.ReadCacheSize is 0.
 const DefaultReadCacheSize = 64 << 20
@@ -146,12 +147,13 @@ func (c *viewCache) generation() uint64 {
 }
 
 // fill caches view v of key (index idx), read at floor by a read that sampled the
-// invalidation count gen and the watch sequence seq before its transaction began. It
-// refuses, returning nil, when a commit invalidated anything since (v may predate it)
-// or a watch fired since (the channel it would get may be one that fired after v was
-// read). Without that second check an entry could outlive its channel, and a blocking
-// query that hit it would wake at once forever.
-func (c *viewCache) fill(w *watchRegistry, key model.ServiceKey, idx, floor, gen, seq uint64, v ServiceView) *viewEntry {
+// invalidation count gen before its transaction began. It refuses, returning nil, when
+// a commit invalidated anything since: v may predate that commit. The entry takes the
+// service's current watch channel, which every later change of the service closes.
+// That channel may also be about to close for a commit that invalidated before the read
+// began (v already shows it) and has yet to fire its watches: lookup treats an entry
+// whose channel is closed as absent, so the next read fills again.
+func (c *viewCache) fill(w *watchRegistry, key model.ServiceKey, idx, floor, gen uint64, v ServiceView) *viewEntry {
 	size := viewSize(v)
 	if size > c.max {
 		return nil
@@ -161,10 +163,7 @@ func (c *viewCache) fill(w *watchRegistry, key model.ServiceKey, idx, floor, gen
 	if c.gen != gen || floor != c.floor {
 		return nil
 	}
-	ch := w.channel(watchService(key), seq)
-	if ch == nil {
-		return nil
-	}
+	ch := w.channel(watchService(key))
 	if old := c.entries[key]; old != nil {
 		c.remove(old)
 	}
@@ -409,10 +408,10 @@ func (s *Store) cached(ws *WatchSet, key model.ServiceKey, variant string) (*vie
 // readAndFill reads a service's view from the file and caches it when it may (see
 // fill), returning the entry or nil.
 func (s *Store) readAndFill(ws *WatchSet, key model.ServiceKey) (uint64, ServiceView, *viewEntry, error) {
-	gen, seq := s.views.generation(), s.watches.sequence()
+	gen := s.views.generation()
 	var e *viewEntry
 	idx, v, err := s.serviceView(ws, key, func(r *reader, idx uint64, v ServiceView) {
-		e = s.views.fill(s.watches, key, idx, r.s.floor, gen, seq, v)
+		e = s.views.fill(s.watches, key, idx, r.s.floor, gen, v)
 	})
 	return idx, v, e, err
 }

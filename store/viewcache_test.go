@@ -170,7 +170,7 @@ func TestReadCache_EntryWhoseWatchFiredIsNotServed(t *testing.T) {
 func TestReadCache_FillRacingACommitIsRefused(t *testing.T) {
 	s := openCached(t, 0)
 	mustDo(t, s.RegisterInstance(1, testInstance("127.100.0.1", 80)))
-	gen, seq := s.views.generation(), s.watches.sequence()
+	gen := s.views.generation()
 	_, v, err := s.UncachedServiceView(nil, testKey)
 	mustDo(t, err)
 	// A commit lands between the read and the fill.
@@ -178,7 +178,7 @@ func TestReadCache_FillRacingACommitIsRefused(t *testing.T) {
 	s.mu.RLock()
 	floor := s.floor
 	s.mu.RUnlock()
-	if e := s.views.fill(s.watches, testKey, 1, floor, gen, seq, v); e != nil {
+	if e := s.views.fill(s.watches, testKey, 1, floor, gen, v); e != nil {
 		t.Fatal("a view read before a commit was cached after it")
 	}
 	if idx := mustMatchUncached(t, s, testKey); idx != 2 {

@@ -96,15 +96,10 @@ func (w *watchRegistry) add(ws *WatchSet, seq uint64, keys []string) {
 	}
 }
 
-// channel returns the channel of key, creating it, unless a commit fired since seq
-// (sampled before the caller's read): then it returns nil, as the data read may be older
-// than any channel it could get.
-func (w *watchRegistry) channel(key string, seq uint64) <-chan struct{} {
+// channel returns the channel of key, creating it.
+func (w *watchRegistry) channel(key string) <-chan struct{} {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.seq.Load() != seq {
-		return nil
-	}
 	ch, ok := w.chans[key]
 	if !ok {
 		ch = make(chan struct{})
