@@ -18,8 +18,8 @@ import (
 )
 
 // This file checks the read cache against reads of the file: random sequences of every
-// kind of write, applied through the FSM as Raft entries (alone and several in one
-// transaction), with snapshot restores, interleaved with cached reads of views and of
+// kind of write, applied through the FSM as Raft entries (alone, several in one
+// transaction, several in one coalesced entry), with snapshot restores, interleaved with cached reads of views and of
 // encoded responses. Every cached read must equal a read of the file that bypasses the
 // cache, every view the cache holds after a write must be the current one (the commit
 // drops what it changes, not only the next lookup), and the watch set of every cached
@@ -168,15 +168,26 @@ func (m *cacheMachine) epoch(t *rapid.T, ref model.InstanceRef) uint64 {
 	return in.CreateIndex
 }
 
-// write applies one to three commands as consecutive Raft entries in one batch (one
-// transaction).
+// write applies one to three commands, as consecutive Raft entries in one batch (one
+// transaction) or as one entry carrying them all (a coalesced fsm.BatchRequest).
 func (m *cacheMachine) write(t *rapid.T) {
-	var logs []*raft.Log
+	var cmds [][]byte
 	for range rapid.IntRange(1, 3).Draw(t, "commands") {
 		data, err := fsm.Encode(m.drawCommand(t))
 		if err != nil {
 			t.Fatal(err)
 		}
+		cmds = append(cmds, data)
+	}
+	if rapid.Bool().Draw(t, "coalesced") {
+		data, err := fsm.Encode(fsm.BatchRequest{Commands: cmds})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmds = [][]byte{data}
+	}
+	var logs []*raft.Log
+	for _, data := range cmds {
 		m.next = max(m.next, m.f.AppliedIndex()) + 1
 		logs = append(logs, &raft.Log{Index: m.next, Term: 1, Type: raft.LogCommand, Data: data})
 	}
