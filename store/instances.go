@@ -204,6 +204,8 @@ func (s *Store) Instance(ws *WatchSet, ref model.InstanceRef) (uint64, model.Ins
 }
 
 // ServiceView is a service with its clusters and instances, read at one point in time.
+// Store.ServiceView returns views shared through the read cache: their slices and maps
+// are read-only (copy before changing anything).
 type ServiceView struct {
 	Service   model.Service
 	Clusters  []model.Cluster
