@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
@@ -26,6 +28,15 @@ func (r *signalingReader) ServiceView(ws *store.WatchSet, key model.ServiceKey) 
 	default:
 	}
 	return idx, v, err
+}
+
+func (r *signalingReader) EncodedServiceView(ws *store.WatchSet, key model.ServiceKey, variant string, encode func(uint64, store.ServiceView) ([]byte, error)) (uint64, []byte, error) {
+	idx, b, err := r.Reader.EncodedServiceView(ws, key, variant, encode)
+	select {
+	case r.viewed <- struct{}{}:
+	default:
+	}
+	return idx, b, err
 }
 
 type blockingResult struct {
@@ -59,9 +70,15 @@ func awaitResult(t *testing.T, done <-chan blockingResult, within time.Duration)
 }
 
 // TestBlocking_ReturnsPromptlyOnChange checks a blocking query on the real store
-// returns as soon as the service changes, with the new data and a higher index.
+// returns as soon as the service changes, with the new data and a higher index. The
+// blocking read is served from the read cache (the first read filled it), so this is
+// also the test that a watch on a cached view wakes.
 func TestBlocking_ReturnsPromptlyOnChange(t *testing.T) {
 	st := mustNewStore(t)
+	reg := prometheus.NewRegistry()
+	if err := st.RegisterMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
 	node := newStoreNode(t, st)
 	rd := &signalingReader{Reader: st, viewed: make(chan struct{}, 1)}
 	h := mustNew(t, testConfig(node, rd))
@@ -75,6 +92,9 @@ func TestBlocking_ReturnsPromptlyOnChange(t *testing.T) {
 	case <-rd.viewed:
 	case r := <-done:
 		t.Fatalf("returned without blocking: %d %s", r.resp.Code, r.resp.Body)
+	}
+	if hits := readCacheMetric(t, reg, "roster_read_cache_hits_total", "encoded"); hits != 1 {
+		t.Fatalf("%v encoded hits, want 1: the blocking read did not hit the cache", hits)
 	}
 	mustDo(t, h, http.MethodPut, svcPath+"/instances/127.100.0.2:8080", `{}`, 200)
 	r := awaitResult(t, done, 5*time.Second)

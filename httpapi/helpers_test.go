@@ -351,6 +351,16 @@ func (f *fakeReader) Instance(ws *store.WatchSet, ref model.InstanceRef) (uint64
 	return idx, model.Instance{}, model.ErrNotFound
 }
 
+// EncodedServiceView encodes ServiceView's result, caching nothing.
+func (f *fakeReader) EncodedServiceView(ws *store.WatchSet, key model.ServiceKey, _ string, encode func(uint64, store.ServiceView) ([]byte, error)) (uint64, []byte, error) {
+	idx, v, err := f.ServiceView(ws, key)
+	if err != nil {
+		return idx, nil, err
+	}
+	b, err := encode(idx, v)
+	return idx, b, err
+}
+
 func (f *fakeReader) ServiceView(ws *store.WatchSet, key model.ServiceKey) (uint64, store.ServiceView, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

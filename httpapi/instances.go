@@ -100,20 +100,29 @@ func (s *server) listInstances(w http.ResponseWriter, r *http.Request) error {
 	if wantsStream(r) {
 		return s.serveStream(w, r, instancesStream(key, f))
 	}
-	idx, view, err := readValue(s, w, r, func(ws *store.WatchSet) (uint64, store.ServiceView, error) {
-		return s.store.ServiceView(ws, key)
+	// The body is encoded once per change of the service and filter, and kept with the
+	// cached view: a hit writes bytes.
+	_, body, err := readValue(s, w, r, func(ws *store.WatchSet) (uint64, []byte, error) {
+		return s.store.EncodedServiceView(ws, key, f.key(), func(idx uint64, view store.ServiceView) ([]byte, error) {
+			return encodeJSON(instancesResponse(idx, view, f))
+		})
 	})
 	if err != nil {
 		return err
 	}
+	writeBody(w, http.StatusOK, body)
+	return nil
+}
+
+// instancesResponse is the instance list of view that f selects.
+func instancesResponse(idx uint64, view store.ServiceView, f instanceFilter) api.InstancesResponse {
 	list, reached := selectInstances(view.Instances, view.Service.ProtectThreshold, f)
-	writeJSON(w, http.StatusOK, api.InstancesResponse{
+	return api.InstancesResponse{
 		Service:                 wireService(view.Service),
 		Index:                   idx,
 		ProtectThresholdReached: reached,
 		Instances:               wireList(list, wireInstance),
-	})
-	return nil
+	}
 }
 
 // getInstance serves GET .../instances/{ip}:{port}.

@@ -48,6 +48,9 @@ type Reader interface {
 	Cluster(ws *store.WatchSet, key model.ServiceKey, name string) (uint64, model.Cluster, error)
 	Instance(ws *store.WatchSet, ref model.InstanceRef) (uint64, model.Instance, error)
 	ServiceView(ws *store.WatchSet, key model.ServiceKey) (uint64, store.ServiceView, error)
+	// EncodedServiceView is encode's result for ServiceView's, kept with the cached
+	// view per variant (see store.Store.EncodedServiceView).
+	EncodedServiceView(ws *store.WatchSet, key model.ServiceKey, variant string, encode func(uint64, store.ServiceView) ([]byte, error)) (uint64, []byte, error)
 	Members(ws *store.WatchSet) (uint64, []model.Member, error)
 	Settings(ws *store.WatchSet) (uint64, model.Settings, error)
 	Tokens(ws *store.WatchSet) (uint64, []acl.Token, error)

@@ -372,13 +372,7 @@ func instancesStream(key model.ServiceKey, f instanceFilter) streamSpec {
 		event: api.EventInstances,
 		key:   f.key(),
 		body: func(u *fanout.Update, withIndexes bool) any {
-			list, reached := selectInstances(u.Service.Instances, u.Service.Service.ProtectThreshold, f)
-			resp := api.InstancesResponse{
-				Service:                 wireService(u.Service.Service),
-				Index:                   u.Index,
-				ProtectThresholdReached: reached,
-				Instances:               wireList(list, wireInstance),
-			}
+			resp := instancesResponse(u.Index, u.Service, f)
 			if !withIndexes {
 				// The service's indexes move with every change to any of its instances.
 				resp.Index, resp.Service.ModifyIndex = 0, 0

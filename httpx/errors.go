@@ -148,10 +148,30 @@ func cutPath(msg, path string) string {
 
 // WriteJSON writes v as the JSON body with the given status.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	setJSONHeaders(w)
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// EncodeJSON returns the body WriteJSON writes for v, to be written by WriteJSONBytes.
+func EncodeJSON(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// WriteJSONBytes writes body, encoded by EncodeJSON, with the given status.
+func WriteJSONBytes(w http.ResponseWriter, status int, body []byte) {
+	setJSONHeaders(w)
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+func setJSONHeaders(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 }
 
 // RouteNotFound is the error of a path no route matches.

@@ -87,6 +87,9 @@ type Config struct {
 	// majority, and a node that crashed rebuilds what its state file lost from its Raft
 	// snapshot and log at start. Negative: fsync every commit.
 	StateSyncInterval time.Duration
+	// ReadCacheSize is the memory, in bytes, of the read cache of service views and of
+	// the responses encoded from them (0: store.DefaultReadCacheSize; negative: no cache).
+	ReadCacheSize int64
 	// MaxWatchers bounds the blocking queries and streams the node holds at once
 	// (0: DefaultMaxWatchers(); negative: no bound). Beyond it they are answered 429.
 	MaxWatchers int
@@ -243,9 +246,10 @@ func New(cfg Config) (_ *Server, err error) {
 		return nil, fmt.Errorf("data-dir: %w", err)
 	}
 	s.store, err = store.Open(raftnode.StatePath(cfg.DataDir), store.Options{
-		NoSync:       cfg.NoSync,
-		SyncInterval: max(cfg.StateSyncInterval, 0),
-		Logger:       s.log,
+		NoSync:        cfg.NoSync,
+		SyncInterval:  max(cfg.StateSyncInterval, 0),
+		ReadCacheSize: cfg.ReadCacheSize,
+		Logger:        s.log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open state: %w", err)
@@ -322,6 +326,9 @@ func New(cfg Config) (_ *Server, err error) {
 		return nil, fmt.Errorf("raft metrics: %w", err)
 	}
 	diskMetrics(s.metrics, cfg.DataDir)
+	if err := s.store.RegisterMetrics(s.metrics); err != nil {
+		return nil, fmt.Errorf("read cache metrics: %w", err)
+	}
 	s.metrics.MustRegister(newAutopilotCollector(s.node))
 	diskStop := make(chan struct{})
 	go watchDisk(cfg.DataDir, s.log, diskStop)

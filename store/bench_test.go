@@ -3,6 +3,8 @@ package store
 import (
 	"fmt"
 	"testing"
+
+	"github.com/rosterhq/roster/model"
 )
 
 // mustService100 returns a store holding one service with 100 instances.
@@ -52,4 +54,41 @@ func BenchmarkStore_ReadService100(b *testing.B) {
 			}
 		}
 	})
+	b.Run("UncachedServiceView", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, v, err := s.UncachedServiceView(nil, testKey)
+			if err != nil || len(v.Instances) != 100 {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkStore_ServiceViewParallel reads a 100-instance service from GOMAXPROCS*128
+// goroutines at once (256 on 2 cores), each read with a watch set as a blocking query
+// has, through the read cache and bypassing it: the contended read path.
+func BenchmarkStore_ServiceViewParallel(b *testing.B) {
+	s := mustService100(b)
+	for _, bc := range []struct {
+		name string
+		read func(*WatchSet, model.ServiceKey) (uint64, ServiceView, error)
+	}{
+		{"cached", s.ServiceView},
+		{"uncached", s.UncachedServiceView},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(128)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					_, v, err := bc.read(NewWatchSet(), testKey)
+					if err != nil || len(v.Instances) != 100 {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
 }

@@ -204,33 +204,10 @@ func (s *Store) Instance(ws *WatchSet, ref model.InstanceRef) (uint64, model.Ins
 }
 
 // ServiceView is a service with its clusters and instances, read at one point in time.
+// Store.ServiceView returns views shared through the read cache: their slices and maps
+// are read-only (copy before changing anything).
 type ServiceView struct {
 	Service   model.Service
 	Clusters  []model.Cluster
 	Instances []model.Instance
-}
-
-// ServiceView reads a service, its clusters (by name) and its instances (by IP, port)
-// in one read transaction, with the service's ModifyIndex. model.ErrNotFound if the service
-// does not exist.
-func (s *Store) ServiceView(ws *WatchSet, key model.ServiceKey) (uint64, ServiceView, error) {
-	var (
-		idx uint64
-		v   ServiceView
-	)
-	err := s.view(ws, func(r *reader) error {
-		var err error
-		if idx, v.Service, err = r.service(key); err != nil {
-			return err
-		}
-		if v.Clusters, err = r.clusterList(key); err != nil {
-			return err
-		}
-		v.Instances, err = r.instanceList(key)
-		return err
-	})
-	if err != nil {
-		return idx, ServiceView{}, err
-	}
-	return idx, v, nil
 }

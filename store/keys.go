@@ -63,6 +63,20 @@ func watchService(k model.ServiceKey) string {
 	return "service\x00" + k.Namespace + "\x00" + k.Group + "\x00" + k.Service
 }
 
+// serviceOfWatchKey is the service whose watch key is k, and false for the keys of
+// other items.
+func serviceOfWatchKey(k string) (model.ServiceKey, bool) {
+	rest, ok := strings.CutPrefix(k, "service\x00")
+	if !ok {
+		return model.ServiceKey{}, false
+	}
+	parts := strings.SplitN(rest, "\x00", 3)
+	if len(parts) != 3 {
+		return model.ServiceKey{}, false
+	}
+	return model.ServiceKey{Namespace: parts[0], Group: parts[1], Service: parts[2]}, true
+}
+
 // badKeyPart reports whether s cannot be part of a stored key (it would alias other keys).
 func badKeyPart(parts ...string) bool {
 	for _, p := range parts {

@@ -40,6 +40,10 @@ type Options struct {
 	SyncInterval time.Duration
 	// Logger receives the store's logs; nil discards them.
 	Logger *slog.Logger
+	// ReadCacheSize is the memory, in bytes, the read cache of service views and of the
+	// responses encoded from them may hold (see ServiceView): 0 is
+	// DefaultReadCacheSize, a negative size turns the cache off.
+	ReadCacheSize int64
 }
 
 // Store is Roster's state in one bbolt file. It is safe for concurrent use: writes
@@ -72,6 +76,8 @@ type Store struct {
 	acl     atomic.Pointer[aclCache]
 	watches *watchRegistry
 	feed    *feed
+	// views is the read cache; nil when it is off.
+	views *viewCache
 	// retired tracks databases replaced by Restore that close once their
 	// outstanding snapshots are released.
 	retired sync.WaitGroup
@@ -97,6 +103,12 @@ func Open(path string, opts Options) (*Store, error) {
 		codec:   newValueCodec(),
 		watches: newWatchRegistry(),
 		feed:    newFeed(),
+	}
+	switch {
+	case opts.ReadCacheSize == 0:
+		s.views = newViewCache(DefaultReadCacheSize)
+	case opts.ReadCacheSize > 0:
+		s.views = newViewCache(opts.ReadCacheSize)
 	}
 	if opts.SyncInterval > 0 {
 		if err := s.checkAfterCrash(); err != nil {
@@ -232,6 +244,9 @@ func (s *Store) Close() error {
 
 	s.watches.fireAll()
 	s.feed.close()
+	if s.views != nil {
+		s.views.reset()
+	}
 	var err error
 	if s.stopSync != nil {
 		close(s.stopSync)
@@ -273,7 +288,8 @@ func (s *Store) SetWriteFault(err error) {
 
 // Update runs fn in one write transaction. If fn returns an error, or an operation hit
 // a storage failure, nothing of the transaction is kept. After a successful commit the
-// watches of everything changed fire and the change feed receives the commit's events;
+// read cache drops the views of the services changed, then the applied index moves,
+// the watches of everything changed fire and the change feed receives the commit's events;
 // nothing fires on rollback. A transaction whose operations were all no-ops is not
 // committed at all.
 func (s *Store) Update(fn func(tx *Txn) error) error {
@@ -321,6 +337,11 @@ func (s *Store) Update(fn func(tx *Txn) error) error {
 	done = true
 	if err := btx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	if s.views != nil && len(tx.touched) > 0 {
+		// Before the applied index moves: a read that waits for it must not find the
+		// views from before this commit.
+		s.views.invalidate(tx.touched)
 	}
 	s.applied.Store(tx.applied)
 	if tx.settings != nil {

@@ -96,6 +96,18 @@ func (w *watchRegistry) add(ws *WatchSet, seq uint64, keys []string) {
 	}
 }
 
+// channel returns the channel of key, creating it.
+func (w *watchRegistry) channel(key string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch, ok := w.chans[key]
+	if !ok {
+		ch = make(chan struct{})
+		w.chans[key] = ch
+	}
+	return ch
+}
+
 // fire closes the channels of the given items. Call it only after the commit.
 func (w *watchRegistry) fire(keys map[string]struct{}) {
 	w.mu.Lock()

@@ -20,6 +20,7 @@ import (
 	"github.com/rosterhq/roster/nacos"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/server"
+	"github.com/rosterhq/roster/store"
 )
 
 // nodeOptions are the settings of one node, as the server and dev commands collect them.
@@ -70,6 +71,8 @@ type nodeOptions struct {
 	TrustedOrigins []string
 	// MaxWatchers is --max-watchers (0: sized for the machine).
 	MaxWatchers int
+	// ReadCacheSize is --read-cache-size, in bytes (0: no read cache).
+	ReadCacheSize int64
 	// ACLEnabled is --acl-enabled; MetricsRequireToken --metrics-require-token;
 	// JoinToken --join-token (the token the node presents when it joins).
 	ACLEnabled          bool
@@ -96,6 +99,21 @@ func (o nodeOptions) grpcAddr() string {
 		return nacos.GRPCAddrFor(o.HTTPAddr)
 	}
 	return o.GRPCAddr
+}
+
+// readCacheFlag adds --read-cache-size.
+func readCacheFlag(fs *pflag.FlagSet, o *nodeOptions) {
+	fs.Int64Var(&o.ReadCacheSize, "read-cache-size", store.DefaultReadCacheSize,
+		"memory, in bytes, the cache of services read and of the responses encoded from them may hold (0: no cache)")
+}
+
+// readCacheSize is server.Config.ReadCacheSize for --read-cache-size, whose 0 turns
+// the cache off.
+func (o nodeOptions) readCacheSize() int64 {
+	if o.ReadCacheSize <= 0 {
+		return -1
+	}
+	return o.ReadCacheSize
 }
 
 // grpcFlag adds --grpc-addr and --trusted-origins.
@@ -260,6 +278,7 @@ func (a *app) serverCmd() *cobra.Command {
 	probePolicyFlags(fs, &o)
 	dnsFlags(fs, &o)
 	grpcFlag(fs, &o)
+	readCacheFlag(fs, &o)
 	serverTLSFlags(fs, &o)
 	autopilotFlags(fs, &o.Autopilot)
 	return cmd
@@ -313,6 +332,7 @@ func (a *app) devCmd() *cobra.Command {
 	probePolicyFlags(fs, &o)
 	dnsFlags(fs, &o)
 	grpcFlag(fs, &o)
+	readCacheFlag(fs, &o)
 	return cmd
 }
 

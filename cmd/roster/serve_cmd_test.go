@@ -18,6 +18,7 @@ import (
 
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/internal/wait"
+	"github.com/rosterhq/roster/store"
 )
 
 // fakeNode stands in for a real node: it records the options it was started with and
@@ -100,6 +101,7 @@ func TestServer_FlagsAndEnvBuildNodeOptions(t *testing.T) {
 		"ROSTER_PROBE_ALLOW":            "127.0.0.0/8,::1/128",
 		"ROSTER_DNS_ADDR":               "127.0.0.1:8653",
 		"ROSTER_DNS_RATE_LIMIT":         "0",
+		"ROSTER_READ_CACHE_SIZE":        "1048576",
 	}
 	a, stdout, stderr := newTestApp(t, env)
 	a.startNode = node.start
@@ -135,6 +137,7 @@ func TestServer_FlagsAndEnvBuildNodeOptions(t *testing.T) {
 		DNSMaxAnswers:      8,
 		DNSRateBurst:       5,
 		DNSMaxStale:        time.Minute,
+		ReadCacheSize:      1 << 20,
 	}
 	if got := node.options(t); !reflect.DeepEqual(got, want) {
 		t.Fatalf("options\n got %+v\nwant %+v", got, want)
@@ -165,7 +168,7 @@ func TestServer_Defaults(t *testing.T) {
 	want := nodeOptions{NodeID: "n1", DataDir: "/d", HTTPAddr: ":8848", RaftAddr: ":7848",
 		ProbeDeny: healthcheck.DefaultProbeDeny,
 		DNSAddr:   "127.0.0.1:8600", DNSDomain: "roster.", DNSTTL: 5 * time.Second, DNSMaxAnswers: 64,
-		DNSRateLimit: 1000, DNSAddrOptional: true}
+		DNSRateLimit: 1000, DNSAddrOptional: true, ReadCacheSize: store.DefaultReadCacheSize}
 	if got := node.options(t); !reflect.DeepEqual(got, want) {
 		t.Fatalf("options\n got %+v\nwant %+v", got, want)
 	}
@@ -402,6 +405,14 @@ func TestServer_NonVoter(t *testing.T) {
 		code := run(context.Background(), tc.args, a)
 		if code != exitUsage || !strings.Contains(stderr.String(), "--non-voter applies only to a node that joins: give --join") {
 			t.Errorf("%v: exit %d, stderr %q", tc.args, code, stderr.String())
+		}
+	}
+}
+
+func TestNodeOptions_ReadCacheSize(t *testing.T) {
+	for _, c := range []struct{ flag, want int64 }{{0, -1}, {-5, -1}, {1 << 20, 1 << 20}} {
+		if got := (nodeOptions{ReadCacheSize: c.flag}).readCacheSize(); got != c.want {
+			t.Errorf("--read-cache-size %d: server ReadCacheSize %d, want %d", c.flag, got, c.want)
 		}
 	}
 }

@@ -75,6 +75,7 @@ func serverConfig(o nodeOptions, log *slog.Logger) (server.Config, error) {
 		GRPCAddr:                   o.grpcAddr(),
 		TrustedOrigins:             o.TrustedOrigins,
 		MaxWatchers:                o.MaxWatchers,
+		ReadCacheSize:              o.readCacheSize(),
 		ACLEnabled:                 o.ACLEnabled,
 		MetricsRequireToken:        o.MetricsRequireToken,
 		JoinToken:                  o.JoinToken,
