@@ -102,6 +102,7 @@ func TestServer_FlagsAndEnvBuildNodeOptions(t *testing.T) {
 		"ROSTER_DNS_ADDR":               "127.0.0.1:8653",
 		"ROSTER_DNS_RATE_LIMIT":         "0",
 		"ROSTER_READ_CACHE_SIZE":        "1048576",
+		"ROSTER_COALESCE_WRITES":        "false",
 	}
 	a, stdout, stderr := newTestApp(t, env)
 	a.startNode = node.start
@@ -168,7 +169,7 @@ func TestServer_Defaults(t *testing.T) {
 	want := nodeOptions{NodeID: "n1", DataDir: "/d", HTTPAddr: ":8848", RaftAddr: ":7848",
 		ProbeDeny: healthcheck.DefaultProbeDeny,
 		DNSAddr:   "127.0.0.1:8600", DNSDomain: "roster.", DNSTTL: 5 * time.Second, DNSMaxAnswers: 64,
-		DNSRateLimit: 1000, DNSAddrOptional: true, ReadCacheSize: store.DefaultReadCacheSize}
+		DNSRateLimit: 1000, DNSAddrOptional: true, ReadCacheSize: store.DefaultReadCacheSize, CoalesceWrites: true}
 	if got := node.options(t); !reflect.DeepEqual(got, want) {
 		t.Fatalf("options\n got %+v\nwant %+v", got, want)
 	}
