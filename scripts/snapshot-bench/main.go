@@ -273,14 +273,25 @@ func fill(ctx context.Context, cl *client.Client, n, workers int) error {
 				if i >= n {
 					return
 				}
-				_, err := cl.RegisterInstance(ctx, "", "", svcName(i%services),
-					fmt.Sprintf("127.%d.%d.%d", i>>16&255, i>>8&255, i&255), 8000+i%1000, api.InstanceRequest{
-						Cluster: &cluster,
-						Metadata: map[string]string{
-							"version": "1." + strconv.Itoa(i%7) + ".0", "zone": "zone-" + strconv.Itoa(i%3),
-							"owner": "team-" + strconv.Itoa(i%13),
-						},
-					})
+				var err error
+				// A registration is idempotent: retry it across a change of leader (a
+				// loaded machine can miss heartbeats during the fill).
+				for attempt := 0; attempt < 10; attempt++ {
+					if attempt > 0 {
+						time.Sleep(200 * time.Millisecond)
+					}
+					_, err = cl.RegisterInstance(ctx, "", "", svcName(i%services),
+						fmt.Sprintf("127.%d.%d.%d", i>>16&255, i>>8&255, i&255), 8000+i%1000, api.InstanceRequest{
+							Cluster: &cluster,
+							Metadata: map[string]string{
+								"version": "1." + strconv.Itoa(i%7) + ".0", "zone": "zone-" + strconv.Itoa(i%3),
+								"owner": "team-" + strconv.Itoa(i%13),
+							},
+						})
+					if err == nil {
+						break
+					}
+				}
 				if err != nil {
 					errMu.Lock()
 					if first == nil {
