@@ -42,7 +42,11 @@ for i in "${!pids[@]}"; do awk -v n=n$((i+1)) '/^[0-9a-f]+-[0-9a-f]+ /{f=($6 ~ /
 leader=$(curl -s 127.0.0.1:28001/v1/status/leader | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
 echo "leader: $leader"
 if [ -n "$PROF" ]; then
-  for i in 1 2 3; do curl -s -o "$PROF/heap-n$i.pprof" "127.0.0.1:2800$i/debug/pprof/heap?gc=1"; done
+  for i in 1 2 3; do
+    curl -s -o "$PROF/heap-n$i.pprof" "127.0.0.1:2800$i/debug/pprof/heap?gc=1"
+    # the runtime's view: live heap, heap kept but unused, returned to the OS, next GC
+    curl -s "127.0.0.1:2800$i/debug/pprof/heap?debug=1" | awk -v n=n$i '/^# (HeapAlloc|HeapInuse|HeapIdle|HeapReleased|StackInuse|Sys|NextGC) =/{printf "%s%s %.1f MiB", (c++ ? ", " : n " runtime: "), $2, $4/1048576} END{print ""}'
+  done
   echo "heap profiles: $PROF/heap-n{1,2,3}.pprof (go tool pprof -sample_index=inuse_space)"
 fi
 du -sh $D/n1/state.db $D/n1/raft
