@@ -50,8 +50,10 @@ func main() {
 		workers = flag.Int("workers", 64, "concurrent registering clients")
 		dir     = flag.String("dir", "", "working directory (default a temporary one, removed at exit)")
 		profile = flag.String("profile", "", "write heap allocation profiles before and after each restore into this directory")
+		scale   = flag.Int("raft-timeout-scale", 1, "multiply Raft's heartbeat, election and leader-lease timeouts (a machine shared with other load misses heartbeats during a large restore at the defaults)")
 	)
 	flag.Parse()
+	raftScale = *scale
 	if err := run(*counts, *workers, *dir, *profile); err != nil {
 		fmt.Fprintln(os.Stderr, "snapshot-bench:", err)
 		os.Exit(1)
@@ -80,6 +82,9 @@ func run(counts string, workers int, dir, profileDir string) error {
 	}
 	return nil
 }
+
+// raftScale multiplies Raft's default timeouts (-raft-timeout-scale).
+var raftScale = 1
 
 // cluster is three in-process nodes.
 type cluster struct {
@@ -111,6 +116,11 @@ func startCluster(dir string) (*cluster, error) {
 			Version:  "snapshot-bench",
 			Logger:   log,
 			Health:   healthcheck.Config{Policy: loopbackOnly},
+			Raft: server.RaftTuning{
+				HeartbeatTimeout:   time.Duration(raftScale) * raftnode.DefaultHeartbeatTimeout,
+				ElectionTimeout:    time.Duration(raftScale) * raftnode.DefaultElectionTimeout,
+				LeaderLeaseTimeout: time.Duration(raftScale) * raftnode.DefaultLeaderLeaseTimeout,
+			},
 		})
 		if err != nil {
 			c.close()
