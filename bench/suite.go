@@ -24,6 +24,8 @@ type SuiteConfig struct {
 	Services  int
 	ReadRatio float64
 	Pool      int
+	// RegisterLimit is passed to the register workload's Spec (see Spec).
+	RegisterLimit int
 	// CPUPids are the cluster processes whose CPU use is reported per point.
 	CPUPids []int
 	// Label is copied into every Result (for example the round number).
@@ -76,6 +78,9 @@ func (c *SuiteConfig) Validate() error {
 	if c.Warmup < 0 {
 		return fmt.Errorf("bench: warm-up must not be negative")
 	}
+	if c.RegisterLimit < 0 {
+		return fmt.Errorf("bench: register limit must not be negative")
+	}
 	if err := validWatchTransport(c.Client.WatchTransport); err != nil {
 		return err
 	}
@@ -100,7 +105,7 @@ func (c *SuiteConfig) Validate() error {
 // Specs expands the configuration into workload specs, in the order they run.
 func (c *SuiteConfig) Specs() []Spec {
 	var out []Spec
-	base := Spec{Services: c.Services, ReadRatio: c.ReadRatio, Pool: c.Pool}
+	base := Spec{Services: c.Services, ReadRatio: c.ReadRatio, Pool: c.Pool, RegisterLimit: c.RegisterLimit}
 	for _, w := range c.Workloads {
 		s := base
 		s.Workload = w

@@ -118,6 +118,34 @@ func TestPrepare_RegisterWritesDistinctInstances(t *testing.T) {
 	}
 }
 
+func TestRunSuite_RegisterLimitRegistersExactlyThatMany(t *testing.T) {
+	st := newFakeStore()
+	cfg := SuiteConfig{
+		Client:        ClientConfig{System: SystemRoster, Endpoints: []string{newFakeRoster(t, st).URL}},
+		Workloads:     []string{WorkloadRegister},
+		Concurrency:   []int{8},
+		Duration:      time.Minute, // the limit ends the point long before
+		Services:      3,
+		RegisterLimit: 250,
+	}
+	rs, err := RunSuite(testCtx(t), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Requests still in flight when the limit is reached complete after the window
+	// and are not counted; every one of them was registered.
+	if len(rs) != 1 || !rs[0].Exhausted || rs[0].Requests > 250 || rs[0].Errors != 0 {
+		t.Fatalf("results %+v, want one exhausted point of at most 250 registrations", rs)
+	}
+	total := 0
+	for i := 0; i < 3; i++ {
+		total += st.count("bench-svc-00" + string(rune('0'+i)))
+	}
+	if total != 250 {
+		t.Fatalf("%d instances registered, want 250", total)
+	}
+}
+
 func TestPrepare_KeepsHealthChecksWhenAsked(t *testing.T) {
 	st := newFakeStore()
 	c := mustNewClient(t, ClientConfig{System: SystemRoster, Endpoints: []string{newFakeRoster(t, st).URL}, HealthChecks: true})

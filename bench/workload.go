@@ -42,6 +42,10 @@ type Spec struct {
 	// Pool is the minimum number of instances deregister starts with; it registers more
 	// (unmeasured) when fewer exist (0 = 2000).
 	Pool int
+	// RegisterLimit ends the register workload after this many registrations, warm-up
+	// included (0: no limit, the point runs for its duration): the cluster then holds
+	// exactly that many of the bench's instances unless some failed.
+	RegisterLimit int
 }
 
 func (s *Spec) defaults() {
@@ -88,8 +92,12 @@ func Prepare(ctx context.Context, c Client, spec Spec, concurrency int) (*Plan, 
 			return nil, err
 		}
 		g := newAddrGen()
+		limit := uint64(max(spec.RegisterLimit, 0))
 		return &Plan{Workers: concurrency, Op: func(ctx context.Context, w int) error {
 			k, gen := g.next(spec.Services)
+			if limit > 0 && gen > limit {
+				return ErrExhausted
+			}
 			_, err := c.Register(ctx, w, k, gen)
 			return err
 		}}, nil

@@ -53,7 +53,7 @@ func (p *Prober) submit(ctx context.Context, now time.Time) {
 		t := p.dirty[n]
 		n++
 		t.dirty = false
-		if p.targets[t.ref] != t || (!t.pending() && !t.needsStamp()) {
+		if !p.current(t) || (!t.pending() && !t.needsStamp()) {
 			continue
 		}
 		t.inBatch = true
@@ -91,7 +91,7 @@ func (p *Prober) handleSubmit(ctx context.Context, r submitResult, now time.Time
 		p.backoff, p.retryAt = 0, time.Time{}
 		for _, it := range r.items {
 			t := it.t
-			if p.targets[t.ref] != t || t.gen != it.gen {
+			if !p.current(t) || t.gen != it.gen {
 				// Removed, re-registered or re-specified meanwhile: whether the store
 				// applied the update (it skips other epochs and NONE clusters) shows in
 				// the change feed.
@@ -106,7 +106,7 @@ func (p *Prober) handleSubmit(ctx context.Context, r submitResult, now time.Time
 				p.met.toUnhealthy.Inc()
 			}
 			p.log.Info("health transition committed", "instance", refString(t.ref), "epoch", t.epoch,
-				"healthy", it.healthy, "index", r.index, "lastError", t.last.outcome.err)
+				"healthy", it.healthy, "index", r.index, "lastError", t.last().outcome.err)
 			t.committed = it.healthy
 			if it.healthy {
 				t.unhealthySince = 0
@@ -128,7 +128,7 @@ func (p *Prober) handleSubmit(ctx context.Context, r submitResult, now time.Time
 	p.log.Warn("health prober: SetHealth failed; retrying", "err", r.err, "updates", len(r.items), "retry", p.backoff)
 	for _, it := range r.items {
 		t := it.t
-		if p.targets[t.ref] == t && t.gen == it.gen && (t.pending() || t.needsStamp()) {
+		if p.current(t) && t.gen == it.gen && (t.pending() || t.needsStamp()) {
 			p.markDirty(t, now)
 		}
 	}

@@ -101,12 +101,13 @@ func (p *Prober) confirm(ctx context.Context, t *target) {
 func (p *Prober) handleConfirm(ctx context.Context, r confirmResult, now time.Time) {
 	t := r.t
 	t.confirming = false
-	if p.targets[t.ref] != t || t.gen != r.gen {
+	if !p.current(t) || t.gen != r.gen {
 		return
 	}
-	self := Vantage{Node: p.cfg.NodeID, Answered: true, Healthy: r.healthy, At: t.last.at,
-		Outcome: t.last.outcome.class, Error: t.last.outcome.err, Latency: t.last.outcome.latency}
-	t.vantages = append([]Vantage{self}, r.vantages...)
+	last := t.last()
+	self := Vantage{Node: p.cfg.NodeID, Answered: true, Healthy: r.healthy, At: last.at,
+		Outcome: last.outcome.class, Error: last.outcome.err, Latency: last.outcome.latency}
+	t.state().vantages = append([]Vantage{self}, r.vantages...)
 	answered, agree := 1, 1
 	for _, v := range r.vantages {
 		if v.Answered {

@@ -40,10 +40,10 @@ func (p *Prober) updateDeadline(t *target) {
 	switch {
 	case at.IsZero():
 		if t.dIdx >= 0 {
-			heap.Remove(&p.deregs, t.dIdx)
+			heap.Remove(&p.deregs, int(t.dIdx))
 		}
 	case t.dIdx >= 0:
-		heap.Fix(&p.deregs, t.dIdx)
+		heap.Fix(&p.deregs, int(t.dIdx))
 	default:
 		heap.Push(&p.deregs, t)
 	}
@@ -80,7 +80,7 @@ func (p *Prober) maybeDeregister(ctx context.Context, now time.Time) {
 	n := min(len(p.deregQueue), p.cfg.MaxBatch)
 	items := make([]deregItem, 0, n)
 	for _, t := range p.deregQueue[:n] {
-		if p.targets[t.ref] != t {
+		if !p.current(t) {
 			continue // removed meanwhile
 		}
 		if d := t.deregDeadline(); d.IsZero() || d.After(now) || t.st.healthy {
@@ -122,7 +122,7 @@ func (p *Prober) handleDeregs(ctx context.Context, items []deregItem, now time.T
 	for _, it := range items {
 		t := it.t
 		t.deregBusy = false
-		current := p.targets[t.ref] == t
+		current := p.current(t)
 		switch {
 		case it.err == nil:
 			p.met.autoDeregs.Inc()

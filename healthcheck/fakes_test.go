@@ -56,7 +56,9 @@ func newFakeSource() *fakeSource {
 	}
 }
 
-func (s *fakeSource) ForEachInstance(fn func(model.Instance, model.HealthCheck) bool) error {
+// ForEachInstanceHealth runs fn with the source locked, as the store runs it inside its
+// read transaction.
+func (s *fakeSource) ForEachInstanceHealth(fn func(store.InstanceHealth, *model.HealthCheck) bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.scans++
@@ -72,7 +74,8 @@ func (s *fakeSource) ForEachInstance(fn func(model.Instance, model.HealthCheck) 
 	})
 	for _, r := range refs {
 		in := s.instances[r]
-		if !fn(in, s.checkLocked(clusterKey{in.ServiceKey(), in.Cluster})) {
+		hc := s.checkLocked(clusterKey{in.ServiceKey(), in.Cluster})
+		if !fn(store.HealthOf(in), &hc) {
 			break
 		}
 	}

@@ -47,12 +47,12 @@ type Prober struct {
 	check   *checker
 	started atomic.Bool
 
-	// mu guards what Results reads: running, the target maps and target fields.
-	// Only the Run goroutine writes them.
+	// mu guards what Results reads: running, the targets and their fields. Only the
+	// Run goroutine writes them.
 	mu      sync.RWMutex
 	running bool
-	targets map[model.InstanceRef]*target
-	bySvc   map[model.ServiceKey]map[model.InstanceRef]*target
+	bySvc   map[model.ServiceKey]*svcTargets // every target, by service and address
+	count   int                              // targets in bySvc
 
 	// Owned by the Run goroutine (written with mu held where targets are involved).
 	clusters       map[clusterKey]*spec
@@ -69,6 +69,7 @@ type Prober struct {
 	submitted      chan submitResult
 	confirmed      chan confirmResult
 	needRescan     bool
+	scans          uint32 // rescans started, the number of the current one
 	rescanAt       time.Time
 	rescanBackoff  time.Duration
 	gen            uint64
@@ -139,8 +140,7 @@ func newProber(cfg Config, src Source, app Applier, logger *slog.Logger, met *me
 		log:       logger,
 		met:       met,
 		check:     newChecker(cfg),
-		targets:   make(map[model.InstanceRef]*target),
-		bySvc:     make(map[model.ServiceKey]map[model.InstanceRef]*target),
+		bySvc:     make(map[model.ServiceKey]*svcTargets),
 		clusters:  make(map[clusterKey]*spec),
 		jobs:      make(chan probeJob, cfg.MaxConcurrent),
 		results:   make(chan probeResult, cfg.MaxConcurrent),
@@ -162,14 +162,15 @@ func (p *Prober) Run(ctx context.Context) {
 	defer unsubscribe()
 	if p.initialScan(ctx) {
 		p.mu.RLock()
-		p.log.Info("health prober started", "instances", len(p.targets), "probed", len(p.sched))
+		p.log.Info("health prober started", "instances", p.count, "probed", len(p.sched))
 		p.mu.RUnlock()
 		p.loop(ctx, events)
 	}
 	p.wg.Wait()
 	p.mu.Lock()
 	p.running = false
-	p.targets, p.bySvc, p.clusters, p.sched, p.dirty = nil, nil, nil, nil, nil
+	p.bySvc, p.clusters, p.sched, p.dirty = nil, nil, nil, nil
+	p.count = 0
 	p.deregs, p.deregQueue = nil, nil
 	p.mu.Unlock()
 	p.met.inFlight.Sub(float64(p.inFlight))
@@ -186,7 +187,10 @@ func (p *Prober) Results(key model.ServiceKey) ([]Result, bool) {
 	if !p.running {
 		return nil, false
 	}
-	ts := p.bySvc[key]
+	var ts map[addrKey]*target
+	if st := p.bySvc[key]; st != nil {
+		ts = st.byAddr
+	}
 	out := make([]Result, 0, len(ts))
 	for _, t := range ts {
 		out = append(out, t.result())
@@ -317,7 +321,8 @@ func (p *Prober) dispatch(ctx context.Context, now time.Time) {
 		p.met.inFlight.Inc()
 		p.met.lag.Observe(now.Sub(due).Seconds())
 		// Neither channel can fill: at most MaxConcurrent jobs are queued or running.
-		p.jobs <- probeJob{t: t, gen: t.gen, at: now, spec: t.spec, addr: t.addr, url: t.url}
+		addr, url := probeTarget(t.ref, t.spec)
+		p.jobs <- probeJob{t: t, gen: t.gen, at: now, spec: t.spec, addr: addr, url: url}
 		if p.inFlight > p.workers {
 			p.workers++
 			p.wg.Go(func() { p.work(ctx) })
@@ -360,11 +365,11 @@ func (p *Prober) handleResult(ctx context.Context, r probeResult, now time.Time)
 	}
 	t := r.t
 	t.probing = false
-	if p.targets[t.ref] != t || t.gen != r.gen {
+	if !p.current(t) || t.gen != r.gen {
 		p.met.discarded.Inc()
 		return
 	}
-	t.last = lastProbe{at: r.at, outcome: r.out, done: true}
+	t.state().last = lastProbe{at: r.at, outcome: r.out, done: true}
 	var flipped bool
 	t.st, flipped = step(t.st, r.out.ok, t.spec.hc.Rise, t.spec.hc.Fall)
 	if flipped {

@@ -10,40 +10,53 @@ import (
 
 // rescan makes the targets match the source exactly: new instances are added, gone ones
 // dropped, instances with a new epoch or spec start afresh, and the others keep their
-// counters and phase. On error nothing changes.
+// counters and phase.
+//
+// It streams: each instance read updates its target at once and marks it with the
+// scan's number, and the targets left unmarked are dropped at the end, so a rescan
+// holds no copy of the registry. On error no target is dropped; those read before the
+// error are up to date (they were read from the committed state) and the caller
+// retries.
 func (p *Prober) rescan(now time.Time) error {
-	type item struct {
-		in model.Instance
-		hc model.HealthCheck
-	}
-	var items []item
-	err := p.src.ForEachInstance(func(in model.Instance, hc model.HealthCheck) bool {
-		items = append(items, item{in, hc})
+	p.scans++
+	scan := p.scans
+	old := p.clusters
+	clusters := make(map[clusterKey]*spec, len(old))
+	var (
+		lastKey clusterKey
+		lastSp  *spec
+	)
+	err := p.src.ForEachInstanceHealth(func(ih store.InstanceHealth, hc *model.HealthCheck) bool {
+		// Instances come in key order, so mostly from the cluster of the one before.
+		k := clusterKey{ih.Ref.ServiceKey(), ih.Cluster}
+		sp := lastSp
+		if sp == nil || k != lastKey {
+			if sp = clusters[k]; sp == nil {
+				sp = newSpec(*hc)
+				if o := old[k]; o != nil && o.equal(sp) {
+					o.adopt(sp)
+					sp = o
+				}
+				clusters[k] = sp
+			}
+			lastKey, lastSp = k, sp
+		}
+		p.upsert(ih, sp, now, true).scan = scan
 		return true
 	})
 	if err != nil {
+		// Keep the specs read so far (the targets updated refer to them) and the others.
+		for k, sp := range clusters {
+			old[k] = sp
+		}
 		return err
 	}
-	old := p.clusters
-	p.clusters = make(map[clusterKey]*spec, len(old))
-	seen := make(map[model.InstanceRef]struct{}, len(items))
-	for _, it := range items {
-		k := clusterKey{it.in.ServiceKey(), it.in.Cluster}
-		sp := p.clusters[k]
-		if sp == nil {
-			sp = newSpec(it.hc)
-			if o := old[k]; o != nil && o.equal(sp) {
-				o.adopt(sp)
-				sp = o
+	p.clusters = clusters
+	for _, st := range p.bySvc {
+		for _, t := range st.byAddr {
+			if t.scan != scan {
+				p.remove(t)
 			}
-			p.clusters[k] = sp
-		}
-		p.upsert(it.in, sp, now, true)
-		seen[it.in.Ref()] = struct{}{}
-	}
-	for ref, t := range p.targets {
-		if _, ok := seen[ref]; !ok {
-			p.remove(t)
 		}
 	}
 	return nil
@@ -65,11 +78,11 @@ func (p *Prober) handleEvents(evs []store.Event, now time.Time) {
 	for _, ev := range evs {
 		switch ev.Kind {
 		case store.EventInstanceUpsert:
-			p.upsert(ev.Instance, p.specForInstance(ev), now, false)
+			p.upsert(store.HealthOf(ev.Instance), p.specForInstance(ev), now, false)
 		case store.EventInstanceDelete:
 			// The event carries the deleted instance; a replayed delete of an earlier
 			// registration leaves a newer one alone.
-			if t := p.targets[ev.Ref]; t != nil && ev.Instance.CreateIndex >= t.epoch {
+			if t := p.lookup(ev.Ref); t != nil && ev.Instance.CreateIndex >= t.epoch {
 				p.remove(t)
 			}
 		case store.EventClusterUpsert:
@@ -114,26 +127,35 @@ func (p *Prober) lookupHealthCheck(k clusterKey) model.HealthCheck {
 	return model.DefaultHealthCheck()
 }
 
-// upsert adds or refreshes the target of an instance. authoritative marks a value read
-// from the source now (a rescan); otherwise it comes from the change feed and may be
-// older than what the prober knows: the feed replays commits made between Subscribe and
-// the initial scan.
-func (p *Prober) upsert(in model.Instance, sp *spec, now time.Time, authoritative bool) {
-	ref := in.Ref()
-	t := p.targets[ref]
+// lookup returns the target of ref (nil: none).
+func (p *Prober) lookup(ref model.InstanceRef) *target {
+	if st := p.bySvc[ref.ServiceKey()]; st != nil {
+		return st.byAddr[addrKey{ref.IP, ref.Port}]
+	}
+	return nil
+}
+
+// current reports whether t is still its instance's target (not removed or replaced).
+func (p *Prober) current(t *target) bool { return p.lookup(t.ref) == t }
+
+// upsert adds or refreshes the target of an instance and returns it (it may be one the
+// prober keeps as it is). authoritative marks a value read from the source now (a
+// rescan); otherwise it comes from the change feed and may be older than what the
+// prober knows: the feed replays commits made between Subscribe and the initial scan.
+func (p *Prober) upsert(in store.InstanceHealth, sp *spec, now time.Time, authoritative bool) *target {
+	t := p.lookup(in.Ref)
 	if t != nil && t.epoch != in.CreateIndex {
 		if !authoritative && in.CreateIndex < t.epoch {
-			return
+			return t
 		}
 		p.remove(t)
 		t = nil
 	}
 	if t == nil {
-		p.add(in, sp, now)
-		return
+		return p.add(in, sp, now)
 	}
 	if !authoritative && in.ModifyIndex < t.seen {
-		return
+		return t
 	}
 	t.seen = max(t.seen, in.ModifyIndex)
 	if in.Healthy != t.committed {
@@ -145,13 +167,16 @@ func (p *Prober) upsert(in model.Instance, sp *spec, now time.Time, authoritativ
 		t.committed = in.Healthy
 	}
 	t.unhealthySince = in.UnhealthySince
-	t.cluster = in.Cluster
+	if t.cluster != in.Cluster {
+		t.cluster = in.Cluster
+	}
 	if !t.spec.equal(sp) {
 		p.reset(t, sp, now)
 	} else {
 		t.spec = sp
 	}
 	p.followDeadline(t, now)
+	return t
 }
 
 // followDeadline re-arms a target's deregistration deadline after its committed state
@@ -165,10 +190,16 @@ func (p *Prober) followDeadline(t *target, now time.Time) {
 
 // add creates the target of a newly seen instance (or a new epoch): committed health as
 // stored, counters at zero, first probe at a random point of its interval.
-func (p *Prober) add(in model.Instance, sp *spec, now time.Time) {
-	ref := in.Ref()
+func (p *Prober) add(in store.InstanceHealth, sp *spec, now time.Time) *target {
+	svc := in.Ref.ServiceKey()
+	st := p.bySvc[svc]
+	if st == nil {
+		st = &svcTargets{key: svc, byAddr: make(map[addrKey]*target)}
+		p.bySvc[svc] = st
+	}
 	t := &target{
-		ref:            ref,
+		// The service's names are those of the svcTargets, shared by its targets.
+		ref:            model.InstanceRef{Namespace: st.key.Namespace, Group: st.key.Group, Service: st.key.Service, IP: in.Ref.IP, Port: in.Ref.Port},
 		cluster:        in.Cluster,
 		epoch:          in.CreateIndex,
 		seen:           in.ModifyIndex,
@@ -178,35 +209,31 @@ func (p *Prober) add(in model.Instance, sp *spec, now time.Time) {
 		heapIdx:        -1,
 		dIdx:           -1,
 	}
-	p.targets[ref] = t
-	svc := ref.ServiceKey()
-	m := p.bySvc[svc]
-	if m == nil {
-		m = make(map[model.InstanceRef]*target)
-		p.bySvc[svc] = m
-	}
-	m[ref] = t
+	st.byAddr[addrKey{t.ref.IP, t.ref.Port}] = t
+	p.count++
 	p.reset(t, sp, now)
 	p.followDeadline(t, now)
+	return t
 }
 
 // reset gives a target a (new) spec: fresh counters, no last probe, a new generation
 // (results and submissions of the old one are discarded) and a new random phase.
 func (p *Prober) reset(t *target, sp *spec, now time.Time) {
 	t.spec = sp
-	t.addr, t.url = probeTarget(t.ref, sp)
 	t.gen = p.nextGen()
 	t.st = hstate{healthy: t.committed}
-	t.last = lastProbe{}
+	if t.probed != nil {
+		t.probed.last = lastProbe{}
+	}
 	if !sp.probed() {
 		if t.heapIdx >= 0 {
-			heap.Remove(&p.sched, t.heapIdx)
+			heap.Remove(&p.sched, int(t.heapIdx))
 		}
 		return
 	}
 	t.next = randomPhase(now, sp.interval)
 	if t.heapIdx >= 0 {
-		heap.Fix(&p.sched, t.heapIdx)
+		heap.Fix(&p.sched, int(t.heapIdx))
 	} else {
 		heap.Push(&p.sched, t)
 	}
@@ -214,19 +241,22 @@ func (p *Prober) reset(t *target, sp *spec, now time.Time) {
 
 // remove forgets a target; results and submissions for it are discarded.
 func (p *Prober) remove(t *target) {
-	delete(p.targets, t.ref)
 	svc := t.ref.ServiceKey()
-	if m := p.bySvc[svc]; m != nil {
-		delete(m, t.ref)
-		if len(m) == 0 {
+	if st := p.bySvc[svc]; st != nil {
+		k := addrKey{t.ref.IP, t.ref.Port}
+		if st.byAddr[k] == t {
+			delete(st.byAddr, k)
+			p.count--
+		}
+		if len(st.byAddr) == 0 {
 			delete(p.bySvc, svc)
 		}
 	}
 	if t.heapIdx >= 0 {
-		heap.Remove(&p.sched, t.heapIdx)
+		heap.Remove(&p.sched, int(t.heapIdx))
 	}
 	if t.dIdx >= 0 {
-		heap.Remove(&p.deregs, t.dIdx)
+		heap.Remove(&p.deregs, int(t.dIdx))
 	}
 }
 
@@ -240,7 +270,11 @@ func (p *Prober) clusterChanged(c model.Cluster, now time.Time) {
 		sp = old
 	}
 	p.clusters[k] = sp
-	for _, t := range p.bySvc[svc] {
+	st := p.bySvc[svc]
+	if st == nil {
+		return
+	}
+	for _, t := range st.byAddr {
 		if t.cluster != c.Name {
 			continue
 		}
@@ -261,7 +295,9 @@ func (p *Prober) serviceDeleted(svc model.ServiceKey) {
 			delete(p.clusters, k)
 		}
 	}
-	for _, t := range p.bySvc[svc] {
-		p.remove(t)
+	if st := p.bySvc[svc]; st != nil {
+		for _, t := range st.byAddr {
+			p.remove(t)
+		}
 	}
 }

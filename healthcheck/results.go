@@ -72,8 +72,8 @@ func (t *target) result() Result {
 		CheckType:            hc.Type,
 		Healthy:              t.committed,
 		Pending:              t.pending(),
-		ConsecutiveSuccesses: t.st.succ,
-		ConsecutiveFailures:  t.st.fail,
+		ConsecutiveSuccesses: int(t.st.succ),
+		ConsecutiveFailures:  int(t.st.fail),
 		Rise:                 hc.Rise,
 		Fall:                 hc.Fall,
 		Interval:             t.spec.interval,
@@ -82,18 +82,19 @@ func (t *target) result() Result {
 		r.DeregisterAt = t.deregDeadline()
 	}
 	if t.spec.probed() {
-		r.Target = t.addr
+		addr, url := probeTarget(t.ref, t.spec)
+		r.Target = addr
 		if hc.Type.IsHTTP() {
-			r.Target = t.url
+			r.Target = url
 		}
 		r.NextCheck = t.next
 	}
-	if len(t.vantages) > 0 {
-		r.Vantages = append([]Vantage(nil), t.vantages...)
+	if t.probed != nil && len(t.probed.vantages) > 0 {
+		r.Vantages = append([]Vantage(nil), t.probed.vantages...)
 	}
-	if t.last.done {
-		o := t.last.outcome
-		r.LastCheck = t.last.at
+	if last := t.last(); last.done {
+		o := last.outcome
+		r.LastCheck = last.at
 		r.Latency = o.latency
 		r.Outcome = o.class
 		r.Status = o.status

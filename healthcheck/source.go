@@ -10,9 +10,10 @@ import (
 
 // Source is the committed state the prober follows (*store.Store implements it).
 type Source interface {
-	// ForEachInstance calls fn for every instance with its cluster's health-check spec,
-	// from one consistent view, until fn returns false.
-	ForEachInstance(fn func(in model.Instance, hc model.HealthCheck) bool) error
+	// ForEachInstanceHealth calls fn for every instance with its cluster's health-check
+	// spec (shared by the cluster's instances, not to be modified), from one consistent
+	// view, until fn returns false. fn must not call the Source.
+	ForEachInstanceHealth(fn func(ih store.InstanceHealth, hc *model.HealthCheck) bool) error
 	// Subscribe returns the events of each commit, in commit order, and a function
 	// that ends the subscription. After dropped events the feed delivers EventReset.
 	Subscribe(buffer int) (<-chan []store.Event, func())

@@ -334,14 +334,9 @@ func checkRecords(btx *bolt.Tx, c valueCodec) (Counts, error) {
 		})
 	}
 	if err == nil {
-		// Instances are most of a large state: decode them the way reads do, without a
-		// generic decoder per record.
-		d := instanceDecoder{codec: c}
-		err = check(bucketInstances, &n.Instances, func(v []byte) ([]byte, error) {
-			var in model.Instance
-			err := d.decode(v, &in)
-			return instanceKey(in.Ref()), err
-		})
+		// Instances are most of a large state: check them in place (checkfast.go).
+		ic := instanceKeyChecker{d: instanceDecoder{codec: c}}
+		err = check(bucketInstances, &n.Instances, ic.keyOf)
 	}
 	if err == nil {
 		err = check(bucketMembers, &n.Members, func(v []byte) ([]byte, error) {

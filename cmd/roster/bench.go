@@ -36,6 +36,7 @@ type benchOptions struct {
 	services      int
 	readRatio     float64
 	pool          int
+	registerLimit int
 	writeTarget   string
 	readTarget    string
 	timeout       time.Duration
@@ -84,6 +85,7 @@ func newBenchCmd() *cobra.Command {
 	f.IntVar(&o.services, "services", 100, "services that register, deregister and mixed spread over")
 	f.Float64Var(&o.readRatio, "read-ratio", 0.9, "share of reads in the mixed workload")
 	f.IntVar(&o.pool, "pool", 2000, "minimum instances the deregister workload starts from")
+	f.IntVar(&o.registerLimit, "register-limit", 0, "end the register workload after this many registrations, warm-up included (0: run for --duration)")
 	f.StringVar(&o.writeTarget, "write-target", bench.TargetLeader, "where writes go: leader, or all (spread over every endpoint)")
 	f.StringVar(&o.readTarget, "read-target", bench.TargetLeader, "where reads and watches go: leader, or all")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "bound on each request")
@@ -134,6 +136,7 @@ func runBench(cmd *cobra.Command, o *benchOptions) error {
 		Services:      o.services,
 		ReadRatio:     o.readRatio,
 		Pool:          o.pool,
+		RegisterLimit: o.registerLimit,
 		CPUPids:       o.cpuPids,
 		Label:         o.label,
 		Logger:        slog.New(slog.DiscardHandler),

@@ -17,7 +17,9 @@ import (
 
 // Source is the applied state (*store.Store implements it).
 type Source interface {
-	ForEachInstance(fn func(in model.Instance, hc model.HealthCheck) bool) error
+	// ForEachInstanceHealth calls fn for every instance from one consistent view; fn
+	// must not call the Source.
+	ForEachInstanceHealth(fn func(ih store.InstanceHealth, hc *model.HealthCheck) bool) error
 	Subscribe(buffer int) (<-chan []store.Event, func())
 }
 
@@ -34,6 +36,42 @@ const feedBuffer = 1024
 // labels are off.
 type key struct{ ns, group, service string }
 
+// addr is an instance's address within its service.
+type addr struct {
+	ip   string
+	port int
+}
+
+// healthMap is the health of every instance, by service then address: a registry
+// holds as many entries as instances, and keying them by a whole InstanceRef (four
+// strings and a port) made the map three times as large.
+type healthMap map[model.ServiceKey]map[addr]bool
+
+func (m healthMap) get(ref model.InstanceRef) (healthy, ok bool) {
+	healthy, ok = m[ref.ServiceKey()][addr{ref.IP, ref.Port}]
+	return healthy, ok
+}
+
+func (m healthMap) set(ref model.InstanceRef, healthy bool) {
+	svc := ref.ServiceKey()
+	byAddr := m[svc]
+	if byAddr == nil {
+		byAddr = make(map[addr]bool)
+		m[svc] = byAddr
+	}
+	byAddr[addr{ref.IP, ref.Port}] = healthy
+}
+
+func (m healthMap) delete(ref model.InstanceRef) {
+	svc := ref.ServiceKey()
+	if byAddr := m[svc]; byAddr != nil {
+		delete(byAddr, addr{ref.IP, ref.Port})
+		if len(byAddr) == 0 {
+			delete(m, svc)
+		}
+	}
+}
+
 // Gauges counts instances by health. Create it with New and Run it once.
 type Gauges struct {
 	src        Source
@@ -42,7 +80,7 @@ type Gauges struct {
 	vec        *prometheus.GaugeVec
 
 	mu     sync.Mutex
-	health map[model.InstanceRef]bool
+	health healthMap
 	counts map[key]*[2]int // [healthy, unhealthy]
 }
 
@@ -62,7 +100,7 @@ func New(src Source, reg prometheus.Registerer, perService bool, logger *slog.Lo
 	g := &Gauges{
 		src: src, log: logger, perService: perService,
 		vec:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "roster_instances", Help: help}, labels),
-		health: make(map[model.InstanceRef]bool),
+		health: make(healthMap),
 		counts: make(map[key]*[2]int),
 	}
 	if reg != nil {
@@ -97,9 +135,9 @@ func (g *Gauges) Run(stop <-chan struct{}) {
 // Events of commits the scan already saw may follow; applying them again converges on
 // the same counts, since each carries an instance's whole state.
 func (g *Gauges) rescan() {
-	health := make(map[model.InstanceRef]bool)
-	err := g.src.ForEachInstance(func(in model.Instance, _ model.HealthCheck) bool {
-		health[in.Ref()] = in.Healthy
+	health := make(healthMap)
+	err := g.src.ForEachInstanceHealth(func(ih store.InstanceHealth, _ *model.HealthCheck) bool {
+		health.set(ih.Ref, ih.Healthy)
 		return true
 	})
 	if err != nil {
@@ -111,8 +149,10 @@ func (g *Gauges) rescan() {
 	g.vec.Reset()
 	g.health = health
 	g.counts = make(map[key]*[2]int)
-	for ref, h := range health {
-		g.add(ref, h, 1)
+	for svc, byAddr := range health {
+		for _, h := range byAddr {
+			g.addTo(svc, h, 1)
+		}
 	}
 	for k := range g.counts {
 		g.publish(k)
@@ -130,16 +170,16 @@ func (g *Gauges) apply(evs []store.Event) {
 			continue
 		}
 		g.mu.Lock()
-		old, had := g.health[ev.Ref]
+		old, had := g.health.get(ev.Ref)
 		switch {
 		case ev.Kind == store.EventInstanceDelete && had:
-			delete(g.health, ev.Ref)
+			g.health.delete(ev.Ref)
 			g.publish(g.add(ev.Ref, old, -1))
 		case ev.Kind == store.EventInstanceUpsert && (!had || old != ev.Instance.Healthy):
 			if had {
 				g.add(ev.Ref, old, -1)
 			}
-			g.health[ev.Ref] = ev.Instance.Healthy
+			g.health.set(ev.Ref, ev.Instance.Healthy)
 			g.publish(g.add(ev.Ref, ev.Instance.Healthy, 1))
 		}
 		g.mu.Unlock()
@@ -148,9 +188,14 @@ func (g *Gauges) apply(evs []store.Event) {
 
 // add counts delta instances of ref's service with health h and returns the key.
 func (g *Gauges) add(ref model.InstanceRef, h bool, delta int) key {
-	k := key{ns: ref.Namespace}
+	return g.addTo(ref.ServiceKey(), h, delta)
+}
+
+// addTo counts delta instances of svc with health h and returns the key.
+func (g *Gauges) addTo(svc model.ServiceKey, h bool, delta int) key {
+	k := key{ns: svc.Namespace}
 	if g.perService {
-		k.group, k.service = ref.Group, ref.Service
+		k.group, k.service = svc.Group, svc.Service
 	}
 	c := g.counts[k]
 	if c == nil {

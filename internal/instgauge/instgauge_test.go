@@ -2,6 +2,7 @@ package instgauge
 
 import (
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -126,4 +127,87 @@ func TestGauges_FollowTheAppliedState(t *testing.T) {
 		close(stop)
 		<-done
 	}
+}
+
+// After a reset (events dropped, or a restore) the gauge recounts the state: instances
+// whose events it never saw are counted, and removed ones forgotten.
+func TestGauges_RescanOnResetRecounts(t *testing.T) {
+	s, err := store.Open(filepath.Join(t.TempDir(), "state.db"), store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	reg := prometheus.NewRegistry()
+	g, err := New(s, reg, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ins []model.Instance
+	for i := range 30 {
+		in := instance([]string{"orders", "billing", "users"}[i%3], "127.0.1."+strconv.Itoa(i+1), i%5 > 1)
+		if err := s.RegisterInstance(uint64(i+1), in); err != nil {
+			t.Fatal(err)
+		}
+		ins = append(ins, in)
+	}
+	g.rescan()
+	lbl := func(svc, health string) string {
+		return "group=DEFAULT_GROUP,health=" + health + ",namespace=public,service=" + svc
+	}
+	want := map[string]float64{
+		lbl("orders", Healthy): 6, lbl("orders", Unhealthy): 4,
+		lbl("billing", Healthy): 6, lbl("billing", Unhealthy): 4,
+		lbl("users", Healthy): 6, lbl("users", Unhealthy): 4,
+	}
+	if got := series(t, reg); !equalSeries(got, want) {
+		t.Fatalf("after the scan: %v, want %v", got, want)
+	}
+	// Changes whose events were dropped: every billing instance goes, one orders
+	// instance is added.
+	for i, in := range ins {
+		if in.Service == "billing" {
+			if err := s.DeregisterInstance(uint64(100+i), in.Ref()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	extra := instance("orders", "127.0.2.1", false)
+	if err := s.RegisterInstance(200, extra); err != nil {
+		t.Fatal(err)
+	}
+	g.apply([]store.Event{{Kind: store.EventReset}})
+	want = map[string]float64{
+		lbl("orders", Healthy): 6, lbl("orders", Unhealthy): 5,
+		lbl("users", Healthy): 6, lbl("users", Unhealthy): 4,
+	}
+	if got := series(t, reg); !equalSeries(got, want) {
+		t.Fatalf("after the reset: %v, want %v", got, want)
+	}
+	n := 0
+	for _, byAddr := range g.health {
+		n += len(byAddr)
+	}
+	if n != 21 || len(g.health) != 2 {
+		t.Fatalf("the gauge keeps %d instances of %d services, want 21 of 2", n, len(g.health))
+	}
+	// Events after the rescan apply to the recounted state.
+	if err := s.DeregisterInstance(201, extra.Ref()); err != nil {
+		t.Fatal(err)
+	}
+	g.apply([]store.Event{{Kind: store.EventInstanceDelete, Ref: extra.Ref(), Instance: extra}})
+	if got := series(t, reg)[lbl("orders", Unhealthy)]; got != 4 {
+		t.Fatalf("orders unhealthy = %v after a deregistration, want 4", got)
+	}
+}
+
+func equalSeries(a, b map[string]float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range b {
+		if w, ok := a[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
 }

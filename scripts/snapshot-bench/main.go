@@ -50,8 +50,10 @@ func main() {
 		workers = flag.Int("workers", 64, "concurrent registering clients")
 		dir     = flag.String("dir", "", "working directory (default a temporary one, removed at exit)")
 		profile = flag.String("profile", "", "write heap allocation profiles before and after each restore into this directory")
+		scale   = flag.Int("raft-timeout-scale", 1, "multiply Raft's heartbeat, election and leader-lease timeouts (a machine shared with other load misses heartbeats during a large restore at the defaults)")
 	)
 	flag.Parse()
+	raftScale = *scale
 	if err := run(*counts, *workers, *dir, *profile); err != nil {
 		fmt.Fprintln(os.Stderr, "snapshot-bench:", err)
 		os.Exit(1)
@@ -80,6 +82,9 @@ func run(counts string, workers int, dir, profileDir string) error {
 	}
 	return nil
 }
+
+// raftScale multiplies Raft's default timeouts (-raft-timeout-scale).
+var raftScale = 1
 
 // cluster is three in-process nodes.
 type cluster struct {
@@ -111,6 +116,11 @@ func startCluster(dir string) (*cluster, error) {
 			Version:  "snapshot-bench",
 			Logger:   log,
 			Health:   healthcheck.Config{Policy: loopbackOnly},
+			Raft: server.RaftTuning{
+				HeartbeatTimeout:   time.Duration(raftScale) * raftnode.DefaultHeartbeatTimeout,
+				ElectionTimeout:    time.Duration(raftScale) * raftnode.DefaultElectionTimeout,
+				LeaderLeaseTimeout: time.Duration(raftScale) * raftnode.DefaultLeaderLeaseTimeout,
+			},
 		})
 		if err != nil {
 			c.close()
@@ -273,14 +283,25 @@ func fill(ctx context.Context, cl *client.Client, n, workers int) error {
 				if i >= n {
 					return
 				}
-				_, err := cl.RegisterInstance(ctx, "", "", svcName(i%services),
-					fmt.Sprintf("127.%d.%d.%d", i>>16&255, i>>8&255, i&255), 8000+i%1000, api.InstanceRequest{
-						Cluster: &cluster,
-						Metadata: map[string]string{
-							"version": "1." + strconv.Itoa(i%7) + ".0", "zone": "zone-" + strconv.Itoa(i%3),
-							"owner": "team-" + strconv.Itoa(i%13),
-						},
-					})
+				var err error
+				// A registration is idempotent: retry it across a change of leader (a
+				// loaded machine can miss heartbeats during the fill).
+				for attempt := 0; attempt < 10; attempt++ {
+					if attempt > 0 {
+						time.Sleep(200 * time.Millisecond)
+					}
+					_, err = cl.RegisterInstance(ctx, "", "", svcName(i%services),
+						fmt.Sprintf("127.%d.%d.%d", i>>16&255, i>>8&255, i&255), 8000+i%1000, api.InstanceRequest{
+							Cluster: &cluster,
+							Metadata: map[string]string{
+								"version": "1." + strconv.Itoa(i%7) + ".0", "zone": "zone-" + strconv.Itoa(i%3),
+								"owner": "team-" + strconv.Itoa(i%13),
+							},
+						})
+					if err == nil {
+						break
+					}
+				}
 				if err != nil {
 					errMu.Lock()
 					if first == nil {
