@@ -31,6 +31,10 @@ type countingFSM struct {
 	*fsm.FSM
 	restores atomic.Int64 // Restore calls
 	replayed atomic.Int64 // entries at or below the applied index when handed over
+	// restoreGate, when set, holds every Restore until it is closed (a slow
+	// installation); inRestore counts the Restore calls under way.
+	restoreGate atomic.Pointer[chan struct{}]
+	inRestore   atomic.Int64
 }
 
 func (c *countingFSM) ApplyBatch(logs []*raft.Log) []interface{} {
@@ -45,6 +49,11 @@ func (c *countingFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 
 func (c *countingFSM) Restore(rc io.ReadCloser) error {
 	c.restores.Add(1)
+	c.inRestore.Add(1)
+	defer c.inRestore.Add(-1)
+	if g := c.restoreGate.Load(); g != nil {
+		<-*g
+	}
 	return c.FSM.Restore(rc)
 }
 

@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"os"
@@ -106,10 +107,35 @@ type leaderCommit struct {
 	stop      chan struct{}
 	stopOnce  sync.Once
 	closeOnce sync.Once
+
+	// installing is the snapshot installation the main Raft loop is busy with (nil:
+	// none); only the tee goroutine and the installation's answer touch it.
+	installing atomic.Pointer[installation]
+	// self is this node's RPC header, for the heartbeats the tee answers.
+	self raft.RPCHeader
+}
+
+// installation is an InstallSnapshot RPC the main Raft loop took and has not answered.
+type installation struct {
+	term   uint64
+	leader []byte // the sender's server id
 }
 
 // tee hands Raft the transport's RPCs through a channel of its own, noting the commit
 // index of every AppendEntries on the way.
+//
+// It also answers, itself, the heartbeats of the leader whose snapshot the main loop is
+// installing. Without the heartbeat fast path (transport.go) a heartbeat waits for the
+// main loop, and hashicorp/raft's follower runs a whole InstallSnapshot there, receiving
+// the snapshot and waiting for the state machine to restore it. Installing a large state
+// takes longer than the leader lease; when every follower installs at once, as after a
+// restore on the leader (PUT /v1/snapshot), the leader hears from none of them and steps
+// down, and the restore fails with "leadership lost". The answer the tee gives is the
+// one the loop would give: the follower accepted the leader's term with the
+// InstallSnapshot (its term cannot change while the loop is busy), and a heartbeat
+// carries no entries, no log position and no commit index, so accepting it changes
+// nothing but the follower's last contact. Heartbeats of any other term or sender still
+// wait for the loop.
 func (lc *leaderCommit) tee(in <-chan raft.RPC) <-chan raft.RPC {
 	lc.once.Do(func() {
 		lc.out = make(chan raft.RPC)
@@ -122,8 +148,14 @@ func (lc *leaderCommit) tee(in <-chan raft.RPC) <-chan raft.RPC {
 				case <-stop:
 					return
 				}
-				if req, ok := rpc.Command.(*raft.AppendEntriesRequest); ok {
+				switch req := rpc.Command.(type) {
+				case *raft.AppendEntriesRequest:
 					lc.note(req.LeaderCommitIndex)
+					if lc.answerDuringInstall(rpc, req) {
+						continue
+					}
+				case *raft.InstallSnapshotRequest:
+					rpc = lc.trackInstall(rpc, req)
 				}
 				select {
 				case lc.out <- rpc:
@@ -134,6 +166,38 @@ func (lc *leaderCommit) tee(in <-chan raft.RPC) <-chan raft.RPC {
 		}()
 	})
 	return lc.out
+}
+
+// trackInstall marks the installation in progress until the main loop answers rpc.
+func (lc *leaderCommit) trackInstall(rpc raft.RPC, req *raft.InstallSnapshotRequest) raft.RPC {
+	inst := &installation{term: req.Term, leader: append([]byte(nil), req.RPCHeader.ID...)}
+	answer := rpc.RespChan
+	relay := make(chan raft.RPCResponse, 1)
+	rpc.RespChan = relay
+	lc.installing.Store(inst)
+	go func() {
+		resp := <-relay
+		lc.installing.CompareAndSwap(inst, nil)
+		answer <- resp
+	}()
+	return rpc
+}
+
+// answerDuringInstall answers rpc, a heartbeat of the leader whose snapshot is being
+// installed, with what the main loop would answer; false: the loop must see it.
+func (lc *leaderCommit) answerDuringInstall(rpc raft.RPC, req *raft.AppendEntriesRequest) bool {
+	inst := lc.installing.Load()
+	if inst == nil || !isHeartbeat(req) || req.Term != inst.term || !bytes.Equal(req.RPCHeader.ID, inst.leader) {
+		return false
+	}
+	rpc.Respond(&raft.AppendEntriesResponse{RPCHeader: lc.self, Term: req.Term, Success: true}, nil)
+	return true
+}
+
+// isHeartbeat is hashicorp/raft's test for a heartbeat (net_transport.go).
+func isHeartbeat(req *raft.AppendEntriesRequest) bool {
+	return req.Term != 0 && req.RPCHeader.Addr != nil && req.PrevLogEntry == 0 && req.PrevLogTerm == 0 &&
+		len(req.Entries) == 0 && req.LeaderCommitIndex == 0
 }
 
 func (lc *leaderCommit) stopCh() chan struct{} {

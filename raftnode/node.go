@@ -206,6 +206,7 @@ func (n *Node) open() (bool, error) {
 		n.log.Info("bootstrapped raft cluster", "peers", len(cfg.Peers))
 	}
 	n.notify = newCommitNotifier(noHeartbeatFastPath{n.trans}, cfg.HeartbeatTimeout, !cfg.noCommitNotify)
+	n.commit.self = raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(cfg.NodeID), Addr: []byte(n.trans.LocalAddr())}
 	trans := notifyingTransport{noHeartbeatFastPath{n.trans}, n.notify, &n.commit}
 	r, err := raft.NewRaft(rc, commitHookFSM{n.sm, n.notify.notifyCommit, n.met}, cache, bolt, snaps, trans)
 	if err != nil {
