@@ -127,6 +127,17 @@ func TestCheck_ReadsMatchTheirIndex(t *testing.T) {
 		{"unknown write below an index acknowledged before it began", read(StaleRead, SvcState{"b", "m"}, 9, 50, 60), false},
 		{"unknown write invoked after the read returned", read(StaleRead, SvcState{"b", "m"}, 11, 30, 34), false},
 	}
+	// Two writes to :1 coalesced into the entry at index 12: either may be the last.
+	base = append(base, put(1, "c", OK, 12, 41, 45), put(1, "d", OK, 12, 41, 46))
+	tests = append(tests, []struct {
+		name string
+		read Record
+		ok   bool
+	}{
+		{"either write of one entry", read(StaleRead, SvcState{"c"}, 12, 50, 60), true},
+		{"the other write of that entry", read(StaleRead, SvcState{"d"}, 12, 50, 60), true},
+		{"a value from before the entry", read(StaleRead, SvcState{"b"}, 12, 50, 60), false},
+	}...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n, v := checkByIndex(append(append([]Record(nil), base...), tt.read), 1<<62)
