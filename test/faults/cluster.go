@@ -309,7 +309,11 @@ func (c *Cluster) startOnce(n *Node) error {
 		close(exited)
 	}()
 
-	// Wait until the API accepts connections (or the process dies, e.g. on a port clash).
+	// Wait until the API answers HTTP (or the process dies, e.g. on a port clash). A
+	// bare TCP connect is not enough: the port reserved for this API may have gone to
+	// another node's listener in between (a gRPC port answers HTTP/2), and this node
+	// then exits on its clash while the harness takes the other listener for its API.
+	probe := &http.Client{Timeout: 500 * time.Millisecond, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
@@ -318,10 +322,12 @@ func (c *Cluster) startOnce(n *Node) error {
 			return fmt.Errorf("%s exited during start (see %s)", n.ID, n.LogPath)
 		default:
 		}
-		conn, err := net.DialTimeout("tcp", httpAddr, 200*time.Millisecond)
+		resp, err := probe.Get("http://" + httpAddr + "/v1/status/ready")
 		if err == nil {
-			_ = conn.Close()
-			return nil
+			_ = resp.Body.Close()
+			if resp.Header.Get("X-Roster-Served-By") == n.ID {
+				return nil
+			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
