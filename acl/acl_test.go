@@ -148,3 +148,75 @@ func TestToken_Validate(t *testing.T) {
 		}
 	}
 }
+
+// Exceeds is the subset rule of token management: per resource, and per namespace
+// with "*" standing for every namespace without a key of its own.
+func TestRules_Exceeds(t *testing.T) {
+	ns := func(kv ...any) map[string]Access {
+		m := map[string]Access{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1].(Access)
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name    string
+		r, have Rules
+		want    string // the right r has beyond have; "" when within
+	}{
+		{name: "empty within empty", r: Rules{}, have: Rules{}},
+		{name: "equal", r: Rules{Namespaces: ns("a", Write), Operator: Read, ACL: Write}, have: Rules{Namespaces: ns("a", Write), Operator: Read, ACL: Write}},
+		{name: "operator above", r: Rules{Operator: Write}, have: Rules{Operator: Read}, want: "operator: write"},
+		{name: "acl above", r: Rules{ACL: Write}, have: Rules{ACL: Read, Operator: Write}, want: "acl: write"},
+		{name: "a namespace the caller lacks", r: Rules{Namespaces: ns("a", Read)}, have: Rules{Namespaces: ns("b", Write)}, want: `namespace "a": read`},
+		{name: "write above read", r: Rules{Namespaces: ns("a", Write)}, have: Rules{Namespaces: ns("a", Read)}, want: `namespace "a": write`},
+		{name: "a namespace under the caller's star", r: Rules{Namespaces: ns("a", Write)}, have: Rules{Namespaces: ns("*", Write)}},
+		{name: "star above the caller's keys", r: Rules{Namespaces: ns("*", Read)}, have: Rules{Namespaces: ns("a", Write, "b", Write)}, want: `namespace "*": read`},
+		{name: "star within star", r: Rules{Namespaces: ns("*", Read)}, have: Rules{Namespaces: ns("*", Write)}},
+		{name: "star where the caller has an exception", r: Rules{Namespaces: ns("*", Read)}, have: Rules{Namespaces: ns("*", Write, "secret", None)}, want: `namespace "secret": read`},
+		{name: "star with the same exception", r: Rules{Namespaces: ns("*", Read, "secret", None)}, have: Rules{Namespaces: ns("*", Write, "secret", None)}},
+		{name: "an exception below the star is within", r: Rules{Namespaces: ns("*", None, "a", Read)}, have: Rules{Namespaces: ns("a", Read)}},
+		{name: "explicit none is within anything", r: Rules{Namespaces: ns("a", None)}, have: Rules{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, ok := tc.r.Exceeds(tc.have)
+			if tc.want == "" {
+				if ok {
+					t.Fatalf("%s exceeds %s by %s, want within", tc.r, tc.have, p)
+				}
+				return
+			}
+			if !ok || p.String() != tc.want {
+				t.Fatalf("%s beyond %s: %v %v, want %s", tc.r, tc.have, p, ok, tc.want)
+			}
+		})
+	}
+}
+
+// CheckGrant: a management token may grant and take away anything, a token only rules
+// within its own and never a management token; with ACLs off everything passes.
+func TestAuthorizer_CheckGrant(t *testing.T) {
+	aclWriter := ForToken(Token{Rules: Rules{Namespaces: map[string]Access{"dev": Write}, ACL: Write}})
+	mgmt := ForToken(Token{Management: true})
+	if err := AllowAll().CheckGrant("create", Token{Management: true}); err != nil {
+		t.Fatalf("ACLs off: %v", err)
+	}
+	if err := mgmt.CheckGrant("delete", Token{Management: true}); err != nil {
+		t.Fatalf("management deleting management: %v", err)
+	}
+	if err := aclWriter.CheckGrant("create", Token{Rules: Rules{Namespaces: map[string]Access{"dev": Read}, ACL: Write}}); err != nil {
+		t.Fatalf("within its own rules: %v", err)
+	}
+	err := aclWriter.CheckGrant("create", Token{Rules: Rules{Namespaces: map[string]Access{"*": Write}}})
+	var ge *GrantError
+	if !errors.As(err, &ge) || !errors.Is(err, ErrPermissionDenied) || !strings.Contains(err.Error(), `namespace "*": write`) {
+		t.Fatalf("a star beyond its own: %v", err)
+	}
+	err = aclWriter.CheckGrant("delete", Token{Management: true})
+	if !errors.As(err, &ge) || !ge.Management || !strings.Contains(err.Error(), "only a management token may delete") {
+		t.Fatalf("deleting a management token: %v", err)
+	}
+	if err := (&Authorizer{}).CheckGrant("create", Token{}); !errors.Is(err, ErrPermissionDenied) {
+		t.Fatalf("no token: %v", err)
+	}
+}

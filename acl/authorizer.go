@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 )
 
 // Errors of access control. Every error a check returns wraps one of them.
@@ -74,8 +75,9 @@ func (e *DeniedError) Is(target error) bool { return target == ErrPermissionDeni
 // Authorizer is what a request may do: everything (ACLs off), or what its token grants.
 // The zero value grants nothing.
 type Authorizer struct {
-	all   bool
-	token *Token
+	all    bool
+	token  *Token
+	secret string // what the request presented (ForSecret)
 }
 
 // AllowAll grants everything: the Authorizer of every request while ACLs are off.
@@ -138,4 +140,99 @@ func WithAuthorizer(ctx context.Context, a *Authorizer) context.Context {
 func FromContext(ctx context.Context) *Authorizer {
 	a, _ := ctx.Value(ctxKey{}).(*Authorizer)
 	return a
+}
+
+// Granting rights. A token may only create tokens whose rights are within its own, and
+// delete only those (Authorizer.CheckGrant): `acl: write` lets a token hand out and take
+// back what it holds, never more.
+
+// Exceeds returns a right that rules r grant and have does not (ok false when r is
+// within have). r is within have when, for operator and for acl, r's level is at most
+// have's, and for every namespace — each key of either and, for every namespace named
+// by neither, the "*" key — r's level (its own key, else its "*" key, else none) is at
+// most have's, resolved the same way. A "*" rule is thereby a right over every
+// namespace without a key of its own: "*": write is within have only if have writes
+// every such namespace too.
+func (r Rules) Exceeds(have Rules) (Permission, bool) {
+	if r.Operator > have.Operator {
+		return Permission{Resource: ResourceOperator, Access: r.Operator}, true
+	}
+	if r.ACL > have.ACL {
+		return Permission{Resource: ResourceACL, Access: r.ACL}, true
+	}
+	keys := map[string]bool{AnyNamespace: true}
+	for k := range r.Namespaces {
+		keys[k] = true
+	}
+	for k := range have.Namespaces {
+		keys[k] = true
+	}
+	sorted := make([]string, 0, len(keys))
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	sort.Strings(sorted)
+	for _, ns := range sorted {
+		if a := r.Namespace(ns); a > have.Namespace(ns) {
+			return NamespacePermission(ns, a), true
+		}
+	}
+	return Permission{}, false
+}
+
+// GrantError is ErrPermissionDenied for a token change that would hand out (or take
+// away) a right the caller's token lacks.
+type GrantError struct {
+	// Action is what was refused: "create", "delete".
+	Action string
+	// Right is the right the other token has and the caller's lacks; zero when the
+	// other token is a management token.
+	Right      Permission
+	Management bool
+}
+
+func (e *GrantError) Error() string {
+	if e.Management {
+		return fmt.Sprintf("permission denied: only a management token may %s a management token", e.Action)
+	}
+	return fmt.Sprintf("permission denied: a token may only %s tokens whose rules are within its own, and this one does not grant %s",
+		e.Action, e.Right)
+}
+
+// Is makes errors.Is(err, ErrPermissionDenied) true.
+func (e *GrantError) Is(target error) bool { return target == ErrPermissionDenied }
+
+// CheckGrant returns nil when the request may create or delete (action) token t: with
+// ACLs off, with a management token, or when t is no management token and its rules are
+// within the caller's (Rules.Exceeds); else a *GrantError naming the right at fault.
+func (a *Authorizer) CheckGrant(action string, t Token) error {
+	switch {
+	case a == nil:
+		return &DeniedError{Permission: ACLWrite}
+	case a.all:
+		return nil
+	case a.token == nil:
+		return &DeniedError{Permission: ACLWrite}
+	case a.token.Management:
+		return nil
+	case t.Management:
+		return &GrantError{Action: action, Management: true}
+	}
+	if p, ok := t.Rules.Exceeds(a.token.Rules); ok {
+		return &GrantError{Action: action, Right: p}
+	}
+	return nil
+}
+
+// ForSecret grants what t grants, for a request that presented secret: a server that
+// hands the request to the leader sends the secret along, so that the leader checks the
+// token itself (Secret).
+func ForSecret(t Token, secret string) *Authorizer { return &Authorizer{token: &t, secret: secret} }
+
+// Secret is the secret the request presented ("" when none, or with ACLs off).
+func (a *Authorizer) Secret() string {
+	if a == nil {
+		return ""
+	}
+	return a.secret
 }

@@ -43,6 +43,11 @@ type AutopilotServer struct {
 	// Reason explains an unhealthy server, a non-voter waiting for a vote, and a dead
 	// server the leader removes or keeps.
 	Reason string `json:"reason,omitempty"`
+	// Version, NewestCommand and Release are the server's build as the leader knows it
+	// (Member's fields of the same names).
+	Version       string `json:"version,omitempty"`
+	NewestCommand uint8  `json:"newestCommand"`
+	Release       string `json:"release"`
 }
 
 // AutopilotHealthConfig is the autopilot configuration of the leader that answered.

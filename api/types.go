@@ -86,7 +86,8 @@ type HealthCheck struct {
 	Rise           int               `json:"rise"`
 	Fall           int               `json:"fall"`
 	// Confirm is who decides a health transition: "majority" (the leader asks the other
-	// voters to probe once and needs a majority of the nodes that answered) or "leader".
+	// voters to probe once and needs a majority of the voters, itself included, to see
+	// the transition) or "leader".
 	Confirm string `json:"confirm"`
 	// TLSServerName, TLSSkipVerify and TLSCAPEM are the TLS options of HTTPS and TLS
 	// checks: the name the certificate is verified against (empty: the instance's
@@ -186,7 +187,15 @@ const (
 	// CodeACLMismatch: this node and the cluster disagree on whether ACLs are on; the
 	// node serves nothing until it is restarted with the cluster's setting (503).
 	CodeACLMismatch = "acl_mismatch"
+	// CodeUpgradeInProgress: some server of the cluster runs an older release that
+	// cannot apply the change (Error.Nodes names them); nothing was written. Upgrade
+	// them first (503).
+	CodeUpgradeInProgress = "upgrade_in_progress"
 )
+
+// ReasonNeedsUpgrade is Ready.ReasonCode for a node that stopped applying at a
+// committed entry its build cannot apply (Ready.HaltedAt): restart it on a newer release.
+const ReasonNeedsUpgrade = "needs_upgrade"
 
 // ErrorBody is the body of every error response: {"error":{"code","message","field"}}.
 type ErrorBody struct {
@@ -200,6 +209,39 @@ type Error struct {
 	Field   string `json:"field,omitempty"`
 	// Index is, for cas_mismatch, the object's current modify index (0: it does not exist).
 	Index *uint64 `json:"index,omitempty"`
+	// Nodes are, for upgrade_in_progress, the servers that must be upgraded first.
+	Nodes []NodeBuild `json:"nodes,omitempty"`
+}
+
+// NodeBuild is the build a server runs, as the cluster knows it.
+type NodeBuild struct {
+	ID string `json:"id"`
+	// Version and Commit are the server's release and git commit; empty for a server of
+	// a release before servers reported them.
+	Version string `json:"version,omitempty"`
+	Commit  string `json:"commit,omitempty"`
+	// NewestCommand is the newest state-machine command type the server applies.
+	NewestCommand uint8 `json:"newestCommand"`
+	// Release describes the release for people: Version, or what NewestCommand tells
+	// of a server that reports no version ("a release before v0.2.0").
+	Release string `json:"release"`
+}
+
+// Build is a node's own build (Ready.Build).
+type Build struct {
+	Version       string `json:"version"`
+	Commit        string `json:"commit"`
+	GoVersion     string `json:"goVersion"`
+	NewestCommand uint8  `json:"newestCommand"`
+}
+
+// HaltedEntry is the committed entry a node stopped applying at (Ready.HaltedAt).
+type HaltedEntry struct {
+	Index uint64 `json:"index"`
+	// Type is the entry's command type, TypeName its name ("MessageType(24)" for a type
+	// this build does not know).
+	Type     uint8  `json:"type"`
+	TypeName string `json:"typeName"`
 }
 
 // WriteResult is the body of every successful write: the Raft index it was applied at.
@@ -249,9 +291,9 @@ type ServiceSummary struct {
 	Service
 	InstanceCount int `json:"instanceCount"`
 	HealthyCount  int `json:"healthyCount"`
-	// ProtectThresholdReached is set when the service has enabled instances and at most
-	// its protectThreshold share of them is healthy: Nacos clients are then given every
-	// enabled instance, healthy or not.
+	// ProtectThresholdReached is set when the protect threshold is reached among the
+	// service's enabled instances (model.ProtectThresholdReached): a healthy read (native,
+	// Nacos or DNS) then answers every enabled instance, healthy or not.
 	ProtectThresholdReached bool `json:"protectThresholdReached"`
 }
 
@@ -361,8 +403,11 @@ type InstanceResponse struct {
 
 // InstancesResponse is the body of GET .../instances.
 type InstancesResponse struct {
-	Service                 Service    `json:"service"`
-	Index                   uint64     `json:"index"`
+	Service Service `json:"service"`
+	Index   uint64  `json:"index"`
+	// ProtectThresholdReached reports the protect threshold reached among the enabled
+	// instances of the selected clusters (model.ProtectThresholdReached), whatever the
+	// health filter; with healthy=true the list is then every enabled instance.
 	ProtectThresholdReached bool       `json:"protectThresholdReached"`
 	Instances               []Instance `json:"instances"`
 }
@@ -385,6 +430,17 @@ type Ready struct {
 	// ClusterID is the cluster's identity ("" until its first leader set it).
 	ClusterID string `json:"clusterId,omitempty"`
 	Reason    string `json:"reason,omitempty"`
+	// ReasonCode classifies Reason where a program should act on it: ReasonNeedsUpgrade.
+	ReasonCode string `json:"reasonCode,omitempty"`
+	// HaltedAt is the entry the node stopped applying at (with ReasonNeedsUpgrade, and
+	// for an entry it cannot decode).
+	HaltedAt *HaltedEntry `json:"haltedAt,omitempty"`
+	// Build is the node's own build (absent from releases before v0.3.0).
+	Build *Build `json:"build,omitempty"`
+	// LastStateCheck is the newest state check this node applied: its hash of the state
+	// at that index, which every node takes at the same entries (GET
+	// /v1/status/state-check?index=N compares them).
+	LastStateCheck *StateCheck `json:"lastStateCheck,omitempty"`
 }
 
 // StateCheck is the body of GET /v1/status/state-check: the hash of a node's state as
@@ -403,6 +459,16 @@ type Member struct {
 	Leader   bool   `json:"leader"`
 	// LastContactMillis is the leader's last contact with this server, -1 when unknown.
 	LastContactMillis int64 `json:"lastContactMillis"`
+	// Version and Commit are the server's build as the answering node knows it (what
+	// the server announced to it, when it leads; the server's own answer with
+	// ?detail=true); empty when unknown (a release before servers reported them).
+	Version string `json:"version,omitempty"`
+	Commit  string `json:"commit,omitempty"`
+	// NewestCommand is the newest command type the server applies, as far as the
+	// answering node knows (12 for a server that announces none).
+	NewestCommand uint8 `json:"newestCommand"`
+	// Release is Version, or a description of the server's release from NewestCommand.
+	Release string `json:"release"`
 	// Status is what the server says of itself, asked by the node that answered the
 	// list (GET /v1/cluster/members?detail=true only).
 	Status *MemberStatus `json:"status,omitempty"`
@@ -419,9 +485,12 @@ type MemberStatus struct {
 	CommitIndex  uint64 `json:"commitIndex"`
 	// Lag is the listing node's commit index minus the member's applied index (0 when
 	// the member is ahead).
-	Lag    uint64 `json:"lag"`
-	Reason string `json:"reason,omitempty"`
-	Error  string `json:"error,omitempty"`
+	Lag        uint64 `json:"lag"`
+	Reason     string `json:"reason,omitempty"`
+	ReasonCode string `json:"reasonCode,omitempty"`
+	// Build is the member's own build, as it answered (absent from releases before v0.3.0).
+	Build *Build `json:"build,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 // MembersResponse is the body of GET /v1/cluster/members.
@@ -448,6 +517,9 @@ type JoinRequest struct {
 	// absent: unknown, as from an older server). The leader uses a command type only
 	// once every server announced it.
 	NewestCommand uint8 `json:"newestCommand,omitempty"`
+	// Version and Commit are the server's build (absent from releases before v0.3.0).
+	Version string `json:"version,omitempty"`
+	Commit  string `json:"commit,omitempty"`
 }
 
 // Forwarding signal of the native API.
@@ -618,4 +690,24 @@ type ACLToken struct {
 type ACLTokensResponse struct {
 	Index  uint64     `json:"index"`
 	Tokens []ACLToken `json:"tokens"`
+}
+
+// Snapshot restores and ACL state.
+
+// Values of PUT /v1/snapshot?acl= and of SnapshotRestoreResult.ACL.
+const (
+	// RestoreACLCluster keeps the cluster's current ACL state (tokens, bootstrap): the
+	// default, whatever the archive holds.
+	RestoreACLCluster = "cluster"
+	// RestoreACLArchive restores the archive's ACL state (needs acl: write).
+	RestoreACLArchive = "archive"
+)
+
+// SnapshotRestoreResult is the answer to PUT /v1/snapshot.
+type SnapshotRestoreResult struct {
+	// Index is the index of the first write after the restore.
+	Index uint64 `json:"index"`
+	// ACL says whose ACL state the cluster has now: RestoreACLCluster (its own, kept)
+	// or RestoreACLArchive (the archive's).
+	ACL string `json:"acl"`
 }

@@ -18,6 +18,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/rosterhq/roster/client/sse"
+	"github.com/rosterhq/roster/internal/procstat"
 )
 
 // FanoutConfig configures Fanout: Watchers SSE subscribers on one node, then Writes
@@ -272,7 +275,7 @@ func Fanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 		return nil, err
 	}
 	if cfg.PID > 0 {
-		if lim, err := procOpenFilesLimit(cfg.PID); err == nil && lim < int64(cfg.Watchers+64) {
+		if lim, err := procstat.OpenFilesLimit(cfg.PID); err == nil && lim < int64(cfg.Watchers+64) {
 			return nil, fmt.Errorf("bench: the server (pid %d) may open %d files, too few for %d subscribers: start it with a higher ulimit -n",
 				cfg.PID, lim, cfg.Watchers)
 		}
@@ -663,7 +666,7 @@ func (f *fanout) stream(ctx context.Context, s *fanSub, lastID *string, firstEve
 		"the fan-out benchmark needs a server that has it"); err != nil {
 		return 0, err
 	}
-	p := newSSEReader(resp.Body, sseSmallBuffer)
+	p := sse.NewReader(resp.Body, sseSmallBuffer)
 	for n := 0; ; n++ {
 		ev, err := p.Next()
 		if err != nil {
@@ -698,70 +701,23 @@ func procRSS(pid int, field string) int64 {
 	if pid < 0 {
 		return -1
 	}
-	path := "/proc/self/status"
-	if pid > 0 {
-		path = fmt.Sprintf("/proc/%d/status", pid)
-	}
-	b, err := os.ReadFile(path)
+	v, err := procstat.StatusKiB(pid, field)
 	if err != nil {
 		return -1
 	}
-	return parseStatusKiB(string(b), field)
-}
-
-// parseStatusKiB finds "Field:   1234 kB" in a /proc/PID/status text.
-func parseStatusKiB(status, field string) int64 {
-	for _, line := range strings.Split(status, "\n") {
-		rest, ok := strings.CutPrefix(line, field+":")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(rest)
-		if len(f) == 0 {
-			return -1
-		}
-		v, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			return -1
-		}
-		return v
-	}
-	return -1
+	return v
 }
 
 // procFDs counts the open files of pid (0 = this process); -1 when unknown.
 func procFDs(pid int) int {
-	path := "/proc/self/fd"
-	if pid > 0 {
-		path = fmt.Sprintf("/proc/%d/fd", pid)
-	} else if pid < 0 {
+	if pid < 0 {
 		return -1
 	}
-	es, err := os.ReadDir(path)
+	n, err := procstat.FDs(pid)
 	if err != nil {
 		return -1
 	}
-	return len(es)
-}
-
-// procOpenFilesLimit reads the soft "Max open files" of pid from /proc/PID/limits.
-func procOpenFilesLimit(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "Max open files"); ok {
-			f := strings.Fields(rest)
-			if len(f) > 0 {
-				if f[0] == "unlimited" {
-					return 1 << 40, nil
-				}
-				return strconv.ParseInt(f[0], 10, 64)
-			}
-		}
-	}
-	return 0, errors.New("no Max open files line")
+	return n
 }
 
 // goroutinesOf reads go_goroutines from the node's /metrics; -1 when unknown.

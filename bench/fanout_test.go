@@ -112,16 +112,3 @@ func TestFanout_FailsAtOnceWithoutSSE(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 }
-
-func TestParseStatusKiB(t *testing.T) {
-	status := "Name:\troster\nVmHWM:\t  20480 kB\nVmRSS:\t   10240 kB\nThreads:\t9\n"
-	if v := parseStatusKiB(status, "VmRSS"); v != 10240 {
-		t.Errorf("VmRSS %d", v)
-	}
-	if v := parseStatusKiB(status, "VmHWM"); v != 20480 {
-		t.Errorf("VmHWM %d", v)
-	}
-	if v := parseStatusKiB(status, "VmSwap"); v != -1 {
-		t.Errorf("missing field %d", v)
-	}
-}

@@ -116,7 +116,7 @@ type Meta struct {
 // NewMeta fills Meta from the running process.
 func NewMeta(args []string) Meta {
 	h, _ := os.Hostname()
-	return Meta{Tool: "roster bench", GoVersion: runtime.Version(), NumCPU: runtime.NumCPU(), Hostname: h, Started: time.Now(), Args: args}
+	return Meta{Tool: "roster-bench", GoVersion: runtime.Version(), NumCPU: runtime.NumCPU(), Hostname: h, Started: time.Now(), Args: args}
 }
 
 // Report is the JSON document written by the bench: metadata and every point.

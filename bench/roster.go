@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/rosterhq/roster/client/sse"
 )
 
 // rosterHeaderIndex is the header carrying the index of the data read.
@@ -264,7 +266,7 @@ func (c *rosterClient) watchSSE(ctx context.Context, w int, service, mode string
 		"run against a server that has it, or use --watch-transport blocking"); err != nil {
 		return err
 	}
-	p := newSSEReader(resp.Body, sseReadBuffer)
+	p := sse.NewReader(resp.Body, sseReadBuffer)
 	for n := 0; ; n++ {
 		ev, err := p.Next()
 		if err != nil {
@@ -288,7 +290,7 @@ func (c *rosterClient) watchSSE(ctx context.Context, w int, service, mode string
 // kind ("instances" or "services") and returns its index: the id field, which must agree
 // with the JSON index of a state event. A not_found event carries an error object and its
 // index in the id field.
-func decodeRosterEvent(ev sseEvent, kind string) (uint64, error) {
+func decodeRosterEvent(ev sse.Event, kind string) (uint64, error) {
 	idx, err := parseSSEIndex(ev)
 	if err != nil {
 		return 0, err

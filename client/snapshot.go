@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -51,12 +52,38 @@ func (c *Client) SaveSnapshot(ctx context.Context, w io.Writer, stale bool) (Sna
 // first: a bad one is an *APIError with status 400 whose Field names the archive member
 // at fault and whose Message says what is wrong; the cluster is then unchanged. Another
 // restore in progress is a conflict (IsConflict). Only ctx bounds the call.
+//
+// The cluster keeps its own ACL state (tokens, bootstrap); RestoreSnapshotWith with
+// RestoreOptions.ACL = api.RestoreACLArchive restores the archive's.
 func (c *Client) RestoreSnapshot(ctx context.Context, r io.Reader) error {
-	resp, err := c.snapshotRequest(ctx, http.MethodPut, nil, r)
-	if err != nil {
-		return err
+	_, err := c.RestoreSnapshotWith(ctx, r, RestoreOptions{})
+	return err
+}
+
+// RestoreOptions are the options of RestoreSnapshotWith.
+type RestoreOptions struct {
+	// ACL is api.RestoreACLCluster (or ""): keep the cluster's ACL state, or
+	// api.RestoreACLArchive: restore the archive's (needs acl: write).
+	ACL string
+}
+
+// RestoreSnapshotWith is RestoreSnapshot with options; it returns the server's answer,
+// which says whose ACL state the cluster has now.
+func (c *Client) RestoreSnapshotWith(ctx context.Context, r io.Reader, o RestoreOptions) (api.SnapshotRestoreResult, error) {
+	var q url.Values
+	if o.ACL != "" {
+		q = url.Values{"acl": {o.ACL}}
 	}
-	return resp.Body.Close()
+	resp, err := c.snapshotRequest(ctx, http.MethodPut, q, r)
+	if err != nil {
+		return api.SnapshotRestoreResult{}, err
+	}
+	defer resp.Body.Close()
+	var res api.SnapshotRestoreResult
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+		return res, fmt.Errorf("roster client: decoding the restore's answer: %w", err)
+	}
+	return res, nil
 }
 
 // snapshotRequest sends a request to /v1/snapshot without the client's timeout and

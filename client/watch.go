@@ -1,8 +1,6 @@
 package client
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/client/sse"
 )
 
 // WatchOptions configure a watch stream.
@@ -276,105 +275,35 @@ func (c *Client) openStream(ctx context.Context, path *pathBuilder, query url.Va
 	return resp, nil
 }
 
-// sseEvent is one server-sent event.
+// sseEvent is one server-sent event of a watch stream: its type, its data and the index
+// its id field carries (the stream's last id: 0 when none was a number).
 type sseEvent struct {
 	id    uint64
 	event string
 	data  []byte
 }
 
-// maxEventBytes bounds one event's data.
-const maxEventBytes = 64 << 20
-
-// readStream parses server-sent events (https://html.spec.whatwg.org/multipage/server-sent-events.html)
-// from r and hands each to handle, which returns the event's index. It returns the last
-// index seen, whether any event arrived, and why the stream ended.
+// readStream parses server-sent events (sse.Reader) from r and hands each to handle,
+// which returns the event's index. It returns the last index seen, whether any event
+// arrived, and why the stream ended.
 func readStream(r io.Reader, last uint64, handle func(sseEvent) (uint64, error)) (uint64, bool, error) {
-	lr := &lineReader{br: bufio.NewReaderSize(r, 4<<10)}
-	var (
-		ev   sseEvent
-		data bytes.Buffer
-		got  bool
-	)
+	p := sse.NewReader(r, 4<<10)
+	got := false
 	for {
-		line, err := lr.next()
+		ev, err := p.Next()
+		if err != nil {
+			if errors.Is(err, sse.ErrTooLarge) {
+				err = fmt.Errorf("roster client: %w", err)
+			}
+			return last, got, err
+		}
+		id, _ := strconv.ParseUint(ev.ID, 10, 64)
+		idx, err := handle(sseEvent{id: id, event: ev.Type, data: ev.Data})
 		if err != nil {
 			return last, got, err
 		}
-		if len(line) == 0 { // dispatch
-			if data.Len() > 0 || ev.event != "" {
-				ev.data = bytes.TrimSuffix(data.Bytes(), []byte("\n"))
-				if ev.event == "" {
-					ev.event = "message"
-				}
-				idx, err := handle(ev)
-				if err != nil {
-					return last, got, err
-				}
-				if idx > 0 {
-					last, got = idx, true
-				}
-			}
-			data.Reset()
-			ev = sseEvent{id: ev.id}
-			continue
+		if idx > 0 {
+			last, got = idx, true
 		}
-		if line[0] == ':' {
-			continue // comment (keep-alive)
-		}
-		field, value, _ := bytes.Cut(line, []byte(":"))
-		value = bytes.TrimPrefix(value, []byte(" "))
-		switch string(field) {
-		case "event":
-			ev.event = string(value)
-		case "data":
-			if data.Len()+len(value) > maxEventBytes {
-				return last, got, errors.New("roster client: event too large")
-			}
-			data.Write(value)
-			data.WriteByte('\n')
-		case "id":
-			if n, err := strconv.ParseUint(string(value), 10, 64); err == nil {
-				ev.id = n
-			}
-		}
-	}
-}
-
-// lineReader splits a stream into lines ending in LF, CRLF or CR.
-type lineReader struct {
-	br *bufio.Reader
-	// skipLF: the last line ended in CR, so a LF right after it belongs to it. Remembered
-	// rather than peeked at, so a CR-terminated line is dispatched without waiting for
-	// the next byte.
-	skipLF bool
-	line   []byte
-}
-
-// next returns the next line without its ending; the slice is valid until the next call.
-func (lr *lineReader) next() ([]byte, error) {
-	lr.line = lr.line[:0]
-	for {
-		b, err := lr.br.ReadByte()
-		if err != nil {
-			return nil, err
-		}
-		if lr.skipLF {
-			lr.skipLF = false
-			if b == '\n' {
-				continue
-			}
-		}
-		switch b {
-		case '\n':
-			return lr.line, nil
-		case '\r':
-			lr.skipLF = true
-			return lr.line, nil
-		}
-		if len(lr.line) > maxEventBytes {
-			return nil, errors.New("roster client: event line too long")
-		}
-		lr.line = append(lr.line, b)
 	}
 }

@@ -287,8 +287,9 @@ func (s *service) findCluster(name string) (string, bool) {
 
 // selectInstances returns the instances a query of cluster ("": every cluster)
 // answers, by the same rule as the native API's ?healthy=true: the enabled healthy
-// ones, unless healthy/enabled ≤ the protect threshold (threshold > 0): then every
-// enabled instance, healthy or not. The second result reports the threshold reached.
+// ones, unless the protect threshold is reached among the enabled ones
+// (model.ProtectThresholdReached): then every enabled instance, healthy or not. The
+// second result reports the threshold reached.
 func (s *service) selectInstances(cluster string) ([]instance, bool) {
 	var enabled, healthy int
 	for i := range s.instances {

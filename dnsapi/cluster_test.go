@@ -167,12 +167,13 @@ func TestCluster_FollowerAnswersFollowTheRegistry(t *testing.T) {
 	})
 	eventually(t, addr, "db.svc.roster.", dns.TypeA, dns.RcodeSuccess, "127.0.0.1")
 
-	// A disabled instance is never answered.
+	// A disabled instance is never answered: the one enabled instance left is down, so
+	// the threshold 0 is reached and it is answered, the disabled one not.
 	off := false
 	write(t, func() (uint64, error) {
 		return cl.UpdateInstance(ctx, ns, group, "db", "127.0.0.1", 5432, api.InstanceRequest{Enabled: &off})
 	})
-	eventually(t, addr, "db.svc.roster.", dns.TypeA, dns.RcodeSuccess)
+	eventually(t, addr, "db.svc.roster.", dns.TypeA, dns.RcodeSuccess, "127.0.0.2")
 	write(t, func() (uint64, error) { return cl.SetInstanceHealth(ctx, ns, group, "db", "127.0.0.2", 5432, true) })
 	eventually(t, addr, "db.svc.roster.", dns.TypeA, dns.RcodeSuccess, "127.0.0.2")
 

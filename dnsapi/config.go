@@ -28,8 +28,10 @@ const (
 	// MaxAnswersLimit is the largest MaxAnswers accepted.
 	MaxAnswersLimit = 4096
 	// maxUDPResponse is the largest UDP response sent, whatever a client's EDNS0
-	// buffer size says.
-	maxUDPResponse = dns.DefaultMsgSize
+	// buffer size says: the size the server advertises (udpReadSize, the DNS Flag Day
+	// 2020 figure), so that a small query spoofed from a victim's address gets at most
+	// some 1.2 KiB back (a larger answer sets TC; the client asks again over TCP).
+	maxUDPResponse = udpReadSize
 	// udpReadSize is the receive buffer of a UDP query, advertised in EDNS0 answers.
 	udpReadSize = 1232
 )

@@ -223,6 +223,25 @@ func TestAnswer_ProtectThreshold(t *testing.T) {
 	})
 }
 
+// TestAnswer_ProtectThresholdZeroEveryInstanceDown: with the default threshold 0 and
+// every enabled instance unhealthy, the threshold is reached (the rule of every API):
+// every enabled instance is answered; a healthy one ends the fallback.
+func TestAnswer_ProtectThresholdZeroEveryInstanceDown(t *testing.T) {
+	f := newFixture(t, Config{})
+	db := short("db")
+	f.register(db, "127.0.0.1:1", func(in *model.Instance) { in.Healthy = false })
+	second := f.register(db, "127.0.0.2:1", func(in *model.Instance) { in.Healthy = false })
+	f.register(db, "127.0.0.3:1", func(in *model.Instance) { in.Enabled = false })
+	f.threshold(db, 0)
+	if got := values(f.ask("db.svc.roster.", dns.TypeA)); !slices.Equal(got, []string{"127.0.0.1", "127.0.0.2"}) {
+		t.Fatalf("threshold 0, every enabled instance down: A %v, want every enabled instance", got)
+	}
+	f.setHealth(second, true)
+	wait.For(t, 5*time.Second, "only the healthy instance once one is healthy", func() bool {
+		return slices.Equal(values(f.ask("db.svc.roster.", dns.TypeA)), []string{"127.0.0.2"})
+	})
+}
+
 func TestAnswer_SRVWeightsTargetsAndGlue(t *testing.T) {
 	f := newFixture(t, Config{})
 	db := short("db")
@@ -332,12 +351,12 @@ func TestAnswer_ClustersAndCase(t *testing.T) {
 func TestAnswer_NegativeAnswersAndEmptyNonTerminals(t *testing.T) {
 	f := newFixture(t, Config{NegativeTTL: 3 * time.Second})
 	f.register(key("prod", "billing", "orders"), "127.0.0.1:1")
-	f.register(short("down"), "127.0.0.2:1", func(in *model.Instance) { in.Healthy = false })
+	f.register(short("down"), "127.0.0.2:1", func(in *model.Instance) { in.Enabled = false })
 
 	wantNegative(t, f.ask("nope.svc.roster.", dns.TypeA), dns.RcodeNameError, 3)
 	wantNegative(t, f.ask("nope.billing.prod.svc.roster.", dns.TypeA), dns.RcodeNameError, 3)
 	wantNegative(t, f.ask("other.roster.", dns.TypeA), dns.RcodeNameError, 3)
-	// A service with no healthy instance exists: NODATA, not NXDOMAIN.
+	// A service with no enabled instance exists: NODATA, not NXDOMAIN.
 	wantNegative(t, f.ask("down.svc.roster.", dns.TypeA), dns.RcodeSuccess, 3)
 	wantNegative(t, f.ask("down.svc.roster.", dns.TypeSRV), dns.RcodeSuccess, 3)
 	// An existing name asked for a type it has none of.
@@ -505,4 +524,38 @@ func TestAnswer_ClosedStoreIsServFail(t *testing.T) {
 	wait.For(t, 5*time.Second, "SERVFAIL once the state is closed", func() bool {
 		return f.h.answer(new(dns.Msg).SetQuestion("other.svc.roster.", dns.TypeA), false, localClient).Rcode == dns.RcodeServerFailure
 	})
+}
+
+// TestAnswer_UDPCappedAt1232: over UDP no answer exceeds the 1,232-byte buffer the
+// server advertises, whatever buffer the client claims (a small spoofed query must
+// not be amplified into kilobytes); the rest sets TC and is had over TCP.
+func TestAnswer_UDPCappedAt1232(t *testing.T) {
+	f := newFixture(t, Config{MaxAnswers: 100})
+	big := short("big")
+	for i := 1; i <= 60; i++ {
+		f.register(big, netip.AddrFrom4([4]byte{127, 0, 1, byte(i)}).String()+":80")
+	}
+	for _, claimed := range []uint16{1233, 4096, 65535} {
+		req := new(dns.Msg).SetQuestion("big.svc.roster.", dns.TypeSRV)
+		req.SetEdns0(claimed, false)
+		m := f.exchange(req, false)
+		b, err := m.Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) > 1232 {
+			t.Fatalf("EDNS0 buffer %d: a UDP answer of %d bytes, over 1232", claimed, len(b))
+		}
+		if !m.Truncated || len(m.Answer) >= 60 {
+			t.Fatalf("EDNS0 buffer %d: %d of 60 SRV records, TC %v; want truncated", claimed, len(m.Answer), m.Truncated)
+		}
+		if opt := m.IsEdns0(); opt == nil || opt.UDPSize() != 1232 {
+			t.Fatalf("EDNS0 buffer %d: the answer advertises %v, want 1232", claimed, opt)
+		}
+	}
+	// TCP still carries the whole answer.
+	req := new(dns.Msg).SetQuestion("big.svc.roster.", dns.TypeSRV)
+	if m := f.exchange(req, true); m.Truncated || len(m.Answer) != 60 {
+		t.Fatalf("TCP: %d records, TC %v", len(m.Answer), m.Truncated)
+	}
 }

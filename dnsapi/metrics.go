@@ -63,20 +63,12 @@ func newMetrics(reg prometheus.Registerer, clients func() float64) (*metrics, er
 			Help: "Client addresses in the DNS rate limiter's table.",
 		}, clients),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	var err error
-	if m.queries, err = prom.Register(reg, m.queries); err != nil {
-		return nil, err
-	}
-	if m.latency, err = prom.Register(reg, m.latency); err != nil {
-		return nil, err
-	}
-	if m.truncated, err = prom.Register(reg, m.truncated); err != nil {
-		return nil, err
-	}
-	if m.clients, err = prom.Register(reg, m.clients); err != nil {
+	g := prom.On(reg)
+	prom.Add(g, &m.queries)
+	prom.Add(g, &m.latency)
+	prom.Add(g, &m.truncated)
+	prom.Add(g, &m.clients)
+	if err := g.Err(); err != nil {
 		return nil, err
 	}
 	return m, nil

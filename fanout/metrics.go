@@ -39,26 +39,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
 		}),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	var err error
-	if m.subscribers, err = prom.Register(reg, m.subscribers); err != nil {
-		return nil, err
-	}
-	if m.topics, err = prom.Register(reg, m.topics); err != nil {
-		return nil, err
-	}
-	if m.updates, err = prom.Register(reg, m.updates); err != nil {
-		return nil, err
-	}
-	if m.resyncs, err = prom.Register(reg, m.resyncs); err != nil {
-		return nil, err
-	}
-	if m.readErrors, err = prom.Register(reg, m.readErrors); err != nil {
-		return nil, err
-	}
-	if m.publish, err = prom.Register(reg, m.publish); err != nil {
+	g := prom.On(reg)
+	prom.Add(g, &m.subscribers, &m.topics)
+	prom.Add(g, &m.updates, &m.readErrors)
+	prom.Add(g, &m.resyncs)
+	prom.Add(g, &m.publish)
+	if err := g.Err(); err != nil {
 		return nil, err
 	}
 	return m, nil

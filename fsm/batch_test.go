@@ -101,26 +101,26 @@ func TestBatch_NestedBatchIsRefused(t *testing.T) {
 	}
 }
 
-// An older node, whose command table lacks the batch type or a command inside it,
-// refuses the entry (panics) before changing anything: it must never apply part of
-// what its peers apply. An element marked ignorable is skipped instead.
+// An older node, whose command table lacks the batch type or a command inside it, halts
+// at the entry before changing anything: it must never apply part of what its peers
+// apply. An element marked ignorable is skipped instead.
 func TestBatch_NodeThatCannotApplyItRefusesTheEntry(t *testing.T) {
 	reg := mustEncode(RegisterInstanceRequest{Instance: testInstance("127.100.0.1", 80)})
 	cases := map[string]struct {
-		older func(*FSM)
-		cmds  [][]byte
+		newest MessageType
+		cmds   [][]byte
+		reason HaltReason
 	}{
-		"no batch type":        {func(f *FSM) { delete(f.decoders, BatchType) }, [][]byte{reg}},
-		"unknown element type": {func(*FSM) {}, [][]byte{reg, {0x33, 0x80}}},
-		"undecodable element":  {func(*FSM) {}, [][]byte{reg, {byte(RegisterInstanceType), 0xc1}}},
-		"empty element":        {func(*FSM) {}, [][]byte{reg, {}}},
+		"no batch type":        {AutoDeregisterType, [][]byte{reg}, HaltNeedsUpgrade},
+		"unknown element type": {NewestType, [][]byte{reg, {0x33, 0x80}}, HaltNeedsUpgrade},
+		"undecodable element":  {NewestType, [][]byte{reg, {byte(RegisterInstanceType), 0xc1}}, HaltUndecodable},
+		"empty element":        {NewestType, [][]byte{reg, {}}, HaltUndecodable},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			f := mustNewFSM(t)
-			tc.older(f)
+			f := newFSM(mustNewStore(t), nil, tc.newest)
 			before := mustDump(t, f.Store())
-			mustPanic(t, name, func() { f.ApplyBatch([]*raft.Log{batchLog(t, 1, tc.cmds...)}) })
+			mustHalt(t, f, []*raft.Log{batchLog(t, 1, tc.cmds...)}, 1, tc.reason)
 			if after := mustDump(t, f.Store()); !reflect.DeepEqual(before, after) {
 				t.Fatalf("a refused batch left changes: %+v", after)
 			}

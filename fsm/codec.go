@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 )
@@ -22,7 +23,17 @@ func newMsgCodec() msgCodec {
 // Encode returns a log entry's data: the command's type byte, then the command as
 // msgpack. The encoding of a given command is stable; fsm/testdata pins it for every
 // command type.
-func Encode(cmd Command) ([]byte, error) { return sharedCodec.encode(cmd.MessageType(), cmd) }
+func Encode(cmd Command) ([]byte, error) {
+	encodes.Add(1)
+	return sharedCodec.encode(cmd.MessageType(), cmd)
+}
+
+// encodes counts Encode's calls (Encodes).
+var encodes atomic.Uint64
+
+// Encodes is how many commands this process encoded: a test counts a write's encodings
+// with it.
+func Encodes() uint64 { return encodes.Load() }
 
 // sharedCodec serves Encode and Decode: a handle caches what it learnt of each type, and
 // handles are safe for concurrent use once configured.

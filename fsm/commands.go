@@ -121,22 +121,42 @@ func (c CheckStateRequest) apply(f *FSM, tx *store.Txn, idx uint64) error {
 	return nil
 }
 
-// apply decodes the wrapped command, checks the modify index of the object it writes
-// and applies it only if the index is the expected one. A wrapped type that is not
-// conditional (or is itself a CAS) is refused as invalid: no such entry is ever written.
-func (c CASRequest) apply(f *FSM, tx *store.Txn, idx uint64) error {
+// decodedCAS is a CASRequest with the command it wraps decoded (nil: a wrapped type that
+// cannot be conditional).
+type decodedCAS struct {
+	CASRequest
+	inner Conditional
+}
+
+// decodeCAS decodes the command c wraps. A wrapped type newer than this build halts, as
+// the same command outside a CAS would; a type that cannot be conditional (or is itself
+// a CAS) is kept for apply to refuse: no such entry is ever written.
+func (f *FSM) decodeCAS(idx uint64, c CASRequest) (Command, error) {
+	d := decodedCAS{CASRequest: c}
 	dec, ok := f.decoders[c.Type]
-	if !ok || c.Type == CASType {
+	switch {
+	case c.Type == CASType:
+	case !ok && c.Type&^IgnoreUnknownFlag > f.newest:
+		return nil, &Halt{Index: idx, Type: c.Type, Reason: HaltNeedsUpgrade}
+	case ok:
+		inner, err := dec(c.Type, idx, c.Payload)
+		if err != nil {
+			return nil, err
+		}
+		d.inner, _ = inner.(Conditional)
+	}
+	return d, nil
+}
+
+// apply checks the modify index of the object the wrapped command writes and applies it
+// only if the index is the expected one.
+func (c decodedCAS) apply(f *FSM, tx *store.Txn, idx uint64) error {
+	if c.inner == nil {
 		return model.Invalid("cas", "command type %s cannot be conditional", c.Type)
 	}
-	inner := dec(c.Type, idx, c.Payload)
-	cond, ok := inner.(Conditional)
-	if !ok {
-		return model.Invalid("cas", "command type %s cannot be conditional", c.Type)
-	}
-	what, cur, err := cond.target(tx)
+	what, cur, err := c.inner.target(tx)
 	if c.OnService {
-		what, cur, err = serviceTarget(tx, cond.service())
+		what, cur, err = serviceTarget(tx, c.inner.service())
 	}
 	if err != nil {
 		return err
@@ -144,7 +164,16 @@ func (c CASRequest) apply(f *FSM, tx *store.Txn, idx uint64) error {
 	if cur != c.Index {
 		return &model.CASError{What: what, Expected: c.Index, Current: cur}
 	}
-	return cond.apply(f, tx, idx)
+	return c.inner.apply(f, tx, idx)
+}
+
+// apply is reached only through decodedCAS (decodeAll decodes every CAS so).
+func (c CASRequest) apply(f *FSM, tx *store.Txn, idx uint64) error {
+	d, err := f.decodeCAS(idx, c)
+	if err != nil {
+		return err
+	}
+	return d.apply(f, tx, idx)
 }
 
 // Targets of the conditional commands.

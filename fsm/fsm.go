@@ -29,8 +29,8 @@ type Result struct {
 }
 
 // decodeFunc decodes the payload of one command type; a payload that cannot be decoded
-// panics (see ApplyBatch).
-type decodeFunc func(t MessageType, idx uint64, payload []byte) Command
+// is a *Halt (see ApplyBatch).
+type decodeFunc func(t MessageType, idx uint64, payload []byte) (Command, error)
 
 // FSM applies committed Raft entries to a store. It implements raft.FSM and
 // raft.BatchingFSM. Applying is idempotent: the applied index is stored in the same
@@ -59,6 +59,12 @@ type FSM struct {
 	checked chan struct{}
 	// alarm, once set, says the state is known to be wrong (RaiseAlarm).
 	alarm error
+	// halt, once set, is the entry this node cannot apply: nothing is applied after it
+	// in this process (Halted).
+	halt *Halt
+	// newest is the newest command type this FSM applies (NewestType but in tests that
+	// play an older build).
+	newest MessageType
 }
 
 // StateCheck is the hash of the state as of a CheckState entry.
@@ -140,7 +146,11 @@ var (
 )
 
 // New returns an FSM that applies entries to s. A nil logger discards logs.
-func New(s *store.Store, logger *slog.Logger) *FSM {
+func New(s *store.Store, logger *slog.Logger) *FSM { return newFSM(s, logger, NewestType) }
+
+// newFSM returns an FSM that applies the command types up to newest only, as a build
+// whose NewestType is newest would (tests of rolling upgrades play older builds so).
+func newFSM(s *store.Store, logger *slog.Logger, newest MessageType) *FSM {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -153,6 +163,7 @@ func New(s *store.Store, logger *slog.Logger) *FSM {
 		checked:   make(chan struct{}, 1),
 		retryMin:  50 * time.Millisecond,
 		retryMax:  5 * time.Second,
+		newest:    newest,
 	}
 	f.decoders = map[MessageType]decodeFunc{}
 	register[RegisterInstanceRequest](f)
@@ -178,17 +189,35 @@ func New(s *store.Store, logger *slog.Logger) *FSM {
 	register[SetHealthManualAtRequest](f)
 	register[AutoDeregisterRequest](f)
 	register[BatchRequest](f)
+	for t := range f.decoders {
+		if t > newest {
+			delete(f.decoders, t)
+		}
+	}
 	return f
 }
 
 // register adds command type C to f's command table.
 func register[C Command](f *FSM) {
 	var zero C
-	f.decoders[zero.MessageType()] = func(t MessageType, idx uint64, payload []byte) Command {
+	f.decoders[zero.MessageType()] = func(t MessageType, idx uint64, payload []byte) (Command, error) {
 		var c C
-		f.mustDecode(t, idx, payload, &c)
-		return c
+		if err := f.codec.decode(payload, &c); err != nil {
+			return nil, &Halt{Index: idx, Type: t, Reason: HaltUndecodable, Err: err}
+		}
+		return c, nil
 	}
+}
+
+// NewestType is the newest command type this FSM applies (fsm.NewestType, except for
+// one made by NewOlder).
+func (f *FSM) NewestType() MessageType { return f.newest }
+
+// NewOlder returns an FSM that applies the command types up to newest only, as a build
+// whose NewestType was newest does: for tests of rolling upgrades, which play older
+// builds with it.
+func NewOlder(s *store.Store, logger *slog.Logger, newest MessageType) *FSM {
+	return newFSM(s, logger, min(newest, NewestType))
 }
 
 // Store returns the store the FSM applies to.
@@ -209,27 +238,76 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 //   - LogConfiguration entries (and any non-command entry) only advance the applied index.
 //   - A command the state refuses (validation, not found, conflict) gets Result.Err and
 //     does not affect the other entries of the batch.
-//   - An unknown command type with IgnoreUnknownFlag is skipped; any other unknown type,
-//     an empty entry or an undecodable payload panics: the state must never silently
-//     diverge from its peers'.
+//   - An unknown command type with IgnoreUnknownFlag is skipped.
+//   - An entry this node cannot apply — a command type newer than this build (a rolling
+//     upgrade that wrote it too early), an empty entry, a payload that cannot be decoded
+//     — halts the state machine: the entries before it are applied, it and every later
+//     entry are not, ever, in this process; Halted says why, the node reports itself
+//     not ready, and a restart on a build that applies the entry resumes from it (the
+//     entries are in the log). The entry is never skipped and the node never panics, so
+//     its state never silently diverges and it never crash-loops.
 //   - A storage failure (a full disk, an I/O error) rolls the transaction back and the
 //     batch is tried again, with backoff, until it applies: the node stops applying —
 //     Stalled says why, and the node reports itself not ready — instead of crashing or
 //     skipping entries, and carries on once the failure is cured. Stop ends the retries
 //     for a shutdown; the entries are then applied after the restart, from the log.
+//
+// After Stop, or once halted, nothing more is applied: every result is ErrStopped.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	if len(logs) == 0 {
 		return []interface{}{}
 	}
+	results := make([]interface{}, len(logs))
+	if f.stopped() || f.Halted() != nil {
+		stoppedResults(results, logs)
+		return results
+	}
+	cmds, halt := f.decodeAll(logs)
+	n := len(logs)
+	if halt != nil {
+		n = f.haltPosition(logs, halt)
+	}
+	if n > 0 && !f.applyWithRetry(logs[:n], cmds[:n], results[:n]) {
+		stoppedResults(results, logs)
+		return results
+	}
+	if halt == nil {
+		return results
+	}
+	f.setHalt(halt)
+	stoppedResults(results[n:], logs[n:])
+	// Raft hands the state machine the next entries as soon as this call returns: wait
+	// for the shutdown instead, so that nothing after the entry is ever applied.
+	<-f.stop
+	return results
+}
+
+// stoppedResults fills results with ErrStopped for logs.
+func stoppedResults(results []interface{}, logs []*raft.Log) {
+	for i := range results {
+		results[i] = &Result{Index: logs[i].Index, Err: ErrStopped}
+	}
+}
+
+// haltPosition is the position in logs of the entry halt names.
+func (f *FSM) haltPosition(logs []*raft.Log, halt *Halt) int {
+	for i, l := range logs {
+		if l.Index == halt.Index {
+			return i
+		}
+	}
+	return 0
+}
+
+// applyWithRetry applies logs (decoded as cmds) into results, retrying storage failures
+// until they apply (true) or the FSM is stopped (false).
+func (f *FSM) applyWithRetry(logs []*raft.Log, cmds []Command, results []interface{}) bool {
 	wait := f.retryMin
 	for attempt := 1; ; attempt++ {
-		results, err := f.applyOnce(logs)
+		err := f.applyOnce(logs, cmds, results)
 		if errors.Is(err, store.ErrClosed) {
 			// The node is shutting down: the entries are applied from the log next time.
-			for i := range results {
-				results[i] = &Result{Index: logs[i].Index, Err: ErrStopped}
-			}
-			return results
+			return false
 		}
 		if err == nil {
 			if attempt > 1 {
@@ -237,7 +315,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 				f.logger.Warn("applying resumed after a storage failure", "first", logs[0].Index, "last", logs[len(logs)-1].Index, "attempts", attempt)
 			}
 			f.notifyApplied()
-			return results
+			return true
 		}
 		if attempt == 1 || attempt%20 == 0 {
 			f.logger.Error("applying committed entries failed; retrying until the storage recovers",
@@ -246,10 +324,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		f.setStall(err)
 		select {
 		case <-f.stop:
-			for i := range results {
-				results[i] = &Result{Index: logs[i].Index, Err: ErrStopped}
-			}
-			return results
+			return false
 		case <-time.After(wait):
 		}
 		wait = min(wait*2, f.retryMax)
@@ -260,11 +335,10 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 // its storage failed; they are applied from the log after the restart.
 var ErrStopped = errors.New("fsm: stopped before the entry could be applied")
 
-// applyOnce applies logs in one transaction; an error is a storage failure (nothing of
-// the batch applied).
-func (f *FSM) applyOnce(logs []*raft.Log) ([]interface{}, error) {
-	results := make([]interface{}, len(logs))
-	err := f.store.Update(func(tx *store.Txn) error {
+// applyOnce applies logs, decoded as cmds (nil for entries that carry no command), in
+// one transaction and fills results; an error is a storage failure (nothing applied).
+func (f *FSM) applyOnce(logs []*raft.Log, cmds []Command, results []interface{}) error {
+	return f.store.Update(func(tx *store.Txn) error {
 		applied := tx.AppliedIndex()
 		last := applied
 		for i, l := range logs {
@@ -277,8 +351,7 @@ func (f *FSM) applyOnce(logs []*raft.Log) ([]interface{}, error) {
 			if l.Type != raft.LogCommand {
 				continue
 			}
-			cmd := f.decodeEntry(l.Index, l.Data)
-			if b, ok := cmd.(BatchRequest); ok {
+			if b, ok := cmds[i].(decodedBatch); ok {
 				errs, err := f.applyBatch(tx, l.Index, b)
 				if err != nil {
 					return fmt.Errorf("entry %d: %w", l.Index, err)
@@ -286,7 +359,7 @@ func (f *FSM) applyOnce(logs []*raft.Log) ([]interface{}, error) {
 				res.Batch = errs
 				continue
 			}
-			if err := f.applyDecoded(tx, l.Index, cmd); err != nil {
+			if err := f.applyDecoded(tx, l.Index, cmds[i]); err != nil {
 				if !isDomainError(err) {
 					return fmt.Errorf("entry %d: %w", l.Index, err)
 				}
@@ -296,7 +369,55 @@ func (f *FSM) applyOnce(logs []*raft.Log) ([]interface{}, error) {
 		}
 		return tx.SetAppliedIndex(last)
 	})
-	return results, err
+}
+
+// decodedBatch is a BatchRequest entry with its commands decoded.
+type decodedBatch struct {
+	BatchRequest
+	cmds []Command
+}
+
+// decodeAll decodes the command entries of logs that are above the applied index. It
+// stops at the first entry this node cannot apply and returns its *Halt.
+func (f *FSM) decodeAll(logs []*raft.Log) ([]Command, *Halt) {
+	cmds := make([]Command, len(logs))
+	applied := f.store.AppliedIndex()
+	for i, l := range logs {
+		if l.Index <= applied || l.Type != raft.LogCommand {
+			continue
+		}
+		cmd, err := f.decodeCommand(l.Index, l.Data)
+		if b, ok := cmd.(BatchRequest); ok && err == nil {
+			cmd, err = f.decodeBatch(l.Index, b)
+		}
+		if err != nil {
+			var h *Halt
+			if !errors.As(err, &h) {
+				h = &Halt{Index: l.Index, Reason: HaltUndecodable, Err: err}
+			}
+			return cmds, h
+		}
+		cmds[i] = cmd
+	}
+	return cmds, nil
+}
+
+// decodeBatch decodes every command of a batch: a batch with a command this node cannot
+// apply halts before any of it applies.
+func (f *FSM) decodeBatch(idx uint64, b BatchRequest) (Command, error) {
+	if len(b.Commands) > MaxBatchCommands {
+		return nil, &Halt{Index: idx, Type: BatchType, Reason: HaltUndecodable,
+			Err: fmt.Errorf("batch of %d commands (at most %d)", len(b.Commands), MaxBatchCommands)}
+	}
+	d := decodedBatch{BatchRequest: b, cmds: make([]Command, len(b.Commands))}
+	for i, data := range b.Commands {
+		cmd, err := f.decodeCommand(idx, data)
+		if err != nil {
+			return nil, err
+		}
+		d.cmds[i] = cmd
+	}
+	return d, nil
 }
 
 // Stalled returns the storage failure that keeps committed entries from being applied,
@@ -316,21 +437,30 @@ func (f *FSM) setStall(err error) {
 // Stop ends the retries of a stalled apply (the node is shutting down). It is idempotent.
 func (f *FSM) Stop() { f.stopOnce.Do(func() { close(f.stop) }) }
 
+// decodeCommand is decodeEntry, with the command a CASRequest wraps decoded too.
+func (f *FSM) decodeCommand(idx uint64, data []byte) (Command, error) {
+	cmd, err := f.decodeEntry(idx, data)
+	if c, ok := cmd.(CASRequest); ok && err == nil {
+		return f.decodeCAS(idx, c)
+	}
+	return cmd, err
+}
+
 // decodeEntry decodes one command (type byte, then payload) of entry idx. It returns
-// nil for an unknown type marked ignorable; any other unknown type, and empty data,
-// panic: the state must never silently diverge from its peers'.
-func (f *FSM) decodeEntry(idx uint64, data []byte) Command {
+// nil for an unknown type marked ignorable, and a *Halt for an unknown type, empty data
+// or a payload that cannot be decoded.
+func (f *FSM) decodeEntry(idx uint64, data []byte) (Command, error) {
 	if len(data) == 0 {
-		panic(fmt.Sprintf("fsm: entry %d: empty command", idx))
+		return nil, &Halt{Index: idx, Reason: HaltUndecodable, Err: errors.New("empty command")}
 	}
 	t := MessageType(data[0])
 	dec, ok := f.decoders[t&^IgnoreUnknownFlag]
 	if !ok {
 		if t&IgnoreUnknownFlag != 0 {
 			f.logger.Warn("skipping unknown ignorable command", "index", idx, "type", t)
-			return nil
+			return nil, nil
 		}
-		panic(fmt.Sprintf("fsm: entry %d: unknown command type %s", idx, t))
+		return nil, &Halt{Index: idx, Type: t, Reason: HaltNeedsUpgrade}
 	}
 	return dec(t, idx, data[1:])
 }
@@ -343,20 +473,12 @@ func (f *FSM) applyDecoded(tx *store.Txn, idx uint64, cmd Command) error {
 	return cmd.apply(f, tx, idx)
 }
 
-// applyBatch applies the commands of a BatchRequest in order at idx and returns each
-// one's domain error. A storage failure is returned as err: the caller rolls the whole
-// transaction back. Every command is decoded before any applies, so a batch with an
-// element this node cannot decode panics before it changes anything.
-func (f *FSM) applyBatch(tx *store.Txn, idx uint64, b BatchRequest) (errs []error, err error) {
-	if len(b.Commands) > MaxBatchCommands {
-		panic(fmt.Sprintf("fsm: entry %d: batch of %d commands (at most %d)", idx, len(b.Commands), MaxBatchCommands))
-	}
-	cmds := make([]Command, len(b.Commands))
-	for i, data := range b.Commands {
-		cmds[i] = f.decodeEntry(idx, data)
-	}
-	errs = make([]error, len(cmds))
-	for i, cmd := range cmds {
+// applyBatch applies the decoded commands of a BatchRequest in order at idx and returns
+// each one's domain error. A storage failure is returned as err: the caller rolls the
+// whole transaction back.
+func (f *FSM) applyBatch(tx *store.Txn, idx uint64, b decodedBatch) (errs []error, err error) {
+	errs = make([]error, len(b.cmds))
+	for i, cmd := range b.cmds {
 		err := f.applyDecoded(tx, idx, cmd)
 		if err == nil {
 			continue
@@ -375,13 +497,6 @@ func (f *FSM) applyBatch(tx *store.Txn, idx uint64, b BatchRequest) (errs []erro
 func isDomainError(err error) bool {
 	return errors.Is(err, model.ErrInvalid) || errors.Is(err, model.ErrNotFound) ||
 		errors.Is(err, model.ErrConflict) || errors.Is(err, model.ErrCASMismatch)
-}
-
-// mustDecode decodes a command payload; an entry that cannot be decoded panics.
-func (f *FSM) mustDecode(t MessageType, idx uint64, payload []byte, out any) {
-	if err := f.codec.decode(payload, out); err != nil {
-		panic(fmt.Sprintf("fsm: entry %d: %s: %v", idx, t, err))
-	}
 }
 
 func (f *FSM) notifyApplied() {

@@ -176,34 +176,44 @@ func TestApplyBatch_ConfigurationAndIgnorableEntriesAdvanceAppliedIndex(t *testi
 	if after := mustDump(t, f.Store()); !reflect.DeepEqual(before, after) {
 		t.Fatalf("skipped entries changed the state: %+v", after)
 	}
-	// The flag does not make a known command skippable: it is applied (here, undecodable → panic).
-	mustPanic(t, "known command with the ignore flag and a bad payload", func() { f.Apply(logs[2]) })
 	data, _ := encodeRaw(IgnoreUnknownFlag|RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance("127.100.0.1", 80)})
-	applyOK(t, f, &raft.Log{Index: 4, Type: raft.LogCommand, Data: data})
+	applyOK(t, f, &raft.Log{Index: 3, Type: raft.LogCommand, Data: data})
 	if _, ins, _ := f.Store().Instances(nil, testKey); len(ins) != 1 {
 		t.Fatalf("flagged known command not applied: %+v", ins)
 	}
+	// The flag does not make a known command skippable: it is applied (here, undecodable → halt).
+	mustHalt(t, f, []*raft.Log{{Index: 4, Term: 1, Type: raft.LogCommand, Data: []byte{byte(IgnoreUnknownFlag | RegisterInstanceType)}}}, 4, HaltUndecodable)
 }
 
-func TestApplyBatch_UnknownOrUndecodablePanicsAndRollsBack(t *testing.T) {
-	good := func(idx uint64) *raft.Log {
-		return cmdLog(t, idx, RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance("127.100.0.1", 80)})
+// An entry the node cannot apply halts the state machine without a panic: the entries
+// before it in the batch are applied, it and everything after it are not, ever, in this
+// process (a restart on a build that applies it resumes from it: see
+// TestHalt_RestartOnNewerBuildResumes).
+func TestApplyBatch_EntryItCannotApplyHalts(t *testing.T) {
+	good := func(idx uint64, ip string) *raft.Log {
+		return cmdLog(t, idx, RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance(ip, 80)})
 	}
-	for name, bad := range map[string]*raft.Log{
-		"unknown type": {Index: 2, Type: raft.LogCommand, Data: []byte{0x33, 0x80}},
-		"undecodable":  {Index: 2, Type: raft.LogCommand, Data: []byte{byte(RegisterInstanceType), 0xc1}},
-		"wrong shape":  {Index: 2, Type: raft.LogCommand, Data: []byte{byte(DeleteNamespaceType), 0x93, 1, 2, 3}},
-		"empty":        {Index: 2, Type: raft.LogCommand},
+	for name, tc := range map[string]struct {
+		bad    *raft.Log
+		reason HaltReason
+	}{
+		"unknown type":                  {&raft.Log{Index: 2, Type: raft.LogCommand, Data: []byte{0x33, 0x80}}, HaltNeedsUpgrade},
+		"undecodable":                   {&raft.Log{Index: 2, Type: raft.LogCommand, Data: []byte{byte(RegisterInstanceType), 0xc1}}, HaltUndecodable},
+		"wrong shape":                   {&raft.Log{Index: 2, Type: raft.LogCommand, Data: []byte{byte(DeleteNamespaceType), 0x93, 1, 2, 3}}, HaltUndecodable},
+		"empty":                         {&raft.Log{Index: 2, Type: raft.LogCommand}, HaltUndecodable},
+		"cas of an undecodable command": {cmdLog(t, 2, CASType, CASRequest{Type: RegisterInstanceType, Payload: []byte{0xc1}}), HaltUndecodable},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := mustNewFSM(t)
-			before := mustDump(t, f.Store())
-			mustPanic(t, name, func() { f.ApplyBatch([]*raft.Log{good(1), bad}) })
-			if after := mustDump(t, f.Store()); !reflect.DeepEqual(before, after) {
-				t.Fatalf("a panicking batch left changes: %+v", after)
+			rs := mustHalt(t, f, []*raft.Log{good(1, "127.100.0.1"), tc.bad, good(3, "127.100.0.3")}, 2, tc.reason)
+			if rs[0].Err != nil {
+				t.Fatalf("the entry before the halt: %v", rs[0].Err)
 			}
-			if f.AppliedIndex() != 0 {
-				t.Fatalf("AppliedIndex = %d after a panicking batch", f.AppliedIndex())
+			if f.AppliedIndex() != 1 {
+				t.Fatalf("AppliedIndex = %d, want 1 (the entry before the halt)", f.AppliedIndex())
+			}
+			if _, ins, _ := f.Store().Instances(nil, testKey); len(ins) != 1 || ins[0].IP != "127.100.0.1" {
+				t.Fatalf("instances %+v, want only the one registered before the halt", ins)
 			}
 		})
 	}

@@ -148,6 +148,9 @@ func FuzzDecode(f *testing.F) {
 		fsm := fuzzFSM(t)
 		data := append([]byte{byte(mt)}, payload...)
 		logs := []*raft.Log{{Index: 100, Term: 2, Type: raft.LogCommand, Data: data}}
+		if _, h := fsm.decodeAll(logs); h != nil {
+			t.Fatalf("a payload Decode accepts halts the state machine: %v", h)
+		}
 		var res []interface{}
 		func() {
 			defer func() {

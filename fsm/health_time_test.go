@@ -152,14 +152,12 @@ func TestAutoDeregister_OnlyTheInstanceTheLeaderSaw(t *testing.T) {
 	}
 }
 
-// A node whose command table lacks the new types refuses their entries (it panics and
-// applies nothing), as it does any unknown type without the ignore flag.
-func TestNewCommandTypes_RefusedByAnOlderNode(t *testing.T) {
+// A node older than the new types halts at their entries and applies nothing, as it
+// does at any unknown type without the ignore flag.
+func TestNewCommandTypes_HaltAnOlderNode(t *testing.T) {
 	for _, mt := range []MessageType{SetHealthAtType, SetHealthManualAtType, AutoDeregisterType} {
-		f := mustNewFSM(t)
-		delete(f.decoders, mt)
-		l := cmdLog(t, 1, mt, CheckStateRequest{})
-		mustPanic(t, mt.String(), func() { f.Apply(l) })
+		f := newFSM(mustNewStore(t), nil, mt-1)
+		mustHalt(t, f, []*raft.Log{cmdLog(t, 1, mt, CheckStateRequest{})}, 1, HaltNeedsUpgrade)
 		if f.AppliedIndex() != 0 {
 			t.Fatalf("%s: applied index %d", mt, f.AppliedIndex())
 		}

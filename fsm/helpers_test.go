@@ -1,11 +1,14 @@
 package fsm
 
 import (
+	"errors"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
@@ -93,15 +96,59 @@ func mustDump(t testing.TB, s *store.Store) store.State {
 	return st
 }
 
-// mustPanic runs fn and fails unless it panics.
-func mustPanic(t testing.TB, what string, fn func()) {
+// mustHalt applies logs as one batch on f and fails unless f halts at entry index for
+// reason: the batch call must not return before the FSM is stopped (nothing after the
+// entry may ever be applied), and it must not panic. It stops f and returns the batch's
+// results.
+func mustHalt(t testing.TB, f *FSM, logs []*raft.Log, index uint64, reason HaltReason) []*Result {
 	t.Helper()
-	defer func() {
-		if recover() == nil {
-			t.Fatalf("%s did not panic", what)
-		}
+	done := make(chan []interface{}, 1)
+	panicked := make(chan any, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				panicked <- r
+			}
+		}()
+		done <- f.ApplyBatch(logs)
 	}()
-	fn()
+	wait.For(t, 5*time.Second, "the state machine to halt", func() bool {
+		select {
+		case r := <-panicked:
+			t.Fatalf("ApplyBatch panicked: %v", r)
+		default:
+		}
+		return f.Halted() != nil
+	})
+	h := f.Halted()
+	if h.Index != index || h.Reason != reason {
+		t.Fatalf("halted at %d (%s), want %d (%s): %v", h.Index, h.Reason, index, reason, h)
+	}
+	select {
+	case <-done:
+		t.Fatal("ApplyBatch returned before the state machine was stopped")
+	case <-time.After(20 * time.Millisecond):
+	}
+	f.Stop()
+	var out []interface{}
+	select {
+	case out = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("ApplyBatch did not return after Stop")
+	}
+	rs := results(t, logs, out)
+	for i, l := range logs {
+		if l.Index >= index && !errors.Is(rs[i].Err, ErrStopped) {
+			t.Fatalf("entry %d at or after the halt: result %v, want ErrStopped", l.Index, rs[i].Err)
+		}
+	}
+	// Nothing is applied afterwards, whatever Raft hands over.
+	next := []*raft.Log{cmdLog(t, logs[len(logs)-1].Index+1, RegisterInstanceType, RegisterInstanceRequest{Instance: testInstance("127.100.9.9", 9)})}
+	before := f.AppliedIndex()
+	if r := results(t, next, f.ApplyBatch(next))[0]; !errors.Is(r.Err, ErrStopped) || f.AppliedIndex() != before {
+		t.Fatalf("an entry after the halt: %v, applied index %d (was %d)", r.Err, f.AppliedIndex(), before)
+	}
+	return rs
 }
 
 // encodeRaw encodes msg under type byte t, whatever the pairing: for tests of entries

@@ -23,8 +23,8 @@ func (p *Prober) nextFlush() time.Time {
 	if p.submitting || len(p.dirty) == 0 {
 		return time.Time{}
 	}
-	if p.retryAt.After(p.flushAt) {
-		return p.retryAt
+	if p.submitRetry.at.After(p.flushAt) {
+		return p.submitRetry.at
 	}
 	return p.flushAt
 }
@@ -32,7 +32,7 @@ func (p *Prober) nextFlush() time.Time {
 // maybeSubmit submits queued transitions when the batch window has closed or the batch
 // is full, unless a submission is in flight or backing off after a failure.
 func (p *Prober) maybeSubmit(ctx context.Context, now time.Time) {
-	if p.submitting || len(p.dirty) == 0 || now.Before(p.retryAt) {
+	if p.submitting || len(p.dirty) == 0 || p.submitRetry.holds(now) {
 		return
 	}
 	if len(p.dirty) < p.cfg.MaxBatch && now.Before(p.flushAt) {
@@ -88,7 +88,7 @@ func (p *Prober) handleSubmit(ctx context.Context, r submitResult, now time.Time
 		it.t.inBatch = false
 	}
 	if r.err == nil {
-		p.backoff, p.retryAt = 0, time.Time{}
+		p.submitRetry.succeeded()
 		for _, it := range r.items {
 			t := it.t
 			if !p.current(t) || t.gen != it.gen {
@@ -123,9 +123,8 @@ func (p *Prober) handleSubmit(ctx context.Context, r submitResult, now time.Time
 		return
 	}
 	p.met.submitErrors.Inc()
-	p.backoff = min(max(2*p.backoff, p.cfg.FlushInterval), maxRetryBackoff)
-	p.retryAt = now.Add(p.backoff)
-	p.log.Warn("health prober: SetHealth failed; retrying", "err", r.err, "updates", len(r.items), "retry", p.backoff)
+	wait := p.submitRetry.failed(now, p.cfg.FlushInterval)
+	p.log.Warn("health prober: SetHealth failed; retrying", "err", r.err, "updates", len(r.items), "retry", wait)
 	for _, it := range r.items {
 		t := it.t
 		if p.current(t) && t.gen == it.gen && (t.pending() || t.needsStamp()) {

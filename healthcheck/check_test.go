@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rosterhq/roster/internal/testnet"
 	"github.com/rosterhq/roster/model"
 )
 
@@ -255,21 +256,7 @@ func TestProbeAddr_PortAndAddressForms(t *testing.T) {
 }
 
 func TestTCPProbe_ResolvesDNSNames(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.Close()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port := testnet.New(t, "127.0.0.1").Port()
 	c := mustNewChecker(t, Config{})
 	sp := newSpec(tcpCheck(4*time.Second, 1, 1))
 	addr := probeAddr(model.InstanceRef{IP: "localhost", Port: port}, sp)

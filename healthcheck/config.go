@@ -51,8 +51,8 @@ type Config struct {
 	// Registerer receives the prober's metrics (nil: metrics are kept but not exported).
 	Registerer prometheus.Registerer
 	// Confirmer asks the other voters to probe an instance once before a transition of
-	// a cluster that confirms by majority is committed (nil: the leader decides alone,
-	// as in a single-node cluster).
+	// a cluster that confirms by majority is committed, which needs a majority of the
+	// voters to see it (nil: the leader decides alone, as in a single-node cluster).
 	Confirmer Confirmer
 	// NodeID names this node in the vantages a confirmation reports.
 	NodeID string

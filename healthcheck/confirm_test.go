@@ -2,9 +2,12 @@ package healthcheck
 
 import (
 	"context"
+	"errors"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -16,18 +19,28 @@ import (
 	"github.com/rosterhq/roster/model"
 )
 
-// fakeConfirmer answers confirmations with fixed views of the other voters.
+// fakeConfirmer answers confirmations with fixed views of the other voters, out of
+// voters (0: the leader and one per view), or fails with err.
 type fakeConfirmer struct {
-	mu    sync.Mutex
-	views []Vantage // what the other voters answer
-	calls []ProbeRequest
+	mu     sync.Mutex
+	views  []Vantage // what the other voters answer
+	voters int
+	err    error
+	calls  []ProbeRequest
 }
 
-func (c *fakeConfirmer) Confirm(_ context.Context, req ProbeRequest) []Vantage {
+func (c *fakeConfirmer) Confirm(_ context.Context, req ProbeRequest) (Confirmation, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls = append(c.calls, req)
-	return append([]Vantage(nil), c.views...)
+	if c.err != nil {
+		return Confirmation{}, c.err
+	}
+	voters := c.voters
+	if voters == 0 {
+		voters = 1 + len(c.views)
+	}
+	return Confirmation{Voters: voters, Views: append([]Vantage(nil), c.views...)}, nil
 }
 
 func (c *fakeConfirmer) set(views ...Vantage) {
@@ -49,32 +62,48 @@ func peer(node string, healthy bool) Vantage {
 func silent(node string) Vantage { return Vantage{Node: node, Error: "timeout"} }
 
 // A transition decided by the leader's probes is committed only when a majority of the
-// nodes that answered (the leader included) saw the same; otherwise the committed health
-// stands, the counters start again, and the views are shown with the instance.
+// voters (the leader included) saw the same; a voter that did not answer counts as one
+// that did not see it. Otherwise the committed health stands, the counters start again,
+// the views are shown with the instance, and the metrics say why: overruled when enough
+// voters saw otherwise, inconclusive when too few answered.
 func TestProber_MajorityConfirmation(t *testing.T) {
 	const interval = 10 * time.Second
 	cases := []struct {
-		name       string
-		confirm    model.ConfirmMode
-		startUp    bool      // the instance's committed health, and the opposite of what the leader sees
-		peers      []Vantage // the other voters' views
-		committed  bool      // whether the transition is committed
-		asked      bool      // whether the other voters were asked at all
-		wantViews  int       // vantages shown with the result (0: none)
-		overruling float64
+		name         string
+		confirm      model.ConfirmMode
+		startUp      bool      // the instance's committed health, and the opposite of what the leader sees
+		peers        []Vantage // the other voters' views
+		voters       int       // the voters of the configuration (0: the leader and one per view)
+		err          error     // the voters could not be listed
+		committed    bool      // whether the transition is committed
+		asked        bool      // whether the other voters were asked at all
+		wantViews    int       // vantages shown with the result (0: none)
+		overruling   float64
+		inconclusive map[string]float64 // by reason
 	}{
 		{name: "down: one of two others agrees", startUp: true, peers: []Vantage{peer("n2", false), peer("n3", true)},
 			committed: true, asked: true, wantViews: 3},
 		{name: "down: both others still reach it", startUp: true, peers: []Vantage{peer("n2", true), peer("n3", true)},
 			committed: false, asked: true, wantViews: 3, overruling: 1},
 		{name: "down: one other disagrees, one is silent", startUp: true, peers: []Vantage{peer("n2", true), silent("n3")},
-			committed: false, asked: true, wantViews: 3, overruling: 1},
+			committed: false, asked: true, wantViews: 3, inconclusive: map[string]float64{inconclusiveUnanswered: 1}},
 		{name: "down: nobody else answers", startUp: true, peers: []Vantage{silent("n2"), silent("n3")},
+			committed: false, asked: true, wantViews: 3, inconclusive: map[string]float64{inconclusiveUnanswered: 1}},
+		{name: "down: one other agrees, one is silent", startUp: true, peers: []Vantage{peer("n2", false), silent("n3")},
 			committed: true, asked: true, wantViews: 3},
+		{name: "down: two voters, the other silent", startUp: true, peers: []Vantage{silent("n2")},
+			committed: false, asked: true, wantViews: 2, inconclusive: map[string]float64{inconclusiveUnanswered: 1}},
+		{name: "down: a voter missing from the views counts as silent", startUp: true, peers: []Vantage{peer("n2", false)}, voters: 4,
+			committed: false, asked: true, wantViews: 2, inconclusive: map[string]float64{inconclusiveUnanswered: 1}},
+		{name: "down: the leader alone is every voter", startUp: true, committed: true, asked: true, wantViews: 1},
+		{name: "down: the voters cannot be listed", startUp: true, err: errors.New("no configuration"),
+			committed: false, asked: true, wantViews: 1, inconclusive: map[string]float64{inconclusiveConfiguration: 1}},
 		{name: "up: both others cannot reach it", startUp: false, peers: []Vantage{peer("n2", false), peer("n3", false)},
 			committed: false, asked: true, wantViews: 3, overruling: 1},
 		{name: "up: both others agree", startUp: false, peers: []Vantage{peer("n2", true), peer("n3", true)},
 			committed: true, asked: true, wantViews: 3},
+		{name: "up: nobody else answers", startUp: false, peers: []Vantage{silent("n2"), silent("n3")},
+			committed: false, asked: true, wantViews: 3, inconclusive: map[string]float64{inconclusiveUnanswered: 1}},
 		{name: "leader mode: nobody is asked", confirm: model.ConfirmLeader, startUp: true,
 			peers: []Vantage{peer("n2", true), peer("n3", true)}, committed: true, asked: false},
 	}
@@ -83,7 +112,7 @@ func TestProber_MajorityConfirmation(t *testing.T) {
 			hc := tcpCheck(interval, 1, 1)
 			hc.Confirm = tc.confirm
 			e := newFakeEnv(hc)
-			conf := &fakeConfirmer{}
+			conf := &fakeConfirmer{voters: tc.voters, err: tc.err}
 			conf.set(tc.peers...)
 			e.cfg.Confirmer, e.cfg.NodeID = conf, "n1"
 			in := e.addInstances(1, tc.startUp)[0]
@@ -126,6 +155,11 @@ func TestProber_MajorityConfirmation(t *testing.T) {
 			if got := metricValue(t, p.met.overruled); got != tc.overruling {
 				t.Fatalf("overruled = %v, want %v", got, tc.overruling)
 			}
+			for _, reason := range []string{inconclusiveUnanswered, inconclusiveConfiguration} {
+				if got := metricValue(t, p.met.inconclusive.WithLabelValues(reason)); got != tc.inconclusive[reason] {
+					t.Fatalf("inconclusive{reason=%q} = %v, want %v", reason, got, tc.inconclusive[reason])
+				}
+			}
 			r, _ := resultFor(p, in.IP, in.Port)
 			if tc.wantViews > 0 {
 				if len(r.Vantages) != tc.wantViews || r.Vantages[0].Node != "n1" || r.Vantages[0].Healthy == tc.startUp {
@@ -139,6 +173,137 @@ func TestProber_MajorityConfirmation(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The decision counts the voters of the configuration, not the nodes that answered: a
+// transition needs a majority of the voters (the leader included) agreeing; it is
+// overruled when it cannot get one even if every silent voter had agreed, and
+// inconclusive otherwise.
+func TestDecide(t *testing.T) {
+	cases := []struct {
+		voters, agree, disagree int
+		want                    verdict
+	}{
+		{voters: 1, agree: 1, want: verdictConfirmed}, // a one-node cluster: the leader is the majority
+		{voters: 2, agree: 2, want: verdictConfirmed},
+		{voters: 2, agree: 1, want: verdictInconclusive}, // the other voter is down
+		{voters: 2, agree: 1, disagree: 1, want: verdictOverruled},
+		{voters: 3, agree: 2, want: verdictConfirmed}, // one voter down: leader and one follower suffice
+		{voters: 3, agree: 3, want: verdictConfirmed},
+		{voters: 3, agree: 2, disagree: 1, want: verdictConfirmed},
+		{voters: 3, agree: 1, want: verdictInconclusive}, // no follower answered
+		{voters: 3, agree: 1, disagree: 1, want: verdictInconclusive},
+		{voters: 3, agree: 1, disagree: 2, want: verdictOverruled},
+		{voters: 4, agree: 2, disagree: 1, want: verdictInconclusive},
+		{voters: 4, agree: 2, disagree: 2, want: verdictOverruled},
+		{voters: 4, agree: 3, want: verdictConfirmed},
+		{voters: 5, agree: 3, want: verdictConfirmed},
+		{voters: 5, agree: 2, want: verdictInconclusive},
+		{voters: 5, agree: 1, disagree: 2, want: verdictInconclusive},
+		{voters: 5, agree: 2, disagree: 3, want: verdictOverruled},
+	}
+	for _, tc := range cases {
+		if got := decide(tc.voters, tc.agree, tc.disagree); got != tc.want {
+			t.Errorf("decide(voters %d, agree %d, disagree %d) = %v, want %v", tc.voters, tc.agree, tc.disagree, got, tc.want)
+		}
+	}
+}
+
+// peerProber stands for the other voters of a three-voter cluster asked over the
+// network: each answers at once when it can, and a voter that cannot (a loaded or
+// partitioned node) holds the request until the confirmation's deadline, as the
+// server's confirmer does.
+type peerProber struct {
+	mu      sync.Mutex
+	healthy map[string]bool // what each peer sees when it answers
+	can     map[string]bool // whether each peer can answer
+	calls   int
+}
+
+func (c *peerProber) Confirm(ctx context.Context, _ ProbeRequest) (Confirmation, error) {
+	c.mu.Lock()
+	c.calls++
+	can, healthy := maps.Clone(c.can), maps.Clone(c.healthy)
+	c.mu.Unlock()
+	out := Confirmation{Voters: 1 + len(healthy)}
+	for _, node := range slices.Sorted(maps.Keys(healthy)) {
+		if can[node] {
+			out.Views = append(out.Views, peer(node, healthy[node]))
+			continue
+		}
+		<-ctx.Done()
+		out.Views = append(out.Views, Vantage{Node: node, Error: "not answered: " + ctx.Err().Error()})
+	}
+	return out, nil
+}
+
+func (c *peerProber) answer(node string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.can[node] = true
+}
+
+func (c *peerProber) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls
+}
+
+// The other voters see the instance down too but cannot answer in time: the leader's
+// view alone is not a majority of the voters, so the transition is not committed, the
+// confirmation counts as inconclusive, and the next probe round asks again. Once one of
+// the two followers answers (the other still silent, as with a voter down), the leader
+// and it are a majority and the transition commits.
+func TestProber_SilentFollowersCommitNothing(t *testing.T) {
+	const interval = 10 * time.Second
+	hc := tcpCheck(interval, 1, 1)
+	hc.Timeout = model.Duration(100 * time.Millisecond) // the confirmation waits 1.1 s for the silent
+	e := newFakeEnv(hc)
+	conf := &peerProber{healthy: map[string]bool{"n2": false, "n3": false}, can: map[string]bool{}}
+	e.cfg.Confirmer, e.cfg.NodeID = conf, "n1"
+	in := e.addInstances(1, true)[0]
+	e.net.setDown(in.Addr(), true)
+	p, _ := e.start(t)
+	unanswered := p.met.inconclusive.WithLabelValues(inconclusiveUnanswered)
+
+	e.clk.Advance(interval)
+	wait.For(t, 10*time.Second, "the confirmation found inconclusive", func() bool {
+		return metricValue(t, unanswered) == 1
+	})
+	r, _ := resultFor(p, in.IP, in.Port)
+	if r.Pending || r.ConsecutiveFailures != 0 || len(r.Vantages) != 3 || r.Vantages[1].Answered || r.Vantages[2].Answered {
+		t.Fatalf("after an inconclusive confirmation: %+v", r)
+	}
+	e.clk.Advance(2 * e.cfg.FlushInterval)
+	if got := e.src.instance(in.Ref()).Healthy; !got {
+		t.Fatal("a transition only the leader saw was committed")
+	}
+	if n := len(e.app.updates()); n != 0 {
+		t.Fatalf("%d health updates submitted without a majority of the voters", n)
+	}
+	if got := metricValue(t, p.met.overruled); got != 0 {
+		t.Fatalf("overruled = %v for a confirmation nobody answered", got)
+	}
+
+	// The next round decides again, and again finds no majority.
+	e.clk.Advance(interval)
+	wait.For(t, 10*time.Second, "the second confirmation found inconclusive", func() bool {
+		return conf.count() == 2 && metricValue(t, unanswered) == 2
+	})
+	if got := e.src.instance(in.Ref()).Healthy; !got {
+		t.Fatal("a transition only the leader saw was committed")
+	}
+
+	// n2 answers now; n3 stays silent: the leader and n2 are two of three voters.
+	conf.answer("n2")
+	e.clk.Advance(interval)
+	wait.For(t, 10*time.Second, "the transition committed", func() bool {
+		e.clk.Advance(e.cfg.FlushInterval)
+		return !e.src.instance(in.Ref()).Healthy
+	})
+	if got := metricValue(t, unanswered); got != 2 {
+		t.Fatalf("inconclusive = %v after the confirmed round, want 2", got)
 	}
 }
 

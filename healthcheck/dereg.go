@@ -65,8 +65,8 @@ func (p *Prober) nextDereg() time.Time {
 	if len(p.deregs) > 0 {
 		at = p.deregs[0].deadline
 	}
-	if len(p.deregQueue) > 0 && !p.deregistering && (at.IsZero() || p.deregRetryAt.Before(at)) {
-		at = p.deregRetryAt
+	if len(p.deregQueue) > 0 && !p.deregistering && (at.IsZero() || p.deregRetry.at.Before(at)) {
+		at = p.deregRetry.at
 	}
 	return at
 }
@@ -74,7 +74,7 @@ func (p *Prober) nextDereg() time.Time {
 // maybeDeregister submits up to MaxBatch queued deregistrations, one AutoDeregister
 // command each, unless a submission is in flight or backing off after a failure.
 func (p *Prober) maybeDeregister(ctx context.Context, now time.Time) {
-	if p.deregistering || len(p.deregQueue) == 0 || now.Before(p.deregRetryAt) {
+	if p.deregistering || len(p.deregQueue) == 0 || p.deregRetry.holds(now) {
 		return
 	}
 	n := min(len(p.deregQueue), p.cfg.MaxBatch)
@@ -149,11 +149,10 @@ func (p *Prober) handleDeregs(ctx context.Context, items []deregItem, now time.T
 		}
 	}
 	if failed == 0 {
-		p.deregBackoff, p.deregRetryAt = 0, time.Time{}
+		p.deregRetry.succeeded()
 		return
 	}
 	p.met.submitErrors.Inc()
-	p.deregBackoff = min(max(2*p.deregBackoff, p.cfg.FlushInterval), maxRetryBackoff)
-	p.deregRetryAt = now.Add(p.deregBackoff)
-	p.log.Warn("health prober: AutoDeregister failed; retrying", "failed", failed, "retry", p.deregBackoff)
+	wait := p.deregRetry.failed(now, p.cfg.FlushInterval)
+	p.log.Warn("health prober: AutoDeregister failed; retrying", "failed", failed, "retry", wait)
 }

@@ -22,9 +22,11 @@ type metrics struct {
 	skipped      prometheus.Counter
 	discarded    prometheus.Counter
 	denied       prometheus.Counter
-	// confirmations counts transitions put to the other voters; overruled those a
-	// majority of them contradicted.
+	// confirmations counts transitions put to the other voters; overruled those so many
+	// voters contradicted that no majority could confirm them; inconclusive (by reason)
+	// those too few voters answered.
 	confirmations, overruled prometheus.Counter
+	inconclusive             *prometheus.CounterVec // reason
 	autoDeregs               prometheus.Counter
 
 	// Resolved children for the hot path.
@@ -87,54 +89,25 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		overruled: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "roster_health_transitions_overruled_total",
-			Help: "Health transitions not committed because a majority of the nodes that answered saw otherwise.",
+			Help: "Health transitions not committed because so many voters saw otherwise that no majority of the voters could confirm them.",
 		}),
+		inconclusive: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roster_health_confirm_inconclusive_total",
+			Help: "Health transitions not committed because too few voters answered the confirmation for a majority either way (reason unanswered), or the voters could not be listed (reason configuration); the committed health stands and the next probes decide.",
+		}, []string{"reason"}),
 		autoDeregs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "roster_health_auto_deregistrations_total",
 			Help: "Instances this node deregistered as leader because they stayed unhealthy for their cluster's deregisterAfter.",
 		}),
 	}
-	if reg != nil {
-		var err error
-		if m.confirmations, err = prom.Register(reg, m.confirmations); err != nil {
-			return nil, err
-		}
-		if m.overruled, err = prom.Register(reg, m.overruled); err != nil {
-			return nil, err
-		}
-		if m.probes, err = prom.Register(reg, m.probes); err != nil {
-			return nil, err
-		}
-		if m.latency, err = prom.Register(reg, m.latency); err != nil {
-			return nil, err
-		}
-		if m.transitions, err = prom.Register(reg, m.transitions); err != nil {
-			return nil, err
-		}
-		if m.submitErrors, err = prom.Register(reg, m.submitErrors); err != nil {
-			return nil, err
-		}
-		if m.lag, err = prom.Register(reg, m.lag); err != nil {
-			return nil, err
-		}
-		if m.inFlight, err = prom.Register(reg, m.inFlight); err != nil {
-			return nil, err
-		}
-		if m.targets, err = prom.Register(reg, m.targets); err != nil {
-			return nil, err
-		}
-		if m.skipped, err = prom.Register(reg, m.skipped); err != nil {
-			return nil, err
-		}
-		if m.discarded, err = prom.Register(reg, m.discarded); err != nil {
-			return nil, err
-		}
-		if m.denied, err = prom.Register(reg, m.denied); err != nil {
-			return nil, err
-		}
-		if m.autoDeregs, err = prom.Register(reg, m.autoDeregs); err != nil {
-			return nil, err
-		}
+	g := prom.On(reg)
+	prom.Add(g, &m.probes, &m.transitions, &m.inconclusive)
+	prom.Add(g, &m.latency)
+	prom.Add(g, &m.lag)
+	prom.Add(g, &m.inFlight, &m.targets)
+	prom.Add(g, &m.submitErrors, &m.skipped, &m.discarded, &m.denied, &m.confirmations, &m.overruled, &m.autoDeregs)
+	if err := g.Err(); err != nil {
+		return nil, err
 	}
 	m.tcpOK = m.probes.WithLabelValues(string(model.CheckTCP), OutcomeSuccess)
 	m.tcpFail = m.probes.WithLabelValues(string(model.CheckTCP), metricFailure)
@@ -142,6 +115,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.httpFail = m.probes.WithLabelValues(string(model.CheckHTTP), metricFailure)
 	m.tcpLatency = m.latency.WithLabelValues(string(model.CheckTCP))
 	m.httpLatency = m.latency.WithLabelValues(string(model.CheckHTTP))
+	m.inconclusive.WithLabelValues(inconclusiveUnanswered)
+	m.inconclusive.WithLabelValues(inconclusiveConfiguration)
 	m.toHealthy = m.transitions.WithLabelValues("healthy")
 	m.toUnhealthy = m.transitions.WithLabelValues("unhealthy")
 	return m, nil

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rosterhq/roster/internal/testnet"
 	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
 	"golang.org/x/net/dns/dnsmessage"
@@ -104,16 +105,7 @@ func countingListener(t *testing.T, network, addr string) (net.Listener, *atomic
 		t.Skipf("listen %s %s (no such loopback here?): %v", network, addr, err)
 	}
 	var n atomic.Int64
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			n.Add(1)
-			_ = c.Close()
-		}
-	}()
+	testnet.Serve(ln, &n)
 	t.Cleanup(func() { _ = ln.Close() })
 	return ln, &n
 }

@@ -26,8 +26,8 @@ import (
 const (
 	// eventBuffer is the change-feed buffer, in commits.
 	eventBuffer = 1024
-	// maxRetryBackoff bounds the wait between failed SetHealth submissions and between
-	// failed rescans.
+	// maxRetryBackoff bounds the wait between failed SetHealth and AutoDeregister
+	// submissions and between failed rescans (backoff).
 	maxRetryBackoff = 5 * time.Second
 )
 
@@ -63,26 +63,28 @@ type Prober struct {
 	results        chan probeResult
 	dirty          []*target // targets with a transition to submit, in decision order
 	flushAt        time.Time // when the current batch window closes (zero: no batch)
-	retryAt        time.Time // no submission before this after a failure
-	backoff        time.Duration
+	submitRetry    backoff   // of failed SetHealth submissions
 	submitting     bool
 	submitted      chan submitResult
 	confirmed      chan confirmResult
 	needRescan     bool
 	scans          uint32 // rescans started, the number of the current one
-	rescanAt       time.Time
-	rescanBackoff  time.Duration
+	rescanRetry    backoff
 	gen            uint64
 	reportedTarget int
 	wg             sync.WaitGroup
+
+	// The rate limit of inconclusive confirmations' log lines (confirm.go), owned by the
+	// Run goroutine: when one was last logged, and how many were not logged since.
+	inconclusiveLogAt      time.Time
+	inconclusiveSuppressed int
 
 	// Automatic deregistration (dereg.go), owned by the Run goroutine.
 	deregs        deregHeap // targets with a deadline, earliest first
 	deregQueue    []*target // due, waiting to be submitted
 	deregistering bool      // a submission is in flight
 	deregDone     chan []deregItem
-	deregRetryAt  time.Time
-	deregBackoff  time.Duration
+	deregRetry    backoff
 }
 
 type clusterKey struct {
@@ -201,7 +203,7 @@ func (p *Prober) Results(key model.ServiceKey) ([]Result, bool) {
 
 // initialScan loads every instance, retrying until it succeeds or ctx is done.
 func (p *Prober) initialScan(ctx context.Context) bool {
-	backoff := 100 * time.Millisecond
+	var retry backoff
 	for ctx.Err() == nil {
 		p.mu.Lock()
 		err := p.rescan(p.cfg.Clock.Now())
@@ -212,15 +214,15 @@ func (p *Prober) initialScan(ctx context.Context) bool {
 		if err == nil {
 			return true
 		}
-		p.log.Error("health prober: reading instances failed", "err", err, "retry", backoff)
-		t := p.cfg.Clock.NewTimer(backoff)
+		wait := retry.failed(p.cfg.Clock.Now(), firstRetry)
+		p.log.Error("health prober: reading instances failed", "err", err, "retry", wait)
+		t := p.cfg.Clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return false
 		case <-t.C():
 		}
-		backoff = min(2*backoff, maxRetryBackoff)
 	}
 	return false
 }
@@ -235,7 +237,7 @@ func (p *Prober) loop(ctx context.Context, events <-chan []store.Event) {
 	for {
 		p.mu.Lock()
 		now := clk.Now()
-		if p.needRescan && !now.Before(p.rescanAt) {
+		if p.needRescan && !p.rescanRetry.holds(now) {
 			p.retryRescan(now)
 		}
 		p.dispatch(ctx, now)
@@ -392,8 +394,8 @@ func (p *Prober) nextWake() time.Time {
 	if len(p.sched) > 0 && p.inFlight < p.cfg.MaxConcurrent {
 		at = p.sched[0].next
 	}
-	if p.needRescan && (at.IsZero() || p.rescanAt.Before(at)) {
-		at = p.rescanAt
+	if p.needRescan && (at.IsZero() || p.rescanRetry.at.Before(at)) {
+		at = p.rescanRetry.at
 	}
 	if d := p.nextDereg(); !d.IsZero() && (at.IsZero() || d.Before(at)) {
 		at = d

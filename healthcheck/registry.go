@@ -65,12 +65,11 @@ func (p *Prober) rescan(now time.Time) error {
 // retryRescan runs a rescan that failed earlier.
 func (p *Prober) retryRescan(now time.Time) {
 	if err := p.rescan(now); err != nil {
-		p.rescanBackoff = min(2*p.rescanBackoff, maxRetryBackoff)
-		p.rescanAt = now.Add(p.rescanBackoff)
-		p.log.Error("health prober: rescan failed", "err", err, "retry", p.rescanBackoff)
+		p.log.Error("health prober: rescan failed", "err", err, "retry", p.rescanRetry.failed(now, firstRetry))
 		return
 	}
 	p.needRescan = false
+	p.rescanRetry.succeeded()
 }
 
 // handleEvents applies one commit's changes to the schedule.
@@ -90,11 +89,10 @@ func (p *Prober) handleEvents(evs []store.Event, now time.Time) {
 		case store.EventServiceDelete:
 			p.serviceDeleted(ev.Service)
 		case store.EventReset:
+			p.rescanRetry.succeeded() // a new reset: the backoff starts over
 			if err := p.rescan(now); err != nil {
 				p.needRescan = true
-				p.rescanBackoff = 100 * time.Millisecond
-				p.rescanAt = now.Add(p.rescanBackoff)
-				p.log.Error("health prober: rescan failed", "err", err, "retry", p.rescanBackoff)
+				p.log.Error("health prober: rescan failed", "err", err, "retry", p.rescanRetry.failed(now, firstRetry))
 			} else {
 				p.needRescan = false
 			}

@@ -1,10 +1,10 @@
 package healthcheck
 
 import (
-	"net"
 	"testing"
 	"time"
 
+	"github.com/rosterhq/roster/internal/testnet"
 	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
 )
@@ -154,34 +154,14 @@ func TestProber_StartsFromCommittedHealth(t *testing.T) {
 	}
 }
 
-// realListener accepts and closes connections until closed.
-func realListener(t *testing.T) net.Listener {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.Close()
-		}
-	}()
-	return ln
-}
-
 func TestProber_RealListenerRisesAndFalls(t *testing.T) {
 	const interval, timeout, rise, fall = 100 * time.Millisecond, 50 * time.Millisecond, 2, 2
 	src := newFakeSource()
 	app := &fakeApplier{src: src}
 	src.setCheck(testSvc, model.DefaultCluster, model.HealthCheck{Type: model.CheckTCP,
 		Interval: model.Duration(interval), Timeout: model.Duration(timeout), Rise: rise, Fall: fall}, false)
-	ln := realListener(t)
-	port := ln.Addr().(*net.TCPAddr).Port
+	ln := testnet.New(t, "127.0.0.1")
+	port := ln.Port()
 	in := src.register(inst("127.0.0.1", port, false), false)
 	cfg := Config{FlushInterval: 20 * time.Millisecond}
 	p := mustNewProber(t, cfg, src, app)
@@ -197,7 +177,7 @@ func TestProber_RealListenerRisesAndFalls(t *testing.T) {
 	})
 
 	closed := time.Now()
-	_ = ln.Close()
+	ln.Close()
 	wait.For(t, 5*time.Second, "unhealthy committed", func() bool { return !src.instance(in.Ref()).Healthy })
 	calls := app.snapshot()
 	last := calls[len(calls)-1]

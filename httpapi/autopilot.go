@@ -77,5 +77,8 @@ func wireAutopilotServer(s raftnode.ServerHealth) api.AutopilotServer {
 		TrailingLogs:      s.TrailingLogs,
 		StableSince:       s.StableSince.UTC(),
 		Reason:            s.Reason,
+		Version:           s.Build.Version,
+		NewestCommand:     s.Build.NewestCommand,
+		Release:           s.Build.Release(),
 	}
 }

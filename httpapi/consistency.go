@@ -62,6 +62,23 @@ func readValue[T any](s *server, w http.ResponseWriter, r *http.Request, fetch f
 	return idx, v, err
 }
 
+// readValueIn is readValue of namespace ns's data: the registry checks read access to
+// ns, the namespace fetch reads.
+func readValueIn[T any](s *server, w http.ResponseWriter, r *http.Request, ns string, fetch func(ws *store.WatchSet) (uint64, T, error)) (uint64, T, error) {
+	var v T
+	idx, err := s.readIn(w, r, ns, func(ws *store.WatchSet) (uint64, error) {
+		i, got, err := fetch(ws)
+		v = got
+		return i, err
+	})
+	return idx, v, err
+}
+
+// readIn is read of namespace ns's data (registry.ReadOptions.Namespace).
+func (s *server) readIn(w http.ResponseWriter, r *http.Request, ns string, fn func(ws *store.WatchSet) (uint64, error)) (uint64, error) {
+	return httpx.ReadIn(w, r, s.reg, s.node, s.defaultReadOptions(), ns, fn)
+}
+
 // read runs fn through the registry under the request's consistency and blocking
 // options and sets the read headers. fn keeps what it read in its closure; the last
 // run's data is what the handler answers with.

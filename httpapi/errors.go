@@ -7,12 +7,13 @@ import (
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/raftnode"
 )
 
 // writeError answers err as an api.ErrorBody with the status httpx.Classify gives it. A
 // 503 because this node is not the leader carries X-Roster-Not-Leader so that a
 // forwarding follower can retry at the new leader; a cas_mismatch carries the object's
-// current index.
+// current index, and an upgrade_in_progress the servers to upgrade first.
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, code, field := httpx.Classify(err)
 	msg := httpx.Message(err)
@@ -34,6 +35,10 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.As(err, &cas) {
 		cur := cas.Current
 		body.Index = &cur
+	}
+	var up *raftnode.UpgradeRequiredError
+	if errors.As(err, &up) {
+		body.Nodes = wireList(up.Servers, wireBuild)
 	}
 	writeJSON(w, status, api.ErrorBody{Error: body})
 }

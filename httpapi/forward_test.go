@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/raftnode"
 )
@@ -335,27 +337,43 @@ func TestForward_DeadLeaderIs503(t *testing.T) {
 	}
 }
 
-// TestForward_DeadLeaderRetriesAtANewlyKnownLeader checks a dial failure is retried
-// once when another leader is already known.
-func TestForward_DeadLeaderRetriesAtANewlyKnownLeader(t *testing.T) {
-	newSrv, _ := newLeaderServer(t, "n3")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close()
-	node := &pollingNode{fakeNode: newFollowerNode("n2", &model.Member{ID: "n1", HTTPAddr: dead})}
-	// The first poll picks the dead leader; from then on n3 is known.
-	node.onPoll = func(n int) {
-		if n == 2 {
-			node.setLeader(false, newSrv.member("n3"))
-		}
-	}
-	h := mustNew(t, testConfig(node, seededReader()))
-	resp := do(t, h, http.MethodPut, instPath, `{}`)
-	if resp.Code != http.StatusOK || resp.Header.Get(api.HeaderServedBy) != "n3" {
-		t.Fatalf("%d %s", resp.Code, resp.Body)
+// TestForward_DeadLeaderWaitsForTheNextLeader checks that a write whose leader cannot
+// be dialed (killed: this node may still take it for the leader until an election ends)
+// is not refused at once: it is sent to the next leader once one is known, whether that
+// is already the case at the first retry or only after several attempts.
+func TestForward_DeadLeaderWaitsForTheNextLeader(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// knownAt is the poll of the leader from which n3 is known (the first picks the
+		// dead n1).
+		knownAt int
+	}{
+		{"another leader known at the retry", 2},
+		{"the dead leader known for several attempts", 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			newSrv, _ := newLeaderServer(t, "n3")
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			dead := ln.Addr().String()
+			ln.Close()
+			node := &pollingNode{fakeNode: newFollowerNode("n2", &model.Member{ID: "n1", HTTPAddr: dead})}
+			node.onPoll = func(n int) {
+				if n == tc.knownAt {
+					node.setLeader(false, newSrv.member("n3"))
+				}
+			}
+			h := mustNew(t, testConfig(node, seededReader()))
+			resp := do(t, h, http.MethodPut, instPath, `{}`)
+			if resp.Code != http.StatusOK || resp.Header.Get(api.HeaderServedBy) != "n3" {
+				t.Fatalf("%d %s", resp.Code, resp.Body)
+			}
+			if n := len(newSrv.requests()); n != 1 {
+				t.Fatalf("the new leader got %d requests, want 1", n)
+			}
+		})
 	}
 }
 
@@ -380,5 +398,37 @@ func TestForward_BodyLimitsCheckedBeforeForwarding(t *testing.T) {
 	}
 	if n := len(leaderSrv.requests()); n != 0 {
 		t.Fatalf("forwarded %d", n)
+	}
+}
+
+// TestForward_FollowerRefusesWhatTheLeaderLacks checks that during a rolling upgrade a
+// follower refuses, instead of forwarding, a write of a command type its older leader
+// lacks (settings, tokens, conditional writes): 503 upgrade_in_progress naming the
+// leader, nothing sent to it; the writes the leader applies are still forwarded.
+func TestForward_FollowerRefusesWhatTheLeaderLacks(t *testing.T) {
+	leaderSrv, leader := newLeaderServer(t, "n1")
+	follower := newFollowerNode("n2", leaderSrv.member("n1"))
+	follower.leaderNewest = uint8(fsm.LegacyNewestType)
+	h := mustNew(t, testConfig(follower, seededReader()))
+	for _, tc := range []struct{ method, path, body string }{
+		{http.MethodPut, "/v1/operator/settings", `{"metadataMaxBytes":2048}`},
+		{http.MethodPost, "/v1/acl/tokens", `{"description":"x"}`},
+		{http.MethodDelete, "/v1/acl/tokens/0123", ``},
+		{http.MethodPatch, instPath + "?cas=3", `{"weight":2}`},
+	} {
+		resp := do(t, h, tc.method, tc.path, tc.body)
+		var body api.ErrorBody
+		if err := json.Unmarshal(resp.Body, &body); err != nil || resp.Code != http.StatusServiceUnavailable ||
+			body.Error.Code != api.CodeUpgradeInProgress || len(body.Error.Nodes) != 1 || body.Error.Nodes[0].ID != "n1" {
+			t.Errorf("%s %s on a follower of an older leader: %d %s", tc.method, tc.path, resp.Code, resp.Body)
+		}
+	}
+	if n := len(leaderSrv.requests()); n != 0 {
+		t.Fatalf("the leader got %d requests", n)
+	}
+	// A write every release applies goes through.
+	resp := do(t, h, http.MethodPut, instPath, `{"weight":7}`)
+	if resp.Code != http.StatusOK || len(leader.calls()) != 1 {
+		t.Fatalf("register on a follower of an older leader: %d %s", resp.Code, resp.Body)
 	}
 }

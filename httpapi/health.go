@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/httpx"
@@ -25,6 +26,11 @@ type HealthResults interface {
 func (s *server) getHealth(w http.ResponseWriter, r *http.Request) error {
 	key, err := serviceKeyParam(r)
 	if err != nil {
+		return err
+	}
+	// Probe results are the namespace's data: the permission is derived from the key
+	// read, as for every other read of it.
+	if err := s.reg.Authorize(r.Context(), acl.NamespacePermission(key.Namespace, acl.Read)); err != nil {
 		return err
 	}
 	// The service must exist; its clusters are the cheapest read that says so.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/buildinfo"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/raftnode"
@@ -51,6 +52,10 @@ type fakeNode struct {
 	transfers []string
 	opErr     error
 	ready     bool
+	halt      *fsm.Halt
+	// leaderNewest, when set, is the newest command type the leader applies
+	// (LeaderLacks: a rolling upgrade's older leader).
+	leaderNewest uint8
 }
 
 func newLeaderNode(id string) *fakeNode {
@@ -146,12 +151,16 @@ func (n *fakeNode) KnownLeader() bool {
 func (n *fakeNode) Ready() (bool, raftnode.Readiness) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	rd := raftnode.Readiness{AppliedIndex: 7, CommitIndex: 7, LeaderCommitIndex: 7, ClusterID: "c0ffee00-0000-4000-8000-000000000001"}
+	rd := raftnode.Readiness{AppliedIndex: 7, CommitIndex: 7, LeaderCommitIndex: 7, ClusterID: "c0ffee00-0000-4000-8000-000000000001",
+		Build: buildinfo.Info{Version: "v0.3.0", Commit: "0123456789abcdef", GoVersion: "go1.26.8"}, NewestCommand: 23}
 	if n.known != nil {
 		rd.Leader = n.known.ID
 	}
 	if !n.ready {
 		rd.Reason = "no leader"
+	}
+	if n.halt != nil {
+		rd.Halt, rd.Reason = n.halt, n.halt.Error()
 	}
 	return n.ready, rd
 }
@@ -166,7 +175,8 @@ func (n *fakeNode) Members(context.Context) ([]raftnode.Member, error) {
 			lc = time.Duration(m.LastContactMillis) * time.Millisecond
 		}
 		out = append(out, raftnode.Member{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr,
-			Voter: m.Voter, Leader: m.Leader, LastContact: lc})
+			Voter: m.Voter, Leader: m.Leader, LastContact: lc,
+			Build: raftnode.ServerBuild{ID: m.ID, Version: m.Version, Commit: m.Commit, NewestCommand: m.NewestCommand}})
 	}
 	return out, n.opErr
 }
@@ -176,6 +186,16 @@ func (n *fakeNode) Join(_ context.Context, req raftnode.JoinRequest) error {
 	defer n.mu.Unlock()
 	n.joins = append(n.joins, req)
 	return n.opErr
+}
+
+func (n *fakeNode) LeaderLacks(t fsm.MessageType) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.leaderNewest == 0 || uint8(t) <= n.leaderNewest || n.known == nil {
+		return nil
+	}
+	return &raftnode.UpgradeRequiredError{Command: t, Required: t,
+		Servers: []raftnode.ServerBuild{{ID: n.known.ID, NewestCommand: n.leaderNewest}}}
 }
 
 func (n *fakeNode) RemoveServer(_ context.Context, id string) error {

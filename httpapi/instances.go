@@ -46,45 +46,44 @@ func parseInstanceFilter(r *http.Request) (instanceFilter, error) {
 	return f, nil
 }
 
-// selectInstances applies the filter and the service's protect threshold. Without a
-// health filter every instance of the selected clusters is returned, disabled ones
-// included. healthy=true returns the enabled healthy ones, unless healthy/total ≤
-// threshold (threshold > 0, total = enabled instances of the selected clusters): then
-// every enabled instance is returned and the second result is true. healthy=false
-// returns the unhealthy ones. Instances keep their true healthy field.
+// selectInstances applies the filter and the service's protect threshold. The second
+// result reports whether the threshold is reached among the enabled instances of the
+// selected clusters (model.ProtectThresholdReached), whatever the health filter. Without
+// a health filter every instance of the selected clusters is returned, disabled ones
+// included. healthy=true returns the enabled healthy ones, or every enabled one when the
+// threshold is reached. healthy=false returns the unhealthy ones. Instances keep their
+// true healthy field.
 func selectInstances(all []model.Instance, threshold float64, f instanceFilter) ([]model.Instance, bool) {
-	var selected []model.Instance
+	var selected, enabled, healthy []model.Instance
 	for _, in := range all {
-		if f.clusters == nil || f.clusters[in.Cluster] {
-			selected = append(selected, in)
+		if f.clusters != nil && !f.clusters[in.Cluster] {
+			continue
+		}
+		selected = append(selected, in)
+		if in.Enabled {
+			enabled = append(enabled, in)
+			if in.Healthy {
+				healthy = append(healthy, in)
+			}
 		}
 	}
-	if f.healthy == nil {
-		return selected, false
-	}
-	if !*f.healthy {
+	reached := model.ProtectThresholdReached(len(healthy), len(enabled), threshold)
+	switch {
+	case f.healthy == nil:
+		return selected, reached
+	case !*f.healthy:
 		var out []model.Instance
 		for _, in := range selected {
 			if !in.Healthy {
 				out = append(out, in)
 			}
 		}
-		return out, false
-	}
-	var enabled, healthy []model.Instance
-	for _, in := range selected {
-		if !in.Enabled {
-			continue
-		}
-		enabled = append(enabled, in)
-		if in.Healthy {
-			healthy = append(healthy, in)
-		}
-	}
-	if model.ProtectThresholdReached(len(healthy), len(enabled), threshold) {
+		return out, reached
+	case reached:
 		return enabled, true
+	default:
+		return healthy, false
 	}
-	return healthy, false
 }
 
 // listInstances serves GET .../services/{service}/instances?healthy=&cluster=.
@@ -102,7 +101,7 @@ func (s *server) listInstances(w http.ResponseWriter, r *http.Request) error {
 	}
 	// The body is encoded once per change of the service and filter, and kept with the
 	// cached view: a hit writes bytes.
-	_, body, err := readValue(s, w, r, func(ws *store.WatchSet) (uint64, []byte, error) {
+	_, body, err := readValueIn(s, w, r, key.Namespace, func(ws *store.WatchSet) (uint64, []byte, error) {
 		return s.store.EncodedServiceView(ws, key, f.key(), func(idx uint64, view store.ServiceView) ([]byte, error) {
 			return encodeJSON(instancesResponse(idx, view, f))
 		})
@@ -131,7 +130,7 @@ func (s *server) getInstance(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	idx, in, err := readValue(s, w, r, func(ws *store.WatchSet) (uint64, model.Instance, error) {
+	idx, in, err := readValueIn(s, w, r, ref.Namespace, func(ws *store.WatchSet) (uint64, model.Instance, error) {
 		return s.store.Instance(ws, ref)
 	})
 	if err != nil {

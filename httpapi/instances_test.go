@@ -48,8 +48,10 @@ func TestSelectInstances_FiltersAndProtectThreshold(t *testing.T) {
 	}{
 		{"no filter returns all, disabled included", 0, instanceFilter{},
 			[]string{"127.100.0.1:80", "127.100.0.2:80", "127.100.0.3:80", "127.100.0.4:80", "127.100.0.5:80", "127.100.0.6:80"}, false},
-		{"no filter ignores the threshold", 0.9, instanceFilter{},
-			[]string{"127.100.0.1:80", "127.100.0.2:80", "127.100.0.3:80", "127.100.0.4:80", "127.100.0.5:80", "127.100.0.6:80"}, false},
+		{"no filter lists all and reports the threshold", 0.9, instanceFilter{},
+			[]string{"127.100.0.1:80", "127.100.0.2:80", "127.100.0.3:80", "127.100.0.4:80", "127.100.0.5:80", "127.100.0.6:80"}, true},
+		{"unhealthy only reports the threshold", 0.5, instanceFilter{healthy: &no},
+			[]string{"127.100.0.2:80", "127.100.0.3:80", "127.100.0.5:80"}, true},
 		{"healthy excludes unhealthy and disabled", 0, instanceFilter{healthy: &yes},
 			[]string{"127.100.0.1:80", "127.100.0.6:80"}, false},
 		{"unhealthy only", 0, instanceFilter{healthy: &no},
@@ -70,7 +72,7 @@ func TestSelectInstances_FiltersAndProtectThreshold(t *testing.T) {
 			[]string{"127.100.0.1:80", "127.100.0.2:80", "127.100.0.3:80"}, true},
 		{"selected cluster above threshold", 0.3, instanceFilter{healthy: &yes, clusters: clusters("a")},
 			[]string{"127.100.0.1:80"}, false},
-		{"zero threshold never reached", 0, instanceFilter{healthy: &yes, clusters: clusters("a")}, []string{"127.100.0.1:80"}, false},
+		{"zero threshold not reached while one is healthy", 0, instanceFilter{healthy: &yes, clusters: clusters("a")}, []string{"127.100.0.1:80"}, false},
 		{"threshold 1 always reached when anything is unhealthy", 1, instanceFilter{healthy: &yes, clusters: clusters("b")},
 			[]string{"127.100.0.6:80"}, true},
 	}
@@ -88,6 +90,43 @@ func TestSelectInstances_FiltersAndProtectThreshold(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSelectInstances_ZeroThresholdEveryInstanceDown: with the default threshold 0 and
+// every enabled instance of the selected clusters unhealthy, the threshold is reached
+// (Nacos's rule): healthy=true answers every enabled instance, with its true health.
+func TestSelectInstances_ZeroThresholdEveryInstanceDown(t *testing.T) {
+	yes, no := true, false
+	all := []model.Instance{
+		{IP: "127.100.0.1", Port: 80, Cluster: "a", Enabled: true},
+		{IP: "127.100.0.2", Port: 80, Cluster: "a", Enabled: true},
+		{IP: "127.100.0.3", Port: 80, Cluster: "a"},                // disabled
+		{IP: "127.100.0.4", Port: 80, Cluster: "b", Healthy: true}, // disabled, healthy
+	}
+	for _, tc := range []struct {
+		name string
+		f    instanceFilter
+		want []string
+	}{
+		{"healthy", instanceFilter{healthy: &yes}, []string{"127.100.0.1:80", "127.100.0.2:80"}},
+		{"healthy in a", instanceFilter{healthy: &yes, clusters: map[string]bool{"a": true}}, []string{"127.100.0.1:80", "127.100.0.2:80"}},
+		{"unhealthy", instanceFilter{healthy: &no}, []string{"127.100.0.1:80", "127.100.0.2:80", "127.100.0.3:80"}},
+		{"no filter", instanceFilter{}, []string{"127.100.0.1:80", "127.100.0.2:80", "127.100.0.3:80", "127.100.0.4:80"}},
+	} {
+		got, reached := selectInstances(all, 0, tc.f)
+		if !reached || !reflect.DeepEqual(addrs(got), tc.want) {
+			t.Errorf("%s: %v reached=%v, want %v reached", tc.name, addrs(got), reached, tc.want)
+		}
+		for _, in := range got {
+			if in.Healthy != (in.IP == "127.100.0.4") {
+				t.Errorf("%s: %s shown healthy=%v, not its true health", tc.name, in.IP, in.Healthy)
+			}
+		}
+	}
+	// Cluster b has no enabled instance: nothing to protect.
+	if got, reached := selectInstances(all, 0, instanceFilter{healthy: &yes, clusters: map[string]bool{"b": true}}); reached || len(got) != 0 {
+		t.Errorf("no enabled instance: %v reached=%v, want none, not reached", addrs(got), reached)
 	}
 }
 

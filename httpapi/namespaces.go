@@ -40,7 +40,7 @@ func (s *server) getNamespace(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	idx, ns, err := readValue(s, w, r, func(ws *store.WatchSet) (uint64, model.Namespace, error) {
+	idx, ns, err := readValueIn(s, w, r, id, func(ws *store.WatchSet) (uint64, model.Namespace, error) {
 		return s.store.Namespace(ws, id)
 	})
 	if err != nil {

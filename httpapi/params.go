@@ -12,16 +12,47 @@ import (
 	"github.com/rosterhq/roster/model"
 )
 
-// pathParam returns a path parameter, unescaped. chi matches on the raw path when the
-// request's escaping is not the default one, and then hands back escaped values.
-func pathParam(r *http.Request, name string) string {
-	v := chi.URLParam(r, name)
-	if r.URL.RawPath != "" {
-		if u, err := url.PathUnescape(v); err == nil {
-			v = u
+// pathParam returns a path parameter as decodePathParams decoded it: the name of the
+// resource, never its escaped spelling.
+func pathParam(r *http.Request, name string) string { return chi.URLParam(r, name) }
+
+// decodePathParams decodes every parameter of the matched route's path once, in place,
+// before anything looks at it: the permission a route needs, the handler's key and the
+// registry's own check all see one name. chi matches on the escaped path whenever the
+// request's escaping is not the default one (s%65cret for secret, %2e, mixed-case hex)
+// and then hands back escaped values; Go has already decoded the whole path once when it
+// parsed the request, so each segment is decoded exactly once here and a doubly encoded
+// name (s%2565cret) stays the literal name "s%65cret". A segment that is not a valid
+// encoding is a 400 naming the parameter, and nothing else is done.
+func (s *server) decodePathParams(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.RawPath != "" {
+			if rctx := chi.RouteContext(r.Context()); rctx != nil {
+				for i, k := range rctx.URLParams.Keys {
+					v, err := url.PathUnescape(rctx.URLParams.Values[i])
+					if err != nil {
+						s.writeError(w, r, invalid(pathParamField(k), "is not a valid percent-encoding: %q", rctx.URLParams.Values[i]))
+						return
+					}
+					rctx.URLParams.Values[i] = v
+				}
+			}
 		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// pathParamField is the field an error about the path parameter k names.
+func pathParamField(k string) string {
+	switch k {
+	case "ns":
+		return "namespace"
+	case "addr":
+		return "ip"
+	case "accessor":
+		return "accessorId"
 	}
-	return v
+	return k
 }
 
 // namespaceParam returns the validated {ns}.

@@ -79,7 +79,8 @@ func (s *server) memberStatuses(ctx context.Context, members []api.Member) {
 
 // memberStatus is a member's readiness with its lag behind commit.
 func memberStatus(rd api.Ready, commit uint64) *api.MemberStatus {
-	st := &api.MemberStatus{Reachable: true, Ready: rd.Ready, AppliedIndex: rd.AppliedIndex, CommitIndex: rd.CommitIndex, Reason: rd.Reason}
+	st := &api.MemberStatus{Reachable: true, Ready: rd.Ready, AppliedIndex: rd.AppliedIndex, CommitIndex: rd.CommitIndex,
+		Reason: rd.Reason, ReasonCode: rd.ReasonCode, Build: rd.Build}
 	if commit > rd.AppliedIndex {
 		st.Lag = commit - rd.AppliedIndex
 	}
@@ -102,7 +103,7 @@ func (s *server) join(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	join := raftnode.JoinRequest{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, NonVoter: req.NonVoter,
-		ClusterID: req.ClusterID, Announce: req.Announce, NewestCommand: req.NewestCommand}
+		ClusterID: req.ClusterID, Announce: req.Announce, NewestCommand: req.NewestCommand, Version: req.Version, Commit: req.Commit}
 	return s.membership(w, r, func(ctx context.Context) error { return s.node.Join(ctx, join) })
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/console"
 	"github.com/rosterhq/roster/fanout"
+	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
@@ -83,6 +84,9 @@ type Consensus interface {
 	RemoveServer(ctx context.Context, id string) error
 	// TransferLeadership hands leadership to the server id (any server when id is empty).
 	TransferLeadership(ctx context.Context, id string) error
+	// LeaderLacks refuses (an *raftnode.UpgradeRequiredError) a command of type t that
+	// the leader, another server of an older release, does not apply.
+	LeaderLacks(t fsm.MessageType) error
 }
 
 // Config configures the API handler. Store and Node are required.
@@ -299,12 +303,14 @@ func (s *server) CloseIdleConnections() {
 // They carry no data, so they answer anyone; the pages read and write through the
 // routes below with the operator's token.
 //
-// Access control: the status routes, /metrics (unless Config.MetricsRequireToken) and
+// Access control: the status routes, /metrics (unless Config.MetricsRequireToken; with
+// ACLs on, its per-namespace and per-service series need operator: read) and
 // POST /v1/acl/bootstrap answer anyone; every other route first resolves the request's
 // token (httpx.Authenticate: 401 without a valid one while ACLs are on) and then
 // checks the permission the route needs (httpx.Require: 403) — before a follower
 // forwards anything, and again on the node that serves it. The registry checks the
-// permission of every write and read once more.
+// permission of every write and read once more, derived from the key it writes or
+// reads. Path parameters are decoded once (decodePathParams), before any of these.
 func (s *server) routes() *chi.Mux {
 	r := chi.NewRouter()
 	// A malformed query string is refused here, before a route reads it or a follower
@@ -317,15 +323,20 @@ func (s *server) routes() *chi.Mux {
 	need := func(p acl.Permission) func(http.Handler) http.Handler {
 		return httpx.Require(s.reg, httpx.Fixed(p), s.writeError)
 	}
+	// The namespace a route needs is its decoded {ns} (decodePathParams runs first).
 	nsNeed := func(a acl.Access) func(http.Handler) http.Handler {
 		return httpx.Require(s.reg, func(r *http.Request) acl.Permission {
-			return acl.NamespacePermission(chi.URLParam(r, "ns"), a)
+			return acl.NamespacePermission(pathParam(r, "ns"), a)
 		}, s.writeError)
 	}
 
-	if s.cfg.MetricsRequireToken {
+	switch {
+	case s.cfg.MetricsRequireToken:
 		r.With(authenticate, need(acl.OperatorRead)).Method(http.MethodGet, "/metrics", httpx.Handler(s.cfg.Metrics))
-	} else {
+	case s.reg.ACLEnabled():
+		// The series that name namespaces and services need operator: read.
+		r.Method(http.MethodGet, "/metrics", s.metricsHandler())
+	default:
 		r.Method(http.MethodGet, "/metrics", httpx.Handler(s.cfg.Metrics))
 	}
 	r.Get("/", s.root)
@@ -356,7 +367,8 @@ func (s *server) routes() *chi.Mux {
 	)
 
 	r.Group(func(r chi.Router) {
-		r.Use(authenticate)
+		// Path parameters are decoded once, before anything decides on them.
+		r.Use(s.decodePathParams, authenticate)
 		r.With(need(acl.OperatorRead)).Get("/v1/operator/probe-policy", s.handle(s.getProbePolicy))
 		r.With(need(registry.Authenticated)).Get("/v1/acl/token/self", s.handle(s.getTokenSelf))
 
@@ -380,14 +392,20 @@ func (s *server) routes() *chi.Mux {
 		read(need(acl.ACLRead)).Get(token, s.handle(s.getToken))
 
 		// Writes: bounded JSON bodies, served by the leader; the permission is checked
-		// before the body is read.
-		write := func(perm func(http.Handler) http.Handler) chi.Router {
-			return r.With(perm, httpx.BufferBodyWithin(s.cfg.MaxBodyBytes, s.cfg.BodyTimeout, httpx.JSONBodies, s.writeError), s.fwd.LeaderOnly(s.writeError))
+		// before the body is read, and a follower refuses a command type its leader lacks
+		// before it forwards (leaderApplies: a rolling upgrade's older leader).
+		write := func(perm func(http.Handler) http.Handler, cmd ...fsm.MessageType) chi.Router {
+			mw := []func(http.Handler) http.Handler{perm, httpx.BufferBodyWithin(s.cfg.MaxBodyBytes, s.cfg.BodyTimeout, httpx.JSONBodies, s.writeError)}
+			for _, t := range cmd {
+				mw = append(mw, s.leaderApplies(t, nil))
+			}
+			return r.With(append(mw, s.fwd.LeaderOnly(s.writeError))...)
 		}
 		write(need(acl.OperatorWrite)).Put(ns, s.handle(s.putNamespace))
 		write(need(acl.OperatorWrite)).Delete(ns, s.handle(s.deleteNamespace))
 		r.Group(func(r chi.Router) {
-			r.Use(nsNeed(acl.Write), httpx.BufferBodyWithin(s.cfg.MaxBodyBytes, s.cfg.BodyTimeout, httpx.JSONBodies, s.writeError), s.fwd.LeaderOnly(s.writeError))
+			r.Use(nsNeed(acl.Write), httpx.BufferBodyWithin(s.cfg.MaxBodyBytes, s.cfg.BodyTimeout, httpx.JSONBodies, s.writeError),
+				s.casNeedsNewLeader, s.fwd.LeaderOnly(s.writeError))
 			r.Put(service, s.handle(s.putService))
 			r.Delete(service, s.handle(s.deleteService))
 			r.Put(cluster, s.handle(s.putCluster))
@@ -400,10 +418,10 @@ func (s *server) routes() *chi.Mux {
 			r.Use(need(acl.OperatorWrite), httpx.BufferBodyWithin(s.cfg.MaxBodyBytes, s.cfg.BodyTimeout, httpx.JSONBodies, s.writeError), s.fwd.LeaderOnly(s.writeError))
 			r.Delete("/v1/cluster/members/{id}", s.handle(s.removeMember))
 			r.Post("/v1/cluster/leadership-transfer", s.handle(s.transferLeadership))
-			r.Put("/v1/operator/settings", s.handle(s.putSettings))
 		})
-		write(need(acl.ACLWrite)).Post("/v1/acl/tokens", s.handle(s.createToken))
-		write(need(acl.ACLWrite)).Delete(token, s.handle(s.deleteToken))
+		write(need(acl.OperatorWrite), fsm.UpdateSettingsType).Put("/v1/operator/settings", s.handle(s.putSettings))
+		write(need(acl.ACLWrite), fsm.CreateTokenType).Post("/v1/acl/tokens", s.handle(s.createToken))
+		write(need(acl.ACLWrite), fsm.DeleteTokenType).Delete(token, s.handle(s.deleteToken))
 
 		// Probe results and server health live in the leader's memory: always served by
 		// the leader.

@@ -16,7 +16,7 @@ func (s *server) listClusters(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	idx, list, err := readValue(s, w, r, func(ws *store.WatchSet) (uint64, []model.Cluster, error) {
+	idx, list, err := readValueIn(s, w, r, key.Namespace, func(ws *store.WatchSet) (uint64, []model.Cluster, error) {
 		return s.store.Clusters(ws, key)
 	})
 	if err != nil {
@@ -32,7 +32,7 @@ func (s *server) getCluster(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	idx, c, err := readValue(s, w, r, func(ws *store.WatchSet) (uint64, model.Cluster, error) {
+	idx, c, err := readValueIn(s, w, r, key.Namespace, func(ws *store.WatchSet) (uint64, model.Cluster, error) {
 		return s.store.Cluster(ws, key, name)
 	})
 	if err != nil {

@@ -36,7 +36,7 @@ func (s *server) listServices(w http.ResponseWriter, r *http.Request) error {
 		list  []store.ServiceSummary
 		total int
 	)
-	idx, err := s.read(w, r, func(ws *store.WatchSet) (uint64, error) {
+	idx, err := s.readIn(w, r, ns, func(ws *store.WatchSet) (uint64, error) {
 		idx, l, n, err := s.store.ServiceSummaries(ws, ns, f, page, size)
 		list, total = l, n
 		return idx, err
@@ -56,7 +56,7 @@ func (s *server) getService(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	idx, view, err := readValue(s, w, r, func(ws *store.WatchSet) (uint64, store.ServiceView, error) {
+	idx, view, err := readValueIn(s, w, r, key.Namespace, func(ws *store.WatchSet) (uint64, store.ServiceView, error) {
 		return s.store.ServiceView(ws, key)
 	})
 	if err != nil {

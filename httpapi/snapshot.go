@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
@@ -53,8 +54,10 @@ type Snapshotter interface {
 	// the first write after the restore.
 	RestoreState(ctx context.Context, index, term uint64, r io.Reader, size int64) (uint64, error)
 	// AdoptIdentity rewrites a state file about to be restored so that it carries this
-	// cluster's id and member table, not those of the cluster it was saved from.
-	AdoptIdentity(statePath string) error
+	// cluster's id and member table, not those of the cluster it was saved from, and
+	// the cluster's current ACL state unless archiveACL; usedArchive reports whether the
+	// file's ACL state is the archive's.
+	AdoptIdentity(statePath string, archiveACL bool) (usedArchive bool, err error)
 }
 
 // SnapshotConfig configures GET and PUT /v1/snapshot. The zero value takes the
@@ -243,7 +246,16 @@ func writeArchive(w io.Writer, meta snapshot.Meta, view *raftnode.StateSnapshot)
 // streamed, to the leader. Either way the upload is paced: one that stalls or trickles
 // is cut off with a 408. Only a fully verified archive competes for the restore: when
 // another restore is running at that moment, the answer is a 409.
+//
+// ?acl= says whose ACL state the restored cluster has: "cluster" (the default) keeps
+// the cluster's tokens and bootstrap whatever the archive holds, so that a restore never
+// grants ACL rights its caller lacks; "archive" restores the archive's and needs
+// acl: write. The answer says which it did (api.SnapshotRestoreResult).
 func (h *snapshotHandler) put(w http.ResponseWriter, r *http.Request) {
+	if _, err := h.aclChoice(r); err != nil {
+		h.refuseUnread(w, r, err)
+		return
+	}
 	up := h.pace(w, r)
 	defer up.finish()
 	if !h.s.node.IsLeader() {
@@ -265,6 +277,11 @@ func (h *snapshotHandler) servePut(w http.ResponseWriter, r *http.Request) {
 		h.refuseUnread(w, r, fmt.Errorf("%w: this node does not serve snapshots", httpx.ErrUnavailable))
 		return
 	}
+	archiveACL, err := h.aclChoice(r)
+	if err != nil {
+		h.refuseUnread(w, r, err)
+		return
+	}
 	start := time.Now()
 	ar, err := h.receive(w, r)
 	if err != nil {
@@ -280,13 +297,35 @@ func (h *snapshotHandler) servePut(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.restoring.Store(false)
-	idx, err := h.restore(r, ar)
+	idx, usedArchive, err := h.restore(r, ar, archiveACL)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	s.log.WarnContext(r.Context(), "cluster restored from a snapshot archive", "index", idx)
-	writeResult(w, idx)
+	res := api.SnapshotRestoreResult{Index: idx, ACL: api.RestoreACLCluster}
+	if usedArchive {
+		res.ACL = api.RestoreACLArchive
+	}
+	s.log.WarnContext(r.Context(), "cluster restored from a snapshot archive", "index", idx, "acl", res.ACL)
+	setIndex(w, idx)
+	writeJSON(w, http.StatusOK, res)
+}
+
+// aclChoice parses ?acl=: false for "cluster" (or absent), true for "archive", which
+// needs acl: write (403 naming it); anything else is a 400 naming "acl".
+func (h *snapshotHandler) aclChoice(r *http.Request) (bool, error) {
+	switch v := r.URL.Query().Get("acl"); v {
+	case "", api.RestoreACLCluster:
+		return false, nil
+	case api.RestoreACLArchive:
+		if err := h.s.reg.Authorize(r.Context(), acl.ACLWrite); err != nil {
+			return false, fmt.Errorf("restoring the archive's tokens (?acl=archive) needs acl: write: %w", err)
+		}
+		return true, nil
+	default:
+		return false, invalid("acl", "must be %q (keep the cluster's tokens, the default) or %q (restore the archive's; needs acl: write), got %q",
+			api.RestoreACLCluster, api.RestoreACLArchive, v)
+	}
 }
 
 // receive reads the whole uploaded archive and checks it, its state.db extracted into
@@ -311,21 +350,22 @@ func (h *snapshotHandler) receive(w http.ResponseWriter, r *http.Request) (*snap
 	return ar, nil
 }
 
-// restore hands the state of a verified archive to Raft.
-func (h *snapshotHandler) restore(r *http.Request, ar *snapshot.Archive) (uint64, error) {
+// restore hands the state of a verified archive to Raft, with the cluster's ACL state
+// unless archiveACL; usedArchive reports whether the ACL state restored is the archive's.
+func (h *snapshotHandler) restore(r *http.Request, ar *snapshot.Archive, archiveACL bool) (idx uint64, usedArchive bool, err error) {
 	// The archive may come from another cluster: the restored state keeps this cluster's
 	// identity and members, so that no node ever talks to addresses read from it.
-	if err := h.cfg.Node.AdoptIdentity(ar.StatePath); err != nil {
-		return 0, fmt.Errorf("giving the archive's state this cluster's identity: %w", err)
+	if usedArchive, err = h.cfg.Node.AdoptIdentity(ar.StatePath, archiveACL); err != nil {
+		return 0, false, fmt.Errorf("giving the archive's state this cluster's identity: %w", err)
 	}
 	f, err := os.Open(ar.StatePath)
 	if err != nil {
-		return 0, fmt.Errorf("opening the verified state: %w", err)
+		return 0, false, fmt.Errorf("opening the verified state: %w", err)
 	}
 	defer func() { _ = f.Close() }()
 	info, err := f.Stat()
 	if err != nil {
-		return 0, fmt.Errorf("opening the verified state: %w", err)
+		return 0, false, fmt.Errorf("opening the verified state: %w", err)
 	}
 	// Once Raft has the state, the restore proceeds even if the client goes away.
 	ctx := context.WithoutCancel(r.Context())
@@ -334,7 +374,8 @@ func (h *snapshotHandler) restore(r *http.Request, ar *snapshot.Archive) (uint64
 		ctx, cancel = context.WithTimeout(ctx, h.cfg.RestoreTimeout)
 		defer cancel()
 	}
-	return h.cfg.Node.RestoreState(ctx, ar.Meta.Index, ar.Meta.Term, f, info.Size())
+	idx, err = h.cfg.Node.RestoreState(ctx, ar.Meta.Index, ar.Meta.Term, f, info.Size())
+	return idx, usedArchive, err
 }
 
 // uploadError turns an error of reading the uploaded archive into the API's errors: a

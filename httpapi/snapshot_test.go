@@ -61,7 +61,7 @@ func (f *fakeSnapshots) SnapshotState() (*raftnode.StateSnapshot, error) {
 	return &raftnode.StateSnapshot{Snapshot: sn, Index: f.index, Term: f.term}, nil
 }
 
-func (f *fakeSnapshots) AdoptIdentity(string) error { return nil }
+func (f *fakeSnapshots) AdoptIdentity(string, bool) (bool, error) { return false, nil }
 
 func (f *fakeSnapshots) RestoreState(_ context.Context, index, term uint64, r io.Reader, size int64) (uint64, error) {
 	b, err := io.ReadAll(r)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
 )
@@ -30,11 +31,17 @@ func (s *server) getReady(w http.ResponseWriter, _ *http.Request) error {
 		ok, rd.Reason = false, err.Error()
 	}
 	rd.Ready = ok
+	out := wireReady(rd)
+	if s.cfg.StateChecks != nil {
+		if chk, ok := s.cfg.StateChecks.LatestStateCheck(); ok {
+			out.LastStateCheck = &api.StateCheck{Index: chk.Index, Hash: chk.Hash}
+		}
+	}
 	status := http.StatusOK
 	if !ok {
 		status = http.StatusServiceUnavailable
 	}
-	writeJSON(w, status, wireReady(rd))
+	writeJSON(w, status, out)
 	return nil
 }
 
@@ -42,6 +49,8 @@ func (s *server) getReady(w http.ResponseWriter, _ *http.Request) error {
 // taken at CheckState entries (*fsm.FSM).
 type StateChecker interface {
 	StateCheck(index uint64) (string, bool)
+	// LatestStateCheck is the newest check this node recorded (ok false: none yet).
+	LatestStateCheck() (fsm.StateCheck, bool)
 }
 
 // getStateCheck serves GET /v1/status/state-check?index=N: the hash of this node's state

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fanout"
 	"github.com/rosterhq/roster/httpx"
@@ -62,11 +63,10 @@ func newStreamMetrics(reg prometheus.Registerer) (*streamMetrics, error) {
 			Name: "roster_http_stream_events_total", Help: "Events sent on watch streams, by event type.",
 		}, []string{"event"}),
 	}
-	var err error
-	if m.open, err = prom.Register(reg, m.open); err != nil {
-		return nil, err
-	}
-	if m.events, err = prom.Register(reg, m.events); err != nil {
+	g := prom.On(reg)
+	prom.Add(g, &m.open)
+	prom.Add(g, &m.events)
+	if err := g.Err(); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -74,6 +74,9 @@ func newStreamMetrics(reg prometheus.Registerer) (*streamMetrics, error) {
 
 // streamSpec is what one stream watches and how it shows an update.
 type streamSpec struct {
+	// ns is the namespace whose data the stream sends: it needs read access to it, at
+	// the start and before every write.
+	ns    string
 	topic fanout.Topic
 	// event names the event of a view that exists.
 	event string
@@ -124,6 +127,10 @@ func (s *server) serveStream(w http.ResponseWriter, r *http.Request, spec stream
 	if err != nil {
 		return err
 	}
+	perm := acl.NamespacePermission(spec.ns, acl.Read)
+	if err := s.reg.Authorize(r.Context(), perm); err != nil {
+		return err
+	}
 	if s.cfg.Watch == nil {
 		return fmt.Errorf("%w: this node serves no streams", httpx.ErrNotAcceptable)
 	}
@@ -169,7 +176,7 @@ func (s *server) serveStream(w http.ResponseWriter, r *http.Request, spec stream
 	h.Set("X-Accel-Buffering", "no")
 	httpx.SetLeaderHeaders(w, s.node, api.ConsistencyStale)
 	st := newEventStream(spec, s.streams)
-	st.allowed = s.stillAllowed(r)
+	st.allowed = s.stillAllowed(r, perm)
 	var initial, sig []byte
 	for i, u := range sub.Next() {
 		if i == 0 {
@@ -280,16 +287,17 @@ type eventStream struct {
 }
 
 // stillAllowed returns, with ACLs on, a check that the token r presented still exists
-// and still grants the permission its route needed; a stream runs it before every
-// write, so a deleted token's streams end at their next event or keep-alive.
-func (s *server) stillAllowed(r *http.Request) func() bool {
+// and still grants p, the read access to the namespace the stream sends; a stream runs
+// it before every write, so a deleted token's streams end at their next event or
+// keep-alive.
+func (s *server) stillAllowed(r *http.Request, p acl.Permission) func() bool {
 	if !s.reg.ACLEnabled() {
 		return nil
 	}
-	secret, p := httpx.TokenOf(r), httpx.PermissionOf(r)
+	secret := httpx.TokenOf(r)
 	return func() bool {
 		a, err := s.reg.Authenticate(secret)
-		return err == nil && (p == registry.Authenticated || a.Allows(p))
+		return err == nil && a.Allows(p)
 	}
 }
 
@@ -368,6 +376,7 @@ func (st *eventStream) sent(sig []byte) {
 // instancesStream watches a service's instances under the list's filter.
 func instancesStream(key model.ServiceKey, f instanceFilter) streamSpec {
 	return streamSpec{
+		ns:    key.Namespace,
 		topic: fanout.ServiceTopic(key),
 		event: api.EventInstances,
 		key:   f.key(),
@@ -385,6 +394,7 @@ func instancesStream(key model.ServiceKey, f instanceFilter) streamSpec {
 // servicesStream watches a page of a namespace's service list.
 func servicesStream(ns string, f store.ServiceFilter, page, size int) streamSpec {
 	return streamSpec{
+		ns:    ns,
 		topic: fanout.ServicesTopic(ns, f, page, size),
 		event: api.EventServices,
 		key:   "services",

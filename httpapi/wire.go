@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/raftnode"
@@ -133,7 +134,33 @@ func wireReady(r raftnode.Readiness) api.Ready {
 		LeaderCommitIndex: r.LeaderCommitIndex,
 		ClusterID:         r.ClusterID,
 		Reason:            r.Reason,
+		ReasonCode:        readyCode(r),
+		HaltedAt:          haltedAt(r.Halt),
+		Build:             wireOwnBuild(r),
 	}
+}
+
+// wireOwnBuild is a node's own build (nil when it reports none).
+func wireOwnBuild(r raftnode.Readiness) *api.Build {
+	if r.Build.Version == "" {
+		return nil
+	}
+	return &api.Build{Version: r.Build.Version, Commit: r.Build.Commit, GoVersion: r.Build.GoVersion, NewestCommand: r.NewestCommand}
+}
+
+// readyCode classifies a readiness report's reason.
+func readyCode(r raftnode.Readiness) string {
+	if r.Halt != nil && r.Halt.Reason == fsm.HaltNeedsUpgrade && !r.Ready {
+		return api.ReasonNeedsUpgrade
+	}
+	return ""
+}
+
+func haltedAt(h *fsm.Halt) *api.HaltedEntry {
+	if h == nil {
+		return nil
+	}
+	return &api.HaltedEntry{Index: h.Index, Type: uint8(h.Type &^ fsm.IgnoreUnknownFlag), TypeName: h.Type.String()}
 }
 
 // wireMember shows the last contact in milliseconds, -1 when unknown.
@@ -149,7 +176,16 @@ func wireMember(m raftnode.Member) api.Member {
 		Voter:             m.Voter,
 		Leader:            m.Leader,
 		LastContactMillis: lc,
+		Version:           m.Build.Version,
+		Commit:            m.Build.Commit,
+		NewestCommand:     m.Build.NewestCommand,
+		Release:           m.Build.Release(),
 	}
+}
+
+// wireBuild is a server's build as errors name it.
+func wireBuild(b raftnode.ServerBuild) api.NodeBuild {
+	return api.NodeBuild{ID: b.ID, Version: b.Version, Commit: b.Commit, NewestCommand: b.NewestCommand, Release: b.Release()}
 }
 
 func wireProbeResult(r healthcheck.Result) api.ProbeResult {

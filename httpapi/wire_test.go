@@ -2,12 +2,14 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/model"
 )
@@ -48,8 +50,8 @@ func wireReader() *fakeReader {
 func TestWire_GoldenJSON(t *testing.T) {
 	node := newLeaderNode("n1")
 	node.members = []api.Member{
-		{ID: "n1", RaftAddr: "127.0.0.1:7848", HTTPAddr: "127.0.0.1:8848", Voter: true, Leader: true},
-		{ID: "n2", RaftAddr: "127.0.0.2:7848", Voter: false, LastContactMillis: -1},
+		{ID: "n1", RaftAddr: "127.0.0.1:7848", HTTPAddr: "127.0.0.1:8848", Voter: true, Leader: true, Version: "v0.3.0", Commit: "0123456789abcdef", NewestCommand: 23},
+		{ID: "n2", RaftAddr: "127.0.0.2:7848", Voter: false, LastContactMillis: -1, NewestCommand: 12},
 	}
 	last := time.Date(2024, 5, 6, 7, 8, 9, 500_000_000, time.UTC)
 	cfg := testConfig(node, wireReader())
@@ -120,10 +122,13 @@ func TestWire_GoldenJSON(t *testing.T) {
 			`{"ip":"::1","port":9090,"cluster":"DEFAULT","epoch":7,"checkType":"NONE","healthy":false,"pending":false,` +
 			`"consecutiveSuccesses":0,"consecutiveFailures":0,"rise":2,"fall":3,"interval":"5s"}]}`},
 		{path: "/v1/cluster/members", want: `{"index":10,"members":[` +
-			`{"id":"n1","raftAddr":"127.0.0.1:7848","httpAddr":"127.0.0.1:8848","voter":true,"leader":true,"lastContactMillis":0},` +
-			`{"id":"n2","raftAddr":"127.0.0.2:7848","httpAddr":"","voter":false,"leader":false,"lastContactMillis":-1}]}`},
+			`{"id":"n1","raftAddr":"127.0.0.1:7848","httpAddr":"127.0.0.1:8848","voter":true,"leader":true,"lastContactMillis":0,` +
+			`"version":"v0.3.0","commit":"0123456789abcdef","newestCommand":23,"release":"v0.3.0"},` +
+			`{"id":"n2","raftAddr":"127.0.0.2:7848","httpAddr":"","voter":false,"leader":false,"lastContactMillis":-1,` +
+			`"newestCommand":12,"release":"a release before v0.2.0"}]}`},
 		{path: "/v1/status/leader", want: `{"id":"n1","raftAddr":"127.0.0.1:7848","httpAddr":"127.0.0.1:8848"}`},
-		{path: "/v1/status/ready", want: `{"ready":true,"leader":"n1","appliedIndex":7,"commitIndex":7,"leaderCommitIndex":7,"clusterId":"c0ffee00-0000-4000-8000-000000000001"}`},
+		{path: "/v1/status/ready", want: `{"ready":true,"leader":"n1","appliedIndex":7,"commitIndex":7,"leaderCommitIndex":7,"clusterId":"c0ffee00-0000-4000-8000-000000000001",` +
+			`"build":{"version":"v0.3.0","commit":"0123456789abcdef","goVersion":"go1.26.8","newestCommand":23}}`},
 		{path: "/v1/operator/settings", want: `{"index":1,"metadataMaxBytes":1024,"modifyIndex":0}`},
 	}
 	for _, tc := range cases {
@@ -136,8 +141,38 @@ func TestWire_GoldenJSON(t *testing.T) {
 	// Not ready: 503 with the same shape and the reason.
 	node.ready = false
 	resp := do(t, h, http.MethodGet, "/v1/status/ready", nil)
-	if want := `{"ready":false,"leader":"n1","appliedIndex":7,"commitIndex":7,"leaderCommitIndex":7,"clusterId":"c0ffee00-0000-4000-8000-000000000001","reason":"no leader"}`; resp.Code != http.StatusServiceUnavailable || string(resp.Body) != want+"\n" {
+	if want := `{"ready":false,"leader":"n1","appliedIndex":7,"commitIndex":7,"leaderCommitIndex":7,"clusterId":"c0ffee00-0000-4000-8000-000000000001","reason":"no leader",` +
+		`"build":{"version":"v0.3.0","commit":"0123456789abcdef","goVersion":"go1.26.8","newestCommand":23}}`; resp.Code != http.StatusServiceUnavailable || string(resp.Body) != want+"\n" {
 		t.Errorf("GET /v1/status/ready (not ready): %d\n got %s\nwant %s", resp.Code, resp.Body, want)
+	}
+}
+
+// TestWire_ReadyHalted checks the readiness of a node whose state machine stopped at a
+// committed entry of a newer command type: 503, reasonCode needs_upgrade, and the entry.
+func TestWire_ReadyHalted(t *testing.T) {
+	node := newLeaderNode("n1")
+	node.ready = false
+	node.halt = &fsm.Halt{Index: 41, Type: fsm.MessageType(30), Reason: fsm.HaltNeedsUpgrade, Newest: 23}
+	h := mustNew(t, testConfig(node, wireReader()))
+	resp := do(t, h, http.MethodGet, "/v1/status/ready", nil)
+	var got map[string]json.RawMessage
+	if err := json.Unmarshal(resp.Body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if resp.Code != http.StatusServiceUnavailable || string(got["ready"]) != "false" || string(got["reasonCode"]) != `"needs_upgrade"` ||
+		string(got["haltedAt"]) != `{"index":41,"type":30,"typeName":"MessageType(30)"}` {
+		t.Fatalf("GET /v1/status/ready (halted): %d %s", resp.Code, resp.Body)
+	}
+	var reason string
+	if err := json.Unmarshal(got["reason"], &reason); err != nil || !strings.Contains(reason, "committed entry 41") || !strings.Contains(reason, "type 30") {
+		t.Fatalf("reason %s does not name the entry", got["reason"])
+	}
+
+	// A halt for an undecodable entry is not an upgrade: no reasonCode.
+	node.halt = &fsm.Halt{Index: 41, Type: fsm.MessageType(3), Reason: fsm.HaltUndecodable, Err: errors.New("msgpack: bad")}
+	resp = do(t, h, http.MethodGet, "/v1/status/ready", nil)
+	if resp.Code != http.StatusServiceUnavailable || strings.Contains(string(resp.Body), "reasonCode") || !strings.Contains(string(resp.Body), `"haltedAt":{"index":41`) {
+		t.Fatalf("GET /v1/status/ready (undecodable): %d %s", resp.Code, resp.Body)
 	}
 }
 

@@ -50,7 +50,8 @@ func Invalid(field, format string, args ...any) error {
 // not the leader or knows none; such a request may be sent on to the leader.
 func IsNotLeader(err error) bool {
 	return errors.Is(err, raft.ErrNotLeader) || errors.Is(err, ErrNotLeader) ||
-		errors.Is(err, raftnode.ErrNotLeader) || errors.Is(err, raftnode.ErrNoLeader)
+		errors.Is(err, raftnode.ErrNotLeader) || errors.Is(err, raftnode.ErrNoLeader) ||
+		errors.Is(err, registry.ErrNotLeader)
 }
 
 // Classify maps an error to its status, its api error code and the field it names. It
@@ -94,17 +95,19 @@ func Classify(err error) (status int, code, field string) {
 		return http.StatusServiceUnavailable, api.CodeACLMismatch, ""
 	case errors.Is(err, raftnode.ErrStorage):
 		return http.StatusServiceUnavailable, api.CodeStorage, ""
-	case errors.Is(err, ErrNoLeader), errors.Is(err, raftnode.ErrNoLeader):
+	case errors.Is(err, raftnode.ErrUpgradeRequired):
+		return http.StatusServiceUnavailable, api.CodeUpgradeInProgress, ""
+	case errors.Is(err, ErrNoLeader), errors.Is(err, raftnode.ErrNoLeader), errors.Is(err, registry.ErrNoLeader):
 		return http.StatusServiceUnavailable, api.CodeNoLeader, ""
 	case IsNotLeader(err):
 		return http.StatusServiceUnavailable, api.CodeNotLeader, ""
-	case errors.Is(err, ErrUnavailable), errors.Is(err, raft.ErrLeadershipLost),
+	case errors.Is(err, ErrUnavailable), errors.Is(err, registry.ErrUnavailable), errors.Is(err, raft.ErrLeadershipLost),
 		errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, raft.ErrLeadershipTransferInProgress),
 		errors.Is(err, store.ErrClosed), errors.Is(err, context.Canceled),
 		errors.Is(err, raftnode.ErrLeadershipLost), errors.Is(err, raftnode.ErrShutdown):
 		return http.StatusServiceUnavailable, api.CodeUnavailable, ""
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, raft.ErrEnqueueTimeout),
-		errors.Is(err, raftnode.ErrTimeout):
+		errors.Is(err, raftnode.ErrTimeout), errors.Is(err, registry.ErrTimeout):
 		return http.StatusGatewayTimeout, api.CodeTimeout, ""
 	default:
 		return http.StatusInternalServerError, api.CodeInternal, ""

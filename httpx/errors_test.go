@@ -15,6 +15,7 @@ import (
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/raftnode"
+	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -51,6 +52,9 @@ func TestClassify_MapsEveryErrorKind(t *testing.T) {
 		{"proxy failure", wrap(ErrUnavailable), 503, api.CodeUnavailable, ""},
 		{"cancelled", wrap(context.Canceled), 503, api.CodeUnavailable, ""},
 		{"timeout (consensus)", wrap(raftnode.ErrTimeout), 504, api.CodeTimeout, ""},
+		{"timeout (registry)", wrap(registry.ErrTimeout), 504, api.CodeTimeout, ""},
+		{"no leader (registry)", wrap(registry.ErrNoLeader), 503, api.CodeNoLeader, ""},
+		{"outcome unknown (registry)", wrap(registry.ErrUnavailable), 503, api.CodeUnavailable, ""},
 		{"timeout (context)", wrap(context.DeadlineExceeded), 504, api.CodeTimeout, ""},
 		{"timeout (raft)", wrap(raft.ErrEnqueueTimeout), 504, api.CodeTimeout, ""},
 		{"leader's disk", wrap(&raftnode.DiskError{Op: "cannot write the Raft log", Err: syscall.ENOSPC}), 503, api.CodeStorage, ""},

@@ -155,9 +155,11 @@ type proxyState struct {
 	leaderID  string
 	retryable bool
 	fail      ErrorWriter
+	// deadline ends the forward's retries (LeaderHold after it began).
+	deadline time.Time
 	// retry is set by the error hook when the attempt wrote nothing and should be
-	// repeated at the new leader.
-	retry bool
+	// repeated at the new leader; notSent says it never reached the leader.
+	retry, notSent bool
 }
 
 type proxyStateKey struct{}
@@ -197,8 +199,10 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, next http.Ha
 	}
 	body := Body(r)
 	exclude := ""
-	for attempt := range 2 {
-		leader, err := f.awaitLeader(r.Context(), exclude, next != nil)
+	deadline := time.Now().Add(f.cfg.LeaderHold)
+	moved := false // a leader answered that it no longer leads: retried once
+	for {
+		leader, err := f.awaitLeaderUntil(r.Context(), exclude, next != nil, deadline)
 		if err != nil {
 			f.met.Forwarded.WithLabelValues("no_leader").Inc()
 			fail(w, r, err)
@@ -213,11 +217,40 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, next http.Ha
 			fail(w, r, fmt.Errorf("%w: leader %s: %v", ErrUnavailable, leader.ID, err))
 			return
 		}
-		st := &proxyState{target: target, leaderID: leader.ID, retryable: attempt == 0, fail: fail}
+		st := &proxyState{target: target, leaderID: leader.ID, retryable: !moved, deadline: deadline, fail: fail}
 		if f.forwardOnce(w, r, body, st); !st.retry {
 			return
 		}
-		exclude = leader.ID
+		if st.notSent {
+			// Nothing reached the leader (it could not be dialed: killed, or stopping).
+			// Wait for the next leader, which may be the same server once restarted.
+			exclude = ""
+			if !sleepUntil(r.Context(), min(time.Until(deadline), notSentPause)) {
+				fail(w, r, r.Context().Err())
+				return
+			}
+			continue
+		}
+		moved, exclude = true, leader.ID
+	}
+}
+
+// notSentPause is how long a forward that could not reach the leader waits before it
+// looks for a leader again.
+const notSentPause = 50 * time.Millisecond
+
+// sleepUntil waits d or until ctx ends; it reports whether d passed.
+func sleepUntil(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
@@ -305,11 +338,23 @@ func (f *Forwarder) forwardTimeout(r *http.Request) time.Duration {
 	return d
 }
 
+// AwaitLeader waits, up to LeaderHold, until this node knows a leader (itself or
+// another with an HTTP address); it reports whether one is known.
+func (f *Forwarder) AwaitLeader(ctx context.Context) bool {
+	_, err := f.awaitLeader(ctx, "", true)
+	return err == nil
+}
+
 // awaitLeader returns the leader once one other than this node and exclude is known
 // with an HTTP address, or this node itself when it is the leader and allowSelf is set.
 // It gives up after LeaderHold with ErrNoLeader.
 func (f *Forwarder) awaitLeader(ctx context.Context, exclude string, allowSelf bool) (model.Member, error) {
-	deadline := time.NewTimer(f.cfg.LeaderHold)
+	return f.awaitLeaderUntil(ctx, exclude, allowSelf, time.Now().Add(f.cfg.LeaderHold))
+}
+
+// awaitLeaderUntil is awaitLeader giving up at until.
+func (f *Forwarder) awaitLeaderUntil(ctx context.Context, exclude string, allowSelf bool, until time.Time) (model.Member, error) {
+	deadline := time.NewTimer(time.Until(until))
 	defer deadline.Stop()
 	tick := time.NewTicker(leaderPoll)
 	defer tick.Stop()
@@ -369,7 +414,11 @@ func (f *Forwarder) newProxy() *httputil.ReverseProxy {
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			st := stateOf(r)
-			if st != nil && st.retryable && f.shouldRetry(st, err) {
+			if st != nil && neverSent(err) && !st.deadline.IsZero() && time.Now().Before(st.deadline) && r.Context().Err() == nil {
+				st.retry, st.notSent = true, true
+				return
+			}
+			if st != nil && st.retryable && errors.Is(err, errLeaderMoved) {
 				st.retry = true
 				return
 			}
@@ -397,18 +446,4 @@ func (f *Forwarder) newProxy() *httputil.ReverseProxy {
 func neverSent(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
-}
-
-// shouldRetry says whether a failed attempt is worth one more at another leader: the
-// leader refused as not-leader (nothing applied), or it could not be dialed and this
-// node already knows a different leader.
-func (f *Forwarder) shouldRetry(st *proxyState, err error) bool {
-	if errors.Is(err, errLeaderMoved) {
-		return true
-	}
-	if neverSent(err) {
-		l, ok := f.node.Leader()
-		return ok && l.ID != st.leaderID && l.ID != f.id
-	}
-	return false
 }

@@ -107,10 +107,19 @@ func SetIndex(w http.ResponseWriter, idx uint64) {
 // and, on success, X-Roster-Index.
 func Read(w http.ResponseWriter, r *http.Request, reg *registry.Registry, n LeaderInfo, def ReadOptions,
 	fn func(ws *store.WatchSet) (uint64, error)) (uint64, error) {
+	return ReadIn(w, r, reg, n, def, "", fn)
+}
+
+// ReadIn is Read of namespace ns's data (ns "": none): the registry checks read access
+// to the namespace fn reads (registry.ReadOptions.Namespace), whatever the route's
+// permission named, as well as the route's.
+func ReadIn(w http.ResponseWriter, r *http.Request, reg *registry.Registry, n LeaderInfo, def ReadOptions, ns string,
+	fn func(ws *store.WatchSet) (uint64, error)) (uint64, error) {
 	o := ReadOptionsOf(r, def)
 	SetLeaderHeaders(w, n, o.Mode)
 	ro := o.Registry()
 	ro.Permission = PermissionOf(r)
+	ro.Namespace = ns
 	idx, err := reg.Read(r.Context(), ro, fn)
 	if err != nil {
 		if errors.Is(err, registry.ErrTooManyWatchers) {

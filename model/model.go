@@ -178,7 +178,7 @@ type ConfirmMode string
 const (
 	// ConfirmMajority (the default, stored as ""): before it commits a transition the
 	// leader asks the other voters to probe the instance once, and commits only when a
-	// majority of the nodes that answered in time, itself included, saw the same.
+	// majority of the voters, itself included, answered in time and saw the same.
 	ConfirmMajority ConfirmMode = "majority"
 	// ConfirmLeader: the leader's own probes decide alone.
 	ConfirmLeader ConfirmMode = "leader"
@@ -240,13 +240,21 @@ func (h HealthCheck) Healthy(status int) bool {
 	return false
 }
 
-// ProtectThresholdReached reports whether a service's protect threshold is reached:
-// threshold > 0 and healthy/enabled ≤ threshold (enabled > 0). A read of the healthy
-// instances then answers every enabled instance instead, so that the few healthy ones
-// are not overwhelmed (the rule of Nacos's protectThreshold, which every Roster API
-// applies).
+// ProtectThresholdReached is the protect-threshold rule, the one every surface applies
+// (native REST and its service list, the Nacos HTTP and gRPC APIs and their pushes, DNS
+// and the console): the threshold is reached when the service has instances to count
+// (enabled > 0, the enabled instances of the clusters read) and healthy/enabled ≤
+// threshold, a negative threshold counting as 0. A read of the healthy instances then
+// answers every enabled instance instead, so that the few healthy ones are not
+// overwhelmed. It is Nacos 2.x's rule (ServiceUtil.selectInstancesWithHealthyProtection:
+// healthyCount / total <= threshold), so with the default threshold 0 it is reached
+// exactly when every enabled instance is unhealthy; with no enabled instance (Nacos's
+// 0/0) it is not.
 func ProtectThresholdReached(healthy, enabled int, threshold float64) bool {
-	return threshold > 0 && enabled > 0 && float64(healthy)/float64(enabled) <= threshold
+	if enabled <= 0 {
+		return false
+	}
+	return float64(healthy)/float64(enabled) <= max(threshold, 0)
 }
 
 // Cluster groups a service's instances and carries their health-check spec.

@@ -72,3 +72,38 @@ func TestValidateHealthCheck_DeregisterAfter(t *testing.T) {
 		}
 	}
 }
+
+// TestProtectThresholdReached is the table of the one protect-threshold rule (Nacos's:
+// healthy/enabled ≤ threshold, with enabled instances to count).
+func TestProtectThresholdReached(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		healthy, enabled int
+		threshold        float64
+		want             bool
+	}{
+		{"threshold 0, every instance down", 0, 3, 0, true},
+		{"threshold 0, one instance, down", 0, 1, 0, true},
+		{"threshold 0, one of three healthy", 1, 3, 0, false},
+		{"threshold 0, all healthy", 3, 3, 0, false},
+		{"threshold 0, no instances", 0, 0, 0, false},
+		{"threshold 1, no instances", 0, 0, 1, false},
+		{"threshold 0.5, all down", 0, 4, 0.5, true},
+		{"threshold 1, all healthy", 4, 4, 1, true},
+		{"threshold 1, some down", 3, 4, 1, true},
+		{"threshold 0.5, exact boundary", 2, 4, 0.5, true},
+		{"threshold 0.5, just above", 3, 5, 0.5, false},
+		{"threshold 0.25, exact boundary", 1, 4, 0.25, true},
+		{"threshold 0.2499, just below the ratio", 1, 4, 0.2499, false},
+		{"threshold 0.34, one of three", 1, 3, 0.34, true},
+		{"threshold 0.33, one of three", 1, 3, 0.33, false},
+		{"threshold 1/3, one of three", 1, 3, 1.0 / 3, true},
+		{"threshold 0.6, two of three", 2, 3, 0.6, false},
+		{"negative threshold counts as 0", 0, 2, -0.5, true},
+		{"negative threshold, one healthy", 1, 2, -0.5, false},
+	} {
+		if got := ProtectThresholdReached(tc.healthy, tc.enabled, tc.threshold); got != tc.want {
+			t.Errorf("%s: ProtectThresholdReached(%d, %d, %v) = %v, want %v", tc.name, tc.healthy, tc.enabled, tc.threshold, got, tc.want)
+		}
+	}
+}

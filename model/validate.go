@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"regexp"
 	"strings"
 	"time"
@@ -547,6 +548,21 @@ func ValidateMember(m Member) error {
 		return nil
 	}
 	return validateHostPort("httpAddr", m.HTTPAddr, false)
+}
+
+// HTTPHostPort returns the host:port of a node's HTTP address: host:port, or an http://
+// or https:// URL of host:port without a path (a trailing slash is allowed), as the
+// member table records it (ValidateMember).
+func HTTPHostPort(addr string) (string, error) {
+	rest, _ := cutScheme(strings.TrimSpace(addr))
+	rest = strings.TrimSuffix(rest, "/")
+	if rest == "" {
+		return "", fmt.Errorf("%q has no host", addr)
+	}
+	if strings.ContainsAny(rest, "/?#@") || strings.Contains(rest, "://") {
+		return "", fmt.Errorf("%q must be host:port or http(s)://host:port, without a path", addr)
+	}
+	return rest, nil
 }
 
 // cutScheme removes a leading "http://" or "https://".

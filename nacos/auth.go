@@ -73,13 +73,8 @@ func nacosAuthError(secret string, err error) error {
 // string, else that of an application/x-www-form-urlencoded body (buffered by the
 // router); "" when none.
 func nacosTokenOf(r *http.Request) string {
-	if t := httpx.TokenOf(r); t != "" {
+	if t := nacosTokenOutsideBody(r); t != "" {
 		return t
-	}
-	if q, err := url.ParseQuery(r.URL.RawQuery); err == nil {
-		if t := strings.TrimSpace(q.Get(accessTokenParam)); t != "" {
-			return t
-		}
 	}
 	body := httpx.Body(r)
 	if len(body) == 0 {
@@ -95,6 +90,20 @@ func nacosTokenOf(r *http.Request) string {
 		return ""
 	}
 	return strings.TrimSpace(form.Get(accessTokenParam))
+}
+
+// nacosTokenOutsideBody is the token of a Nacos request's headers or query string, ""
+// when neither has one.
+func nacosTokenOutsideBody(r *http.Request) string {
+	if t := httpx.TokenOf(r); t != "" {
+		return t
+	}
+	if q, err := url.ParseQuery(r.URL.RawQuery); err == nil {
+		if t := strings.TrimSpace(q.Get(accessTokenParam)); t != "" {
+			return t
+		}
+	}
+	return ""
 }
 
 // nacosNamespaceKey carries, in a request's context, the namespace its parameters name.

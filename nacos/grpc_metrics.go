@@ -19,6 +19,10 @@ type rpcMetrics struct {
 	pushLatency   prometheus.Histogram
 	detections    *prometheus.CounterVec
 	resets        prometheus.Counter
+
+	transports        prometheus.Gauge
+	transportsRefused *prometheus.CounterVec
+	transportsClosed  *prometheus.CounterVec
 }
 
 func newRPCMetrics(reg prometheus.Registerer) (*rpcMetrics, error) {
@@ -56,33 +60,37 @@ func newRPCMetrics(reg prometheus.Registerer) (*rpcMetrics, error) {
 		resets: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "roster_nacos_grpc_connect_resets_total", Help: "ConnectResetRequests answered by clients while this node shut down.",
 		}),
+		transports: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "roster_nacos_grpc_transports", Help: "TCP connections open on the gRPC port, registered or not.",
+		}),
+		transportsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roster_nacos_grpc_transports_refused_total",
+			Help: "TCP connections closed as soon as accepted, by the bound they were beyond: per_ip, total, untrusted (not yet authenticated, node-wide), " +
+				"untrusted_per_ip (not yet authenticated, from the source), rate (the source's accept rate).",
+		}, []string{"reason"}),
+		transportsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roster_nacos_grpc_transports_closed_total",
+			Help: "Connections closed before they were authenticated, by reason: setup_timeout (no ConnectionSetupRequest in time), " +
+				"auth_timeout (no authenticated request in time, ACLs on), message_too_large (over the limits of unauthenticated connections), " +
+				"evicted (the oldest unauthenticated connection of the source holding the most, for a source holding fewer).",
+		}, []string{"reason"}),
+	}
+	for _, r := range []string{rpcRefusedPerIP, rpcRefusedTotal, rpcRefusedUntrusted, rpcRefusedUntrustedPerIP, rpcRefusedRate} {
+		m.transportsRefused.WithLabelValues(r)
+	}
+	for _, r := range []string{rpcClosedSetupTimeout, rpcClosedAuthTimeout, rpcClosedTooLarge, rpcClosedEvicted} {
+		m.transportsClosed.WithLabelValues(r)
 	}
 	for _, r := range []string{"sent", "acked", "failed", "timeout"} {
 		m.pushes.WithLabelValues(r)
 	}
-	if reg == nil {
-		return m, nil
-	}
-	var err error
-	for _, g := range []*prometheus.Gauge{&m.connections, &m.subscriptions} {
-		if *g, err = prom.Register(reg, *g); err != nil {
-			return nil, err
-		}
-	}
-	for _, c := range []*prometheus.Counter{&m.refused, &m.resets} {
-		if *c, err = prom.Register(reg, *c); err != nil {
-			return nil, err
-		}
-	}
-	for _, v := range []**prometheus.CounterVec{&m.requests, &m.pushes, &m.detections} {
-		if *v, err = prom.Register(reg, *v); err != nil {
-			return nil, err
-		}
-	}
-	if m.latency, err = prom.Register(reg, m.latency); err != nil {
-		return nil, err
-	}
-	if m.pushLatency, err = prom.Register(reg, m.pushLatency); err != nil {
+	g := prom.On(reg)
+	prom.Add(g, &m.connections, &m.subscriptions, &m.transports)
+	prom.Add(g, &m.refused, &m.resets)
+	prom.Add(g, &m.requests, &m.pushes, &m.detections, &m.transportsRefused, &m.transportsClosed)
+	prom.Add(g, &m.latency)
+	prom.Add(g, &m.pushLatency)
+	if err := g.Err(); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"runtime"
@@ -17,6 +18,7 @@ import (
 	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/nacos/nacospb"
+	"github.com/rosterhq/roster/registry"
 )
 
 // healthCheck answers the client's keep-alive.
@@ -244,9 +246,11 @@ func (g *GRPCServer) instance(ctx context.Context, s *rpcSession, md *nacospb.Me
 	if t, v, ok := decode(body, &req); !ok {
 		return t, v
 	}
-	if refused, ok := g.authorize(md, rpcNamespacePermission(req.rpcNamingBase, acl.Write)); !ok {
+	ctx, refused, ok := g.authorizeIn(ctx, md, rpcNamespacePermission(req.rpcNamingBase, acl.Write))
+	if !ok {
 		return rpcInstanceResponse, refused
 	}
+	ctx = registry.WithRequestID(ctx, req.RequestID) // a forwarded write takes it to the leader
 	key, err := rpcServiceKey(req.rpcNamingBase)
 	if err != nil {
 		return rpcInstanceResponse, paramInvalid(err)
@@ -269,9 +273,11 @@ func (g *GRPCServer) persistentInstance(ctx context.Context, s *rpcSession, md *
 	if t, v, ok := decode(body, &req); !ok {
 		return t, v
 	}
-	if refused, ok := g.authorize(md, rpcNamespacePermission(req.rpcNamingBase, acl.Write)); !ok {
+	ctx, refused, ok := g.authorizeIn(ctx, md, rpcNamespacePermission(req.rpcNamingBase, acl.Write))
+	if !ok {
 		return rpcInstanceResponse, refused
 	}
+	ctx = registry.WithRequestID(ctx, req.RequestID) // a forwarded write takes it to the leader
 	key, err := rpcServiceKey(req.rpcNamingBase)
 	if err != nil {
 		return rpcInstanceResponse, paramInvalid(err)
@@ -307,11 +313,86 @@ func (g *GRPCServer) batchInstance(_ context.Context, _ *rpcSession, md *nacospb
 	return rpcBatchInstanceResponse, errPersistentOnly(key)
 }
 
-// write runs a persistent write as the equivalent Open API call (POST or DELETE
-// /nacos/v2/ns/instance) on this node, which validates it and forwards it to the leader,
-// and turns the answer into a typed response: success, or resultCode 500 with the HTTP
-// status as errorCode and the Open API's message.
+// write runs a persistent registration (method POST) or deregistration (DELETE)
+// through the registry, which hands it to the leader when this node does not lead (ctx
+// carries what the caller may do: authorizeIn; the leader checks the token again), and
+// turns the outcome into a typed response: success, or resultCode 500 with the HTTP
+// status the Open API would answer as errorCode and its message. The instance is
+// checked by the same rules, in the same order and with the same messages, as the Open
+// API's form.
 func (g *GRPCServer) write(ctx context.Context, s *rpcSession, md *nacospb.Metadata, method string, key model.ServiceKey, in rpcInstance) rpcResponse {
+	limits := g.api.reg.Limits()
+	f, err := rpcInstanceForm(key, in, limits)
+	if err == nil {
+		if method == http.MethodPost {
+			persistent := false
+			f.ephemeral = &persistent
+			var inst model.Instance
+			if inst, err = f.registration(limits); err == nil {
+				_, err = g.api.reg.RegisterInstance(ctx, inst, registry.Condition{})
+			}
+		} else {
+			// Deregistering an instance that is not there answers ok, as the Open API does.
+			if _, err = g.api.reg.DeregisterInstance(ctx, f.ref, registry.Condition{}); errors.Is(err, model.ErrNotFound) {
+				err = nil
+			}
+		}
+	}
+	if errors.Is(err, registry.ErrLegacyLeader) {
+		return g.legacyWrite(ctx, s, md, method, key, in)
+	}
+	if err == nil {
+		return rpcOK()
+	}
+	ne := g.api.nacosClassify(err, nacosInstance)
+	return rpcFail(ne.status, ne.msg)
+}
+
+// rpcInstanceForm checks a gRPC request's instance as parseNacosInstanceForm checks the
+// Open API's form: ip, port, clusterName, weight, enabled, healthy and metadata.
+func rpcInstanceForm(key model.ServiceKey, in rpcInstance, limits model.Limits) (nacosInstanceForm, error) {
+	var f nacosInstanceForm
+	ip := strings.TrimSpace(in.IP)
+	if ip == "" {
+		return f, nacosMissing("ip", "String")
+	}
+	if in.Port == 0 {
+		return f, nacosMissing("port", "Integer")
+	}
+	f.ref = model.InstanceRef{Namespace: key.Namespace, Group: key.Group, Service: key.Service, IP: ip, Port: in.Port}
+	if err := model.ValidateInstanceRef(f.ref); err != nil {
+		return f, err
+	}
+	if c := strings.TrimSpace(in.ClusterName); c != "" {
+		if err := model.ValidateClusterName(c); err != nil {
+			return f, err
+		}
+		f.cluster = &c
+	}
+	if in.Weight != nil {
+		w := *in.Weight // JSON carries no NaN or infinity
+		if err := model.ValidateWeight(w); err != nil {
+			return f, err
+		}
+		f.weight = &w
+	}
+	f.enabled, f.healthy = in.Enabled, in.Healthy
+	if len(in.Metadata) > 0 {
+		md := maps.Clone(in.Metadata)
+		if err := limits.AdmitMetadata("metadata", md); err != nil {
+			return f, err
+		}
+		f.metadata = &md
+	}
+	return f, nil
+}
+
+// legacyWrite is write while the leader runs a release without the peer RPC (a rolling
+// upgrade from v0.3.x): the write runs as the equivalent Open API call (POST or DELETE
+// /nacos/v2/ns/instance) on this node, whose HTTP stack forwards it to the leader.
+// Every release from this one on takes writes over the peer RPC, so this goes once
+// v0.3.x is no longer a release to upgrade from.
+func (g *GRPCServer) legacyWrite(ctx context.Context, s *rpcSession, md *nacospb.Metadata, method string, key model.ServiceKey, in rpcInstance) rpcResponse {
 	q := url.Values{}
 	q.Set("namespaceId", key.Namespace)
 	q.Set("groupName", key.Group)
@@ -428,8 +509,15 @@ func rpcNamespacePermission(b rpcNamingBase, a acl.Access) acl.Permission {
 // type with resultCode 500, errorCode 403 (NacosException.NO_RIGHT) and the auth
 // plugin's message; ok is false then.
 func (g *GRPCServer) authorize(md *nacospb.Metadata, p acl.Permission) (rpcResponse, bool) {
+	_, refused, ok := g.authorizeIn(context.Background(), md, p)
+	return refused, ok
+}
+
+// authorizeIn is authorize that returns ctx carrying what the request may do, for the
+// registry (which hands the token on to the leader with a write).
+func (g *GRPCServer) authorizeIn(ctx context.Context, md *nacospb.Metadata, p acl.Permission) (context.Context, rpcResponse, bool) {
 	if !g.api.reg.ACLEnabled() {
-		return rpcResponse{}, true // dispatch checked that the node agrees with the cluster
+		return ctx, rpcResponse{}, true // dispatch checked that the node agrees with the cluster
 	}
 	secret := rpcToken(md)
 	a, err := g.api.reg.Authenticate(secret)
@@ -439,11 +527,11 @@ func (g *GRPCServer) authorize(md *nacospb.Metadata, p acl.Permission) (rpcRespo
 		err = nacosAuthError(secret, err)
 	}
 	if err == nil {
-		return rpcResponse{}, true
+		return acl.WithAuthorizer(ctx, a), rpcResponse{}, true
 	}
 	ne := g.api.nacosClassify(err, nacosOther)
 	if ne.auth {
-		return rpcFail(rpcCodeNoRight, ne.msg), false
+		return ctx, rpcFail(rpcCodeNoRight, ne.msg), false
 	}
-	return rpcFail(ne.status, ne.msg), false
+	return ctx, rpcFail(ne.status, ne.msg), false
 }

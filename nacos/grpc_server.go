@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
@@ -34,12 +36,14 @@ const (
 	// DefaultGRPCPortOffset is how far above the HTTP port Nacos 2.x clients look for
 	// the gRPC port (Nacos's SDK_GRPC_PORT_DEFAULT_OFFSET).
 	DefaultGRPCPortOffset = 1000
-	// DefaultGRPCMaxMessageBytes is the largest message a client may send (Nacos's
-	// DEFAULT_GRPC_MAX_INBOUND_MSG_SIZE); larger ones are refused by gRPC itself.
-	DefaultGRPCMaxMessageBytes = 10 << 20
 	// DefaultGRPCMaxBodyBytes bounds the JSON body of one request, as the HTTP API
 	// bounds a request body; a larger one is answered with an ErrorResponse.
 	DefaultGRPCMaxBodyBytes = 1 << 20
+	// DefaultGRPCMaxMessageBytes is the largest message a trusted client may send: the
+	// body limit and the envelope (MaxBodyBytes + 64 KiB); larger ones are refused by
+	// gRPC itself. Nacos accepts 10 MiB, but no body over MaxBodyBytes is served
+	// anyway, and a larger limit only lets a client make the node buffer more.
+	DefaultGRPCMaxMessageBytes = DefaultGRPCMaxBodyBytes + rpcEnvelopeBytes
 	// DefaultPushTimeout is how long a push waits for the client's ack (Nacos's
 	// pushTaskTimeout); DefaultPushRetryDelay how long after a failed or timed-out push
 	// the latest list is sent again (pushTaskRetryDelay).
@@ -55,7 +59,9 @@ const (
 	// the read is served from what the node has.
 	DefaultCatchUpTimeout = 2 * time.Second
 	// DefaultMaxGRPCConnections bounds the registered connections of a node, and
-	// DefaultMaxSubscriptionsPerConn the subscriptions of one connection.
+	// DefaultMaxSubscriptionsPerConn the subscriptions of one connection. The TCP
+	// connections of the port, registered or not, are bounded by MaxTransports (the
+	// same default; the server derives it from its file descriptor limit).
 	DefaultMaxGRPCConnections      = 20000
 	DefaultMaxSubscriptionsPerConn = 4096
 )
@@ -112,6 +118,22 @@ type GRPCConfig struct {
 	EjectInterval    time.Duration
 	MaxConnections   int
 	MaxSubscriptions int
+
+	// The bounds on connections before they are registered and authenticated
+	// (grpc_limits.go; docs/security.md): zero values take the DefaultGRPC...
+	// constants, MaxTransports that of MaxConnections.
+	HandshakeTimeout         time.Duration
+	SetupTimeout             time.Duration
+	AuthTimeout              time.Duration
+	MaxTransports            int
+	MaxConnsPerIP            int
+	MaxUntrusted             int
+	MaxUntrustedPerIP        int
+	AcceptRatePerIP          float64 // connections a second
+	AcceptBurstPerIP         int
+	MaxStreams               int
+	UnregisteredMessageBytes int
+	UntrustedMessageBytes    int
 }
 
 func (c *GRPCConfig) defaults() {
@@ -135,6 +157,26 @@ func (c *GRPCConfig) defaults() {
 	if c.MaxSubscriptions <= 0 {
 		c.MaxSubscriptions = DefaultMaxSubscriptionsPerConn
 	}
+	set(&c.HandshakeTimeout, DefaultGRPCHandshakeTimeout)
+	set(&c.SetupTimeout, DefaultGRPCSetupTimeout)
+	set(&c.AuthTimeout, DefaultGRPCAuthTimeout)
+	setInt := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	setInt(&c.MaxTransports, DefaultMaxGRPCConnections)
+	setInt(&c.MaxConnsPerIP, DefaultGRPCMaxConnsPerIP)
+	setInt(&c.MaxUntrusted, DefaultGRPCMaxUntrusted)
+	setInt(&c.MaxUntrustedPerIP, DefaultGRPCMaxUntrustedPerIP)
+	if c.AcceptRatePerIP <= 0 {
+		c.AcceptRatePerIP = DefaultGRPCAcceptRatePerIP
+	}
+	// A burst of 4 seconds of the rate.
+	setInt(&c.AcceptBurstPerIP, max(1, int(math.Ceil(4*c.AcceptRatePerIP))))
+	setInt(&c.MaxStreams, DefaultGRPCMaxStreams)
+	setInt(&c.UnregisteredMessageBytes, DefaultGRPCUnregisteredMessageBytes)
+	setInt(&c.UntrustedMessageBytes, DefaultGRPCUntrustedMessageBytes)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -157,6 +199,7 @@ type GRPCServer struct {
 	stopping   bool
 
 	started atomic.Bool
+	ln      atomic.Pointer[guardListener]
 	ids     atomic.Uint64 // request ids of the server's requests
 	refs    rpcRefTimes
 
@@ -195,9 +238,23 @@ func NewGRPC(cfg GRPCConfig) (*GRPCServer, error) {
 		rpcPersistentInstanceRequest: g.persistentInstance,
 		rpcBatchInstanceRequest:      g.batchInstance,
 	}
+	var creds credentials.TransportCredentials = insecure.NewCredentials()
+	if cfg.TLS != nil {
+		creds = credentials.NewTLS(cfg.TLS)
+	}
 	opts := []grpc.ServerOption{
 		grpc.StatsHandler(rpcTagger{g}),
-		grpc.MaxRecvMsgSize(DefaultGRPCMaxMessageBytes),
+		// Connections are inspected until they are trusted (guardCreds).
+		grpc.Creds(guardCreds{creds}),
+		grpc.MaxRecvMsgSize(cfg.MaxBodyBytes + rpcEnvelopeBytes),
+		grpc.MaxHeaderListSize(rpcMaxHeaderListBytes),
+		grpc.MaxConcurrentStreams(uint32(cfg.MaxStreams)),
+		// TLS and HTTP/2's preface must be done within HandshakeTimeout (gRPC's default
+		// is 120 s); the ConnectionSetupRequest within SetupTimeout (eject).
+		grpc.ConnectionTimeout(cfg.HandshakeTimeout),
+		// A connection silent for a minute is pinged and closed without an answer in
+		// 20 s (the Go SDK's own ping policy): half-open connections do not linger.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
 		// A connection mostly idles between small requests and pushes: a small read
 		// buffer keeps an idle connection cheap (grpc-go's default is 32 KiB per
 		// connection; its write buffer is shared between writes by default).
@@ -205,9 +262,6 @@ func NewGRPC(cfg GRPCConfig) (*GRPCServer, error) {
 		// The Go SDK pings every 60 s, with or without streams; grpc-go's default policy
 		// (5 min, no pings without streams) would answer it with GOAWAY too_many_pings.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-	}
-	if cfg.TLS != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}
 	g.srv = grpc.NewServer(opts...)
 	g.srv.RegisterService(&nacospb.RequestServiceDesc, g)
@@ -220,7 +274,9 @@ func (g *GRPCServer) Serve(ln net.Listener) error {
 	if g.started.CompareAndSwap(false, true) {
 		go g.eject()
 	}
-	err := g.srv.Serve(ln)
+	gl := newGuardListener(g, ln)
+	g.ln.Store(gl)
+	err := g.srv.Serve(gl)
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}
@@ -297,8 +353,12 @@ func (g *GRPCServer) isStopping() bool {
 type rpcConn struct {
 	id     string
 	remote string
+	guard  *connGuard // nil when the listener was not the server's own
 	mu     sync.Mutex
 	sess   *rpcSession
+	// since is when the connection was accepted or last lost its session (the setup
+	// timeout runs from it), registeredAt when it last registered.
+	since, registeredAt time.Time
 }
 
 func (c *rpcConn) current() *rpcSession {
@@ -319,7 +379,12 @@ func (t rpcTagger) TagConn(ctx context.Context, info *stats.ConnTagInfo) context
 	if err != nil {
 		host, port = remote, "0"
 	}
-	c := &rpcConn{id: fmt.Sprintf("%d_%s_%s", time.Now().UnixMilli(), host, port), remote: remote}
+	c := &rpcConn{id: fmt.Sprintf("%d_%s_%s", time.Now().UnixMilli(), host, port), remote: remote, since: time.Now()}
+	if l := t.g.ln.Load(); l != nil {
+		if c.guard = l.guard(info.RemoteAddr); c.guard != nil {
+			c.since = c.guard.accepted
+		}
+	}
 	t.g.mu.Lock()
 	t.g.conns[c.id] = c
 	t.g.mu.Unlock()
@@ -399,6 +464,7 @@ func (g *GRPCServer) dispatch(ctx context.Context, typ string, in *nacospb.Paylo
 	if s == nil {
 		return rpcErrorResponse, rpcFail(rpcCodeUnregistered, rpcMessageUnregistered)
 	}
+	g.trustIfAuthenticated(c, in.GetMetadata())
 	body := in.GetBody().GetValue()
 	if len(body) > g.cfg.MaxBodyBytes {
 		return rpcErrorResponse, rpcFail(rpcCodeInvalidParam, fmt.Sprintf("request body of %d bytes exceeds the limit of %d", len(body), g.cfg.MaxBodyBytes))
@@ -533,7 +599,14 @@ func (g *GRPCServer) register(c *rpcConn, st nacospb.BiStream, md *nacospb.Metad
 		return nil, fmt.Errorf("%d connections registered, the limit", g.cfg.MaxConnections)
 	}
 	c.sess = s
+	c.registeredAt = time.Now()
 	c.mu.Unlock()
+	if c.guard != nil {
+		c.guard.registered.Store(true)
+		if !g.api.reg.ACLEnabled() {
+			c.guard.trust() // nothing to authenticate
+		}
+	}
 	if old == nil {
 		g.registered++
 		g.m.connections.Set(float64(g.registered))
@@ -570,6 +643,7 @@ func (g *GRPCServer) eject() {
 			return
 		case <-tick.C:
 		}
+		g.cutUnauthenticated(time.Now())
 		cutoff := time.Now().Add(-g.cfg.IdleTimeout).UnixNano()
 		g.mu.Lock()
 		var idle []*rpcSession
@@ -701,6 +775,7 @@ func (s *rpcSession) close(reason string) {
 	s.c.mu.Lock()
 	if s.c.sess == s {
 		s.c.sess = nil
+		s.c.since = time.Now()
 		g.registered--
 		g.m.connections.Set(float64(g.registered))
 	}
@@ -722,4 +797,51 @@ func (s *rpcSession) end(reason string) bool {
 	s.push.close()
 	s.g.log.Debug("nacos connection unregistered", "conn", s.c.id, "remote", s.c.remote, "reason", reason)
 	return true
+}
+
+// trustIfAuthenticated ends c's untrusted phase once a request of it presents a token
+// that authenticates (with ACLs off, registering was enough).
+func (g *GRPCServer) trustIfAuthenticated(c *rpcConn, md *nacospb.Metadata) {
+	if c == nil || c.guard == nil || c.guard.trusted.Load() {
+		return
+	}
+	if !g.api.reg.ACLEnabled() {
+		c.guard.trust()
+		return
+	}
+	if tok := rpcToken(md); tok != "" {
+		if _, err := g.api.reg.Authenticate(tok); err == nil {
+			c.guard.trust()
+		}
+	}
+}
+
+// cutUnauthenticated closes the connections that did not register within SetupTimeout
+// of their accept (or of losing their session), and, with ACLs on, those registered
+// for AuthTimeout without a request that authenticated.
+func (g *GRPCServer) cutUnauthenticated(now time.Time) {
+	type cut struct {
+		gc     *connGuard
+		reason string
+	}
+	var cuts []cut
+	acl := g.api.reg.ACLEnabled()
+	g.mu.Lock()
+	for _, c := range g.conns {
+		if c.guard == nil || c.guard.trusted.Load() {
+			continue
+		}
+		c.mu.Lock()
+		switch {
+		case c.sess == nil && now.Sub(c.since) > g.cfg.SetupTimeout:
+			cuts = append(cuts, cut{c.guard, rpcClosedSetupTimeout})
+		case c.sess != nil && acl && now.Sub(c.registeredAt) > g.cfg.AuthTimeout:
+			cuts = append(cuts, cut{c.guard, rpcClosedAuthTimeout})
+		}
+		c.mu.Unlock()
+	}
+	g.mu.Unlock()
+	for _, c := range cuts {
+		c.gc.cut(c.reason)
+	}
 }

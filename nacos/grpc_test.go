@@ -3,6 +3,7 @@ package nacos
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"regexp"
@@ -194,6 +195,23 @@ func (c *rpcClient) next(typ string, within time.Duration) map[string]any {
 			return m
 		case <-deadline:
 			c.t.Fatalf("no %s within %s", typ, within)
+		}
+	}
+}
+
+// ended waits until the client's stream has ended (its transport was closed and the
+// client saw it), so that the next call goes out on a new transport.
+func (c *rpcClient) ended(within time.Duration) {
+	c.t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case _, ok := <-c.requests:
+			if !ok {
+				return
+			}
+		case <-deadline:
+			c.t.Fatalf("the stream did not end within %s", within)
 		}
 	}
 }
@@ -694,4 +712,72 @@ func TestGRPC_ShutdownResetsClients(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Shutdown did not return")
 	}
+}
+
+// TestProtectThreshold_ZeroEveryInstanceDown: with the default threshold 0 and every
+// enabled instance down, the threshold is reached on every Nacos read — the v1 and v2
+// instance lists and the gRPC query, with healthyOnly or not, the gRPC subscription's
+// answer and its push: every enabled instance, shown healthy, reachProtectionThreshold
+// true. Once one is healthy again none of them reaches it.
+func TestProtectThreshold_ZeroEveryInstanceDown(t *testing.T) {
+	e := newGRPCEnv(t, nil)
+	mustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=pay&protectThreshold=0")
+	mustOK(t, e.h, http.MethodPut, "/nacos/v1/ns/cluster", `serviceName=pay&clusterName=DEFAULT&healthChecker={"type":"NONE"}`)
+	for _, form := range []string{"ip=127.100.0.1&port=8080", "ip=127.100.0.2&port=8080", "ip=127.100.0.3&port=8080&enabled=false"} {
+		mustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=pay&ephemeral=false&healthy=false&"+form)
+	}
+	c := e.connect(false)
+	typ, m := c.call(rpcSubscribeServiceRequest, naming("pay", map[string]any{"subscribe": true, "clusters": ""}))
+	result(t, typ, m, rpcSubscribeServiceResponse, 200, 0)
+
+	check := func(state, wantHosts string, wantReached bool, subscribed map[string]any) {
+		t.Helper()
+		type answer struct {
+			hosts   string
+			reached bool
+		}
+		got := map[string]answer{}
+		for _, healthyOnly := range []bool{true, false} {
+			for _, v := range []string{"v1", "v2"} {
+				r := mustNacos(t, e.h, http.MethodGet, fmt.Sprintf("/nacos/%s/ns/instance/list?serviceName=pay&healthyOnly=%v", v, healthyOnly), "", 200)
+				var info nacosServiceInfo
+				if v == "v2" {
+					_, _, data := r.envelope(t)
+					if err := json.Unmarshal(data, &info); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					r.decode(t, &info)
+				}
+				var hosts []string
+				for _, h := range info.Hosts {
+					hosts = append(hosts, model.JoinAddr(h.IP, h.Port)+map[bool]string{true: " up", false: " down"}[h.Healthy])
+				}
+				got[fmt.Sprintf("%s list healthyOnly=%v", v, healthyOnly)] = answer{strings.Join(hosts, ","), info.ReachProtectionThreshold}
+			}
+			typ, m := c.call(rpcServiceQueryRequest, naming("pay", map[string]any{"cluster": "", "healthyOnly": healthyOnly}))
+			result(t, typ, m, rpcQueryServiceResponse, 200, 0)
+			got[fmt.Sprintf("gRPC query healthyOnly=%v", healthyOnly)] = answer{strings.Join(hostsOf(t, m["serviceInfo"]), ","),
+				m["serviceInfo"].(map[string]any)["reachProtectionThreshold"] == true}
+		}
+		got["gRPC subscription"] = answer{strings.Join(hostsOf(t, subscribed), ","), subscribed["reachProtectionThreshold"] == true}
+		for surface, a := range got {
+			want := answer{wantHosts, wantReached}
+			if !wantReached && !strings.Contains(surface, "healthyOnly=true") {
+				want.hosts = "127.100.0.1:8080 down,127.100.0.2:8080 up" // the unhealthy one too
+			}
+			if a != want {
+				t.Errorf("%s, %s: hosts %q reached=%v, want %q reached=%v", state, surface, a.hosts, a.reached, want.hosts, want.reached)
+			}
+		}
+	}
+	check("every instance down", "127.100.0.1:8080 up,127.100.0.2:8080 up", true, m["serviceInfo"].(map[string]any))
+
+	mustOK(t, e.h, http.MethodPut, "/nacos/v1/ns/health/instance", "serviceName=pay&ip=127.100.0.2&port=8080&healthy=true")
+	push, _ := c.pushed(5*time.Second, 200)
+	check("one instance healthy", "127.100.0.2:8080 up", false, push["serviceInfo"].(map[string]any))
+
+	mustOK(t, e.h, http.MethodPut, "/nacos/v1/ns/health/instance", "serviceName=pay&ip=127.100.0.2&port=8080&healthy=false")
+	push, _ = c.pushed(5*time.Second, 200)
+	check("every instance down again", "127.100.0.1:8080 up,127.100.0.2:8080 up", true, push["serviceInfo"].(map[string]any))
 }

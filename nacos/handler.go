@@ -7,6 +7,7 @@
 package nacos
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -81,6 +82,13 @@ type Config struct {
 	// PushMaxSubscribers caps the subscribers this node records (default
 	// DefaultPushMaxSubscribers).
 	PushMaxSubscribers int
+	// PushMaxPerAddr and PushMaxPerPort cap the subscribers of one client address, and
+	// of one address and udpPort (defaults DefaultPushMaxPerAddr, DefaultPushMaxPerPort);
+	// PushChangeBudget bounds the bytes one change sends to one client address
+	// (default DefaultPushChangeBudget).
+	PushMaxPerAddr   int
+	PushMaxPerPort   int
+	PushChangeBudget int
 	// Registerer receives the push metrics; nil registers none.
 	Registerer prometheus.Registerer
 	// TrustedOrigins are the origins whose pages a browser may send writes from; every
@@ -126,7 +134,8 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.NodeID == "" || cfg.Store == nil || cfg.Node == nil || cfg.Registry == nil || cfg.Forwarder == nil || cfg.Metrics == nil {
 		return nil, errors.New("nacos: Config.NodeID, Store, Node, Registry, Forwarder and Metrics are required")
 	}
-	if cfg.MaxBodyBytes < 0 || cfg.MaxWait < 0 || cfg.RequestTimeout < 0 {
+	if cfg.MaxBodyBytes < 0 || cfg.MaxWait < 0 || cfg.RequestTimeout < 0 ||
+		cfg.PushMaxPerAddr < 0 || cfg.PushMaxPerPort < 0 || cfg.PushChangeBudget < 0 {
 		return nil, errors.New("nacos: limits must not be negative")
 	}
 	if cfg.MaxBodyBytes == 0 {
@@ -156,6 +165,9 @@ func New(cfg Config) (http.Handler, error) {
 		if opts.MaxSubscribers == 0 {
 			opts.MaxSubscribers = cfg.PushMaxSubscribers
 		}
+		opts.MaxPerAddr = cmp.Or(opts.MaxPerAddr, cfg.PushMaxPerAddr)
+		opts.MaxPerPort = cmp.Or(opts.MaxPerPort, cfg.PushMaxPerPort)
+		opts.ChangeBudget = cmp.Or(opts.ChangeBudget, cfg.PushChangeBudget)
 		opts.Registerer, opts.Logger = cfg.Registerer, s.log
 		var err error
 		if s.push, err = newPusher(cfg.Watch, cfg.Store, opts); err != nil {

@@ -83,12 +83,11 @@ func parseClusterSet(s string) map[string]bool {
 }
 
 // nacosSelect picks the hosts of an instance list as Nacos does: enabled instances of
-// the selected clusters (nil: all). When healthy/total ≤ threshold (total > 0) the
-// protect threshold is reached: every one of them is returned and marked healthy, as
+// the selected clusters (nil: all). When the protect threshold is reached among them
+// (model.ProtectThresholdReached) every one of them is returned and marked healthy, as
 // Nacos 1.x and 2.x do, and reached is true. Otherwise the healthy ones are returned,
 // and the unhealthy ones too unless healthyOnly, each with its true health. Order is the
-// store's (IP, port). With the default threshold 0 the threshold is reached exactly
-// when every enabled instance is unhealthy.
+// store's (IP, port).
 func nacosSelect(all []model.Instance, threshold float64, clusters map[string]bool, healthyOnly bool) ([]model.Instance, bool) {
 	var enabled []model.Instance
 	healthy := 0
@@ -101,7 +100,7 @@ func nacosSelect(all []model.Instance, threshold float64, clusters map[string]bo
 			healthy++
 		}
 	}
-	if len(enabled) > 0 && float64(healthy)/float64(len(enabled)) <= threshold {
+	if model.ProtectThresholdReached(healthy, len(enabled), threshold) {
 		out := make([]model.Instance, len(enabled))
 		for i, in := range enabled {
 			in.Healthy = true

@@ -420,6 +420,11 @@ func nacosRegistration(p nacosParams, limits model.Limits) (model.Instance, erro
 	if err != nil {
 		return model.Instance{}, err
 	}
+	return f.registration(limits)
+}
+
+// registration is the instance the form registers (nacosRegistration).
+func (f nacosInstanceForm) registration(limits model.Limits) (model.Instance, error) {
 	ref := f.ref
 	in := model.Instance{
 		Namespace: ref.Namespace, Group: ref.Group, Service: ref.Service, IP: ref.IP, Port: ref.Port,

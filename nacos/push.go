@@ -55,6 +55,22 @@ const (
 	// DefaultPushMaxSubscribers caps the subscribers one node records; a query beyond it
 	// is answered (with the poll cacheMillis) without being recorded.
 	DefaultPushMaxSubscribers = 10000
+	// DefaultPushMaxPerAddr caps the subscribers one client IP address holds on a node,
+	// whatever their ports; DefaultPushMaxPerPort those of one address and udpPort (one
+	// client process). A query beyond either is answered as a poll without being
+	// recorded: a list query is some 200 bytes, so without the caps a few hundred
+	// queries with distinct cluster lists made every change send that many datagrams
+	// (and their resends) to one port.
+	DefaultPushMaxPerAddr = 256
+	DefaultPushMaxPerPort = 64
+	// DefaultPushChangeBudget bounds the bytes one change of a service sends to one
+	// client IP address, resends included: room for one push of the largest datagram
+	// and its first resend, or many pushes of ordinary views. A push beyond it is
+	// skipped (counted as failed, reason budget) and its subscriber polls.
+	DefaultPushChangeBudget = 128 << 10
+	// PushMinPort is the lowest udpPort a subscriber may name: pushes are never sent to
+	// a system port (DNS, NTP, syslog...), where a Nacos client never listens.
+	PushMinPort = 1024
 )
 
 const (
@@ -86,6 +102,9 @@ type packetConn interface {
 type pushOptions struct {
 	Addr           string // UDP address to bind (default ":0")
 	MaxSubscribers int
+	MaxPerAddr     int
+	MaxPerPort     int
+	ChangeBudget   int // bytes per client address per change
 	TTL            time.Duration
 	RetryInterval  time.Duration
 	Retries        int
@@ -104,6 +123,15 @@ func (o *pushOptions) defaults() {
 	}
 	if o.MaxSubscribers == 0 {
 		o.MaxSubscribers = DefaultPushMaxSubscribers
+	}
+	if o.MaxPerAddr == 0 {
+		o.MaxPerAddr = DefaultPushMaxPerAddr
+	}
+	if o.MaxPerPort == 0 {
+		o.MaxPerPort = DefaultPushMaxPerPort
+	}
+	if o.ChangeBudget == 0 {
+		o.ChangeBudget = DefaultPushChangeBudget
 	}
 	if o.TTL == 0 {
 		o.TTL = DefaultPushSubscriberTTL
@@ -189,6 +217,16 @@ type inflightPush struct {
 	first  time.Time
 	last   time.Time
 	sends  int
+	// budget is what the change may still send to the subscriber's address; every
+	// copy, resends included, is charged to it.
+	budget *changeBudget
+}
+
+// changeBudget is the bytes one change may still send to one client address. Its
+// fields are guarded by pusher.mu.
+type changeBudget struct {
+	left   int
+	logged bool // the first skip was logged
 }
 
 // ackKey matches an acknowledgement: its source address and lastRefTime.
@@ -219,6 +257,8 @@ type pusher struct {
 	watches   map[model.ServiceKey]*pushWatch
 	subs      map[subKey]*pushSub
 	pending   map[ackKey]*pushSub
+	perAddr   map[netip.Addr]int     // subscribers by client address
+	perPort   map[netip.AddrPort]int // subscribers by client address and udpPort
 	closed    bool
 	nextSweep time.Time
 	warnedCap bool
@@ -260,6 +300,8 @@ func newPusher(hub *fanout.Hub, st Reader, opts pushOptions) (*pusher, error) {
 		watches: map[model.ServiceKey]*pushWatch{},
 		subs:    map[subKey]*pushSub{},
 		pending: map[ackKey]*pushSub{},
+		perAddr: map[netip.Addr]int{},
+		perPort: map[netip.AddrPort]int{},
 		stop:    make(chan struct{}),
 	}
 	p.seq.Store(time.Now().UnixNano())
@@ -291,6 +333,7 @@ func (p *pusher) shutdown() {
 		p.watches = map[model.ServiceKey]*pushWatch{}
 		p.subs = map[subKey]*pushSub{}
 		p.pending = map[ackKey]*pushSub{}
+		p.perAddr, p.perPort = map[netip.Addr]int{}, map[netip.AddrPort]int{}
 		p.m.subscribers.Set(0)
 		p.mu.Unlock()
 		for _, w := range watches {
@@ -301,8 +344,15 @@ func (p *pusher) shutdown() {
 }
 
 // subscribe records q's subscriber, or renews it, and returns it; ok is false when
-// nothing was recorded (the pusher stopped, or the subscriber cap is reached).
+// nothing was recorded (the pusher stopped, udpPort is a system port, or a subscriber
+// cap is reached).
 func (p *pusher) subscribe(q pushQuery) (sub *pushSub, ok bool) {
+	if q.addr.Port() < PushMinPort {
+		p.m.refused.WithLabelValues(refusedLowPort).Inc()
+		p.log.Debug("nacos push: udpPort below 1024 refused; the query is answered as a poll",
+			"service", q.service.String(), "addr", q.addr.String())
+		return nil, false
+	}
 	now := p.clock.Now()
 	key := subKey{service: q.service, clusters: q.clusters, addr: q.addr}
 	p.mu.Lock()
@@ -330,12 +380,19 @@ func (p *pusher) subscribe(q pushQuery) (sub *pushSub, ok bool) {
 		return s, true
 	}
 	if len(p.subs) >= p.opts.MaxSubscribers {
-		p.m.refused.Inc()
+		p.m.refused.WithLabelValues(refusedLimit).Inc()
 		if !p.warnedCap {
 			p.warnedCap = true
 			p.log.Warn("nacos push: subscriber limit reached; further clients are answered without being recorded and learn of changes by polling",
 				"limit", p.opts.MaxSubscribers, "service", q.service.String(), "addr", q.addr.String())
 		}
+		return nil, false
+	}
+	if reason, limit := p.overCapLocked(q.addr); reason != "" {
+		// Debug only: whoever reaches the HTTP port chooses how often this happens.
+		p.m.refused.WithLabelValues(reason).Inc()
+		p.log.Debug("nacos push: subscriber limit of the client address reached; the query is answered as a poll",
+			"reason", reason, "limit", limit, "service", q.service.String(), "addr", q.addr.String())
 		return nil, false
 	}
 	w := p.watches[q.service]
@@ -355,8 +412,40 @@ func (p *pusher) subscribe(q pushQuery) (sub *pushSub, ok bool) {
 	}
 	p.subs[key] = s
 	w.subs[key] = s
+	p.perAddr[key.addr.Addr()]++
+	p.perPort[key.addr]++
 	p.m.subscribers.Set(float64(len(p.subs)))
 	return s, true
+}
+
+// Reasons of roster_nacos_push_subscribers_refused_total.
+const (
+	refusedLimit   = "limit"    // the node's subscriber cap
+	refusedPerAddr = "per_addr" // the cap of one client address
+	refusedPerPort = "per_port" // the cap of one client address and udpPort
+	refusedLowPort = "low_port" // udpPort below PushMinPort
+)
+
+// overCapLocked reports which per-client cap a new subscriber at addr would exceed
+// ("" for none), and its value.
+func (p *pusher) overCapLocked(addr netip.AddrPort) (string, int) {
+	if p.perPort[addr] >= p.opts.MaxPerPort {
+		return refusedPerPort, p.opts.MaxPerPort
+	}
+	if p.perAddr[addr.Addr()] >= p.opts.MaxPerAddr {
+		return refusedPerAddr, p.opts.MaxPerAddr
+	}
+	return "", 0
+}
+
+// forgetClientLocked takes a removed subscriber at addr out of the per-client counts.
+func (p *pusher) forgetClientLocked(addr netip.AddrPort) {
+	if p.perPort[addr]--; p.perPort[addr] <= 0 {
+		delete(p.perPort, addr)
+	}
+	if p.perAddr[addr.Addr()]--; p.perAddr[addr.Addr()] <= 0 {
+		delete(p.perAddr, addr.Addr())
+	}
 }
 
 // answered records that s's query was answered with the state at index idx (the
@@ -433,6 +522,7 @@ func (p *pusher) removeLocked(s *pushSub) {
 		return
 	}
 	delete(p.subs, s.key)
+	p.forgetClientLocked(s.key.addr)
 	if s.inflight != nil {
 		delete(p.pending, ackKey{s.key.addr, s.inflight.ref})
 		s.inflight = nil
@@ -489,6 +579,8 @@ func (p *pusher) publish(w *pushWatch, u *fanout.Update) {
 		}
 	}
 	p.mu.Unlock()
+	// Each client address may receive at most opts.ChangeBudget bytes of this change.
+	budgets := map[netip.Addr]*changeBudget{}
 	for _, t := range targets {
 		if t.allowed != nil && !t.allowed() {
 			// The token the subscriber queried with was deleted or lost its right.
@@ -504,7 +596,12 @@ func (p *pusher) publish(w *pushWatch, u *fanout.Update) {
 			p.log.Error("nacos push: encoding failed", "service", w.key.String(), "err", err)
 			continue
 		}
-		p.send(t.s, ref, packet, now)
+		b := budgets[t.s.key.addr.Addr()]
+		if b == nil {
+			b = &changeBudget{left: p.opts.ChangeBudget}
+			budgets[t.s.key.addr.Addr()] = b
+		}
+		p.send(t.s, ref, packet, b, now)
 	}
 }
 
@@ -561,8 +658,9 @@ func encodePush(info nacosServiceInfo, ref int64) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// send pushes packet to s, replacing a push of an older state still awaiting its ack.
-func (p *pusher) send(s *pushSub, ref int64, packet []byte, now time.Time) {
+// send pushes packet to s, replacing a push of an older state still awaiting its ack,
+// and charges it to the change's budget b for s's address.
+func (p *pusher) send(s *pushSub, ref int64, packet []byte, b *changeBudget, now time.Time) {
 	p.mu.Lock()
 	if p.closed || p.subs[s.key] != s {
 		p.mu.Unlock()
@@ -581,13 +679,36 @@ func (p *pusher) send(s *pushSub, ref int64, packet []byte, now time.Time) {
 			"service", s.key.service.String(), "addr", s.key.addr.String(), "bytes", len(packet), "limit", s.maxDatagram)
 		return
 	}
-	in := &inflightPush{ref: ref, packet: packet, first: now, last: now, sends: 1}
+	if !p.chargeLocked(s, b, len(packet)) {
+		p.mu.Unlock()
+		return
+	}
+	in := &inflightPush{ref: ref, packet: packet, first: now, last: now, sends: 1, budget: b}
 	s.inflight = in
 	// Registered before sending: the ack may come back before WriteTo returns.
 	p.pending[ackKey{s.key.addr, ref}] = s
 	p.mu.Unlock()
 	p.m.sent.Inc()
 	p.write(s, in)
+}
+
+// chargeLocked takes n bytes from b for a copy of a push to s; when b has not that much
+// left, the copy is skipped, counted, and s polls (as for a push it did not ack).
+func (p *pusher) chargeLocked(s *pushSub, b *changeBudget, n int) bool {
+	if n <= b.left {
+		b.left -= n
+		return true
+	}
+	s.pollOnly = true
+	p.m.failed.WithLabelValues("budget").Inc()
+	if !b.logged {
+		// Once per change and address: the rest of the change's pushes to it are
+		// skipped too. Debug only, as the number of subscribers is the clients' choice.
+		b.logged = true
+		p.log.Debug("nacos push: byte budget of the change for the client address spent; further pushes of it are skipped and their clients poll",
+			"service", s.key.service.String(), "addr", s.key.addr.Addr().String(), "budget", p.opts.ChangeBudget)
+	}
+	return false
 }
 
 // write sends one copy of in to s; a failed send gives the push up.
@@ -658,6 +779,11 @@ func (p *pusher) tick(now time.Time) {
 			s.inflight = nil
 			s.pollOnly = true
 			p.m.failed.WithLabelValues("no_ack").Inc()
+			continue
+		}
+		if !p.chargeLocked(s, in.budget, len(in.packet)) {
+			delete(p.pending, k)
+			s.inflight = nil
 			continue
 		}
 		in.sends++

@@ -9,7 +9,7 @@ import (
 // pushMetrics are the pusher's Prometheus collectors.
 type pushMetrics struct {
 	subscribers prometheus.Gauge
-	refused     prometheus.Counter
+	refused     *prometheus.CounterVec
 	sent        prometheus.Counter
 	resent      prometheus.Counter
 	acked       prometheus.Counter
@@ -24,10 +24,11 @@ func newPushMetrics(reg prometheus.Registerer) (*pushMetrics, error) {
 		subscribers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "roster_nacos_push_subscribers", Help: "Nacos 1.x clients recorded on this node for UDP pushes.",
 		}),
-		refused: prometheus.NewCounter(prometheus.CounterOpts{
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roster_nacos_push_subscribers_refused_total",
-			Help: "Instance-list queries asking for pushes that were not recorded because the subscriber limit was reached.",
-		}),
+			Help: "Instance-list queries asking for pushes that were not recorded, by reason (limit: the node's subscriber limit; " +
+				"per_addr, per_port: the limit of the client address, or of the address and udpPort; low_port: udpPort below 1024).",
+		}, []string{"reason"}),
 		sent: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "roster_nacos_push_sent_total", Help: "Pushes sent (one per changed view per subscriber; resends not counted).",
 		}),
@@ -46,7 +47,8 @@ func newPushMetrics(reg prometheus.Registerer) (*pushMetrics, error) {
 		}),
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roster_nacos_push_failed_total",
-			Help: "Pushes given up, by reason (no_ack: retries exhausted; send_error; too_large: over what the client reads).",
+			Help: "Pushes given up, by reason (no_ack: retries exhausted; send_error; too_large: over what the client reads; " +
+				"budget: the change's byte budget for the client address was spent, first send or resend).",
 		}, []string{"reason"}),
 		ackSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "roster_nacos_push_ack_seconds",
@@ -54,25 +56,18 @@ func newPushMetrics(reg prometheus.Registerer) (*pushMetrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}),
 	}
-	for _, r := range []string{"no_ack", "send_error", "too_large"} {
+	for _, r := range []string{"no_ack", "send_error", "too_large", "budget"} {
 		m.failed.WithLabelValues(r)
 	}
-	if reg == nil {
-		return m, nil
+	for _, r := range []string{refusedLimit, refusedPerAddr, refusedPerPort, refusedLowPort} {
+		m.refused.WithLabelValues(r)
 	}
-	var err error
-	if m.subscribers, err = prom.Register(reg, m.subscribers); err != nil {
-		return nil, err
-	}
-	for _, c := range []*prometheus.Counter{&m.refused, &m.sent, &m.resent, &m.acked, &m.superseded, &m.ignored} {
-		if *c, err = prom.Register(reg, *c); err != nil {
-			return nil, err
-		}
-	}
-	if m.failed, err = prom.Register(reg, m.failed); err != nil {
-		return nil, err
-	}
-	if m.ackSeconds, err = prom.Register(reg, m.ackSeconds); err != nil {
+	g := prom.On(reg)
+	prom.Add(g, &m.subscribers)
+	prom.Add(g, &m.refused, &m.failed)
+	prom.Add(g, &m.sent, &m.resent, &m.acked, &m.superseded, &m.ignored)
+	prom.Add(g, &m.ackSeconds)
+	if err := g.Err(); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -35,6 +35,7 @@ type guardConn struct {
 	t     testing.TB
 	mu    sync.Mutex
 	dests []netip.AddrPort
+	bytes int
 }
 
 func newGuardConn(t testing.TB) *guardConn {
@@ -53,6 +54,7 @@ func (c *guardConn) WriteToUDPAddrPort(b []byte, addr netip.AddrPort) (int, erro
 	}
 	c.mu.Lock()
 	c.dests = append(c.dests, addr)
+	c.bytes += len(b)
 	c.mu.Unlock()
 	return c.UDPConn.WriteToUDPAddrPort(b, addr)
 }
@@ -62,6 +64,13 @@ func (c *guardConn) destinations() []netip.AddrPort {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]netip.AddrPort(nil), c.dests...)
+}
+
+// sentBytes is the number of bytes sent.
+func (c *guardConn) sentBytes() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes
 }
 
 // pushEnv is a pusher over a fresh store and hub, on a manual clock.
@@ -183,7 +192,7 @@ func (e *pushEnv) counter(name string, labels ...string) float64 {
 	case "ignored":
 		return testutil.ToFloat64(m.ignored)
 	case "refused":
-		return testutil.ToFloat64(m.refused)
+		return testutil.ToFloat64(m.refused.WithLabelValues(labels...))
 	case "failed":
 		return testutil.ToFloat64(m.failed.WithLabelValues(labels...))
 	case "subscribers":
@@ -525,9 +534,135 @@ func TestPush_SubscriberLimit(t *testing.T) {
 	if _, ok := e.p.subscribe(pushQuery{service: pushKey, addr: e.p.subscribers(pushKey)[0].addrPort(t), agent: goAgent}); !ok {
 		t.Fatal("a renewal at the limit was refused")
 	}
-	if e.counter("refused") != 1 || e.p.count() != 2 {
-		t.Fatalf("refused %v, %d subscribers", e.counter("refused"), e.p.count())
+	if e.counter("refused", "limit") != 1 || e.p.count() != 2 {
+		t.Fatalf("refused %v, %d subscribers", e.counter("refused", "limit"), e.p.count())
 	}
+}
+
+// TestPush_PerClientCaps checks the caps of one client address and of one address and
+// udpPort, that they free up as subscribers expire, and that a system port is never
+// recorded.
+func TestPush_PerClientCaps(t *testing.T) {
+	e := newPushEnv(t, pushOptions{MaxPerAddr: 3, MaxPerPort: 2})
+	at := func(ip string, port uint16) netip.AddrPort { return netip.AddrPortFrom(netip.MustParseAddr(ip), port) }
+	sub := func(addr netip.AddrPort, clusters string) bool {
+		_, ok := e.p.subscribe(pushQuery{service: pushKey, clusters: clusters, addr: addr, agent: goAgent})
+		return ok
+	}
+	for _, tt := range []struct {
+		addr     netip.AddrPort
+		clusters string
+		ok       bool
+	}{
+		{at("127.0.0.1", 40000), "a", true},
+		{at("127.0.0.1", 40000), "b", true},
+		{at("127.0.0.1", 40000), "c", false}, // per_port
+		{at("127.0.0.1", 40000), "a", true},  // a renewal
+		{at("127.0.0.1", 40001), "a", true},
+		{at("127.0.0.1", 40002), "a", false}, // per_addr
+		{at("127.0.0.2", 40000), "c", true},  // another address has its own caps
+		{at("127.0.0.2", 1023), "a", false},  // low_port
+		{at("127.0.0.2", 53), "a", false},    // low_port
+	} {
+		if got := sub(tt.addr, tt.clusters); got != tt.ok {
+			t.Fatalf("%s clusters %q: recorded %v, want %v", tt.addr, tt.clusters, got, tt.ok)
+		}
+	}
+	for reason, want := range map[string]float64{"per_port": 1, "per_addr": 1, "low_port": 2, "limit": 0} {
+		if got := e.counter("refused", reason); got != want {
+			t.Errorf("refused{reason=%q} = %v, want %v", reason, got, want)
+		}
+	}
+	if e.p.count() != 4 {
+		t.Fatalf("%d subscribers, want 4", e.p.count())
+	}
+	// Expired subscribers no longer count against the caps.
+	e.advance(DefaultPushSubscriberTTL + 2*time.Second)
+	if e.p.count() != 0 {
+		t.Fatalf("%d subscribers after the TTL", e.p.count())
+	}
+	for _, c := range []string{"x", "y"} {
+		if !sub(at("127.0.0.1", 40000), c) {
+			t.Fatalf("clusters %q refused once the earlier subscribers expired", c)
+		}
+	}
+	if e.p.count() != 2 || len(e.p.perAddr) != 1 || e.p.perPort[at("127.0.0.1", 40000)] != 2 {
+		t.Fatalf("%d subscribers, per address %v, per port %v", e.p.count(), e.p.perAddr, e.p.perPort)
+	}
+}
+
+// TestPush_ChangeBudgetPerAddress checks that one change sends at most the budget's
+// bytes, resends included, to one client address: the pushes beyond it are skipped,
+// counted, and their subscribers poll; another address has a budget of its own.
+func TestPush_ChangeBudgetPerAddress(t *testing.T) {
+	const budget = 2500
+	e := newPushEnv(t, pushOptions{ChangeBudget: budget, Retries: 3})
+	other := newPushClient(t, "127.0.0.2")
+	var subs []*pushSub
+	for range 5 {
+		subs = append(subs, e.subscribe(newPushClient(t, "127.0.0.1"), goAgent))
+	}
+	otherSub := e.subscribe(other, goAgent)
+	e.register(8080, nil)
+	wait.For(t, 10*time.Second, "the change's pushes", func() bool {
+		return e.counter("sent")+e.counter("failed", "budget") == 6
+	})
+	first := other.next()
+	size := len(first.raw)
+	if size > budget/2 {
+		t.Fatalf("a push of %d bytes: the test wants several to fit in the budget", size)
+	}
+	fit := budget / size
+	if sent := e.counter("sent"); sent != float64(fit+1) || e.counter("failed", "budget") != float64(5-fit) {
+		t.Fatalf("sent %v, skipped %v; want %d sent to 127.0.0.1 (and 1 to 127.0.0.2), %d skipped",
+			sent, e.counter("failed", "budget"), fit, 5-fit)
+	}
+	bytesTo := func(ip string) int {
+		n := 0
+		for _, d := range e.conn.destinations() {
+			if d.Addr() == netip.MustParseAddr(ip) {
+				n += size
+			}
+		}
+		return n
+	}
+	if got := bytesTo("127.0.0.1"); got > budget {
+		t.Fatalf("%d bytes to 127.0.0.1, over the budget of %d", got, budget)
+	}
+	polling := 0
+	for _, s := range subs {
+		if e.p.polling(s) {
+			polling++
+		}
+	}
+	if polling != 5-fit {
+		t.Fatalf("%d subscribers poll, want the %d whose push was skipped", polling, 5-fit)
+	}
+	// No ack: the resends of the change are charged to the same budget, the address's
+	// left over (budget - fit*size < size) has room for none of them.
+	other.ack(first)
+	wait.For(t, 10*time.Second, "the ack", func() bool { return e.counter("acked") == 1 })
+	e.advance(time.Second)
+	if got := bytesTo("127.0.0.1"); got > budget {
+		t.Fatalf("%d bytes to 127.0.0.1 with resends, over the budget of %d", got, budget)
+	}
+	if e.counter("resent") != 0 || e.counter("failed", "budget") != 5 {
+		t.Fatalf("resent %v, skipped %v; want no resend and all 5 skipped", e.counter("resent"), e.counter("failed", "budget"))
+	}
+	if e.p.polling(otherSub) {
+		t.Fatal("the subscriber at another address, which acked, polls")
+	}
+	// The next change has a budget of its own.
+	sent := e.counter("sent")
+	before := sent + e.counter("failed", "budget")
+	e.register(8081, nil)
+	wait.For(t, 10*time.Second, "the next change's pushes", func() bool {
+		return e.counter("sent")+e.counter("failed", "budget") == before+6
+	})
+	if got := e.counter("sent") - sent; got < 2 {
+		t.Fatalf("the second change sent %v pushes, want some to 127.0.0.1 too", got)
+	}
+
 }
 
 func (s pushSubscriber) addrPort(t *testing.T) netip.AddrPort {

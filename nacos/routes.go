@@ -2,7 +2,9 @@ package nacos
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 
@@ -37,7 +39,7 @@ func (s *handler) routes() *chi.Mux {
 	// A malformed query string is refused here, before a route reads it or a follower
 	// forwards it (the proxy would drop what it cannot parse).
 	r.Use(httpx.Recoverer(s.log, fail), httpx.ServedBy(s.id), s.metrics.Middleware, httpx.StrictQuery(fail),
-		httpx.BufferBodyWithin(s.cfg.MaxBodyBytes, s.cfg.BodyTimeout, nil, fail))
+		s.bufferBodyAfterToken(fail))
 	r.NotFound(s.nacosNotFound)
 	r.MethodNotAllowed(httpx.MethodNotAllowed(r, fail))
 
@@ -91,6 +93,54 @@ func (s *handler) routes() *chi.Mux {
 		r.With(need(acl.OperatorRead)).Get("/nacos/v1/ns/raft/leader", s.nacos(nacosOther, s.nacosRaftLeader))
 	})
 	return r
+}
+
+// preAuthBodyBytes is what is read of a request's body before its token is checked,
+// with ACLs on, when the token is not in a header or the query string: Nacos clients
+// send it in the form body of their writes (nacos-sdk-go puts every parameter there),
+// whose forms are small.
+const preAuthBodyBytes = 64 << 10
+
+// bufferBodyAfterToken buffers a request's body (within MaxBodyBytes and BodyTimeout)
+// only once its token is known to be valid, with ACLs on: a token in a header or the
+// query string is checked first, and a request that fails is refused before a byte of
+// its body is read; a request whose token can only be in its body has preAuthBodyBytes
+// read, else 413. A client without credentials so cannot make the node hold 1 MiB per
+// request. With ACLs off the body is buffered as it comes.
+func (s *handler) bufferBodyAfterToken(fail httpx.ErrorWriter) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		full := httpx.BufferBodyWithin(s.cfg.MaxBodyBytes, s.cfg.BodyTimeout, nil, fail)(next)
+		limit := min(int64(preAuthBodyBytes), s.cfg.MaxBodyBytes)
+		tooLarge := func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(err, httpx.ErrBodyTooLarge) {
+				err = fmt.Errorf("%w: a request without its accessToken in the query string or a header may send at most %d bytes of body "+
+					"before it is authenticated", httpx.ErrBodyTooLarge, limit)
+			}
+			fail(w, r, err)
+		}
+		small := httpx.BufferBodyWithin(limit, s.cfg.BodyTimeout, nil, tooLarge)(next)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !s.reg.ACLEnabled() {
+				full.ServeHTTP(w, r)
+				return
+			}
+			if tok := nacosTokenOutsideBody(r); tok != "" && !strings.HasSuffix(r.URL.Path, "/login") {
+				if _, err := (nacosAuth{s}).Authenticate(tok); err != nil {
+					w.Header().Set("Connection", "close") // its body is left unread
+					fail(w, r, err)
+					return
+				}
+				full.ServeHTTP(w, r)
+				return
+			}
+			if r.ContentLength > limit {
+				w.Header().Set("Connection", "close")
+				tooLarge(w, r, fmt.Errorf("%w: the limit is %d bytes", httpx.ErrBodyTooLarge, limit))
+				return
+			}
+			small.ServeHTTP(w, r)
+		})
+	}
 }
 
 // authenticate resolves the token of a Nacos request (nacosTokenOf) and hands the

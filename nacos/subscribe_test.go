@@ -9,10 +9,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fanout"
@@ -467,4 +469,94 @@ func TestNacosPush_NoPushWithoutFanout(t *testing.T) {
 	if h.(*handler).push != nil {
 		t.Fatal("a pusher without a fan-out")
 	}
+}
+
+// TestNacosPush_FloodOfClusterListsIsCapped checks the reflection the caps bound: 300
+// list queries from one client address and udpPort, each with its own cluster list,
+// record DefaultPushMaxPerPort subscribers, and a change then sends that port at most
+// that many datagrams per round (resends included, all within the change's byte
+// budget), where it sent one per query and resends before. A query naming a system
+// port is answered as a poll, recorded nowhere, counted, and that port gets nothing.
+func TestNacosPush_FloodOfClusterListsIsCapped(t *testing.T) {
+	a := newPushAPI(t, "n1", nil, pushOptions{}, true)
+	register(t, a.h, "orders", 8080)
+	c := newPushClient(t, "127.0.0.1")
+	port := int(c.addr().Port())
+	const queries = 300
+	for i := range queries {
+		a.list(t, "serviceName=orders&clusters=DEFAULT,c"+strconv.Itoa(i), port)
+	}
+	if got := a.push.count(); got != DefaultPushMaxPerPort {
+		t.Fatalf("%d subscribers recorded, want the per-port cap %d", got, DefaultPushMaxPerPort)
+	}
+	if got := testutil.ToFloat64(a.push.m.refused.WithLabelValues("per_port")); got != queries-DefaultPushMaxPerPort {
+		t.Fatalf("refused{per_port} = %v, want %d", got, queries-DefaultPushMaxPerPort)
+	}
+	// A system port: answered (as a poll), not recorded, counted.
+	resp := getAs(t, a.url+"/nacos/v1/ns/instance/list?serviceName=orders&udpPort=999", goAgent)
+	var info nacosServiceInfo
+	if resp.Code != http.StatusOK {
+		t.Fatalf("udpPort=999: %d %s", resp.Code, resp.Body)
+	}
+	if resp.decode(t, &info); info.CacheMillis != NacosCacheMillis || len(info.Hosts) != 1 {
+		t.Fatalf("udpPort=999: cacheMillis %d, %d hosts", info.CacheMillis, len(info.Hosts))
+	}
+	if got := testutil.ToFloat64(a.push.m.refused.WithLabelValues("low_port")); got != 1 {
+		t.Fatalf("refused{low_port} = %v, want 1", got)
+	}
+	if got := a.push.count(); got != DefaultPushMaxPerPort {
+		t.Fatalf("%d subscribers after the udpPort=999 query", got)
+	}
+
+	// The client reads every datagram that arrives.
+	var mu sync.Mutex
+	gotPackets, gotBytes := 0, 0
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			n, _, err := c.conn.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			gotPackets, gotBytes = gotPackets+1, gotBytes+n
+			mu.Unlock()
+		}
+	}()
+	register(t, a.h, "orders", 8081)
+	sent := func() float64 { return testutil.ToFloat64(a.push.m.sent) }
+	wait.For(t, 10*time.Second, "the change's pushes", func() bool {
+		return sent()+testutil.ToFloat64(a.push.m.failed.WithLabelValues("budget")) == DefaultPushMaxPerPort
+	})
+	conn := a.push.conn.(*guardConn)
+	// Each round is read before the next is sent, so that the client's socket buffer
+	// holds one round at most.
+	drained := func() {
+		wait.For(t, 10*time.Second, "the client to read what was sent", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return gotPackets == len(conn.destinations())
+		})
+	}
+	drained()
+	// Nothing acks: every push is resent DefaultPushRetries times, then given up.
+	for range DefaultPushRetries + 1 {
+		a.advance(t, DefaultPushRetryInterval)
+		drained()
+	}
+	written, writtenBytes := len(conn.destinations()), conn.sentBytes()
+	if limit := DefaultPushMaxPerPort * (1 + DefaultPushRetries); written > limit || writtenBytes > DefaultPushChangeBudget {
+		t.Fatalf("one change sent %d datagrams, %d bytes; want at most %d and %d", written, writtenBytes, limit, DefaultPushChangeBudget)
+	}
+	for _, d := range conn.destinations() {
+		if d != c.addr() {
+			t.Fatalf("a push went to %s", d)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if gotPackets != written || gotBytes != writtenBytes {
+		t.Fatalf("the client read %d datagrams, %d bytes; %d, %d were sent", gotPackets, gotBytes, written, writtenBytes)
+	}
+	t.Logf("300 queries, one change: %d datagrams, %d bytes to the client's port", gotPackets, gotBytes)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/rosterhq/roster/buildinfo"
 	"github.com/rosterhq/roster/fsm"
 )
 
@@ -39,25 +40,55 @@ type Proposal struct {
 
 // Propose hands cmd to Raft and returns as soon as the leader's main loop took it,
 // without waiting for it to commit: the caller can hand over the next command while
-// this one is written and replicated. The errors are Apply's before enqueueing (not
-// applied). Wait must be called: a stopping node waits for every proposal before it
-// hands leadership over.
+// this one is written and replicated. The command is written as every server applies
+// it (Prepare): in an older encoding while some server applies only that, refused with
+// an *UpgradeRequiredError while some server cannot apply it at all. The errors are
+// Apply's before enqueueing (not applied). Wait must be called: a stopping node waits
+// for every proposal before it hands leadership over.
 func (n *Node) Propose(ctx context.Context, cmd fsm.Command) (*Proposal, error) {
-	if n.isClosed() {
-		return nil, ErrShutdown
+	if err := n.enterProposal(); err != nil {
+		return nil, err
 	}
-	if !n.gate.enter() {
-		return nil, fmt.Errorf("%w: %w", ErrNotLeader, errHandingOver)
-	}
-	if n.raft.State() != raft.Leader {
+	cmd, err := n.Prepare(ctx, cmd)
+	if err != nil {
 		n.gate.leave()
-		return nil, n.notLeaderErr(nil)
+		return nil, err
 	}
 	buf, err := fsm.Encode(cmd)
 	if err != nil {
 		n.gate.leave()
 		return nil, fmt.Errorf("raftnode: encode command %s: %w", cmd.MessageType(), err)
 	}
+	return n.proposeEntered(ctx, buf)
+}
+
+// ProposeEncoded is Propose of a command the caller prepared (Prepare) and encoded
+// (fsm.Encode) itself: the bytes become the log entry as they are.
+func (n *Node) ProposeEncoded(ctx context.Context, data []byte) (*Proposal, error) {
+	if err := n.enterProposal(); err != nil {
+		return nil, err
+	}
+	return n.proposeEntered(ctx, data)
+}
+
+// enterProposal enters the gate a stopping leader closes, on a leader that is not shut
+// down; the caller leaves it (through the Proposal, or at once on an error of its own).
+func (n *Node) enterProposal() error {
+	if n.isClosed() {
+		return ErrShutdown
+	}
+	if !n.gate.enter() {
+		return fmt.Errorf("%w: %w", ErrNotLeader, errHandingOver)
+	}
+	if n.raft.State() != raft.Leader {
+		n.gate.leave()
+		return n.notLeaderErr(nil)
+	}
+	return nil
+}
+
+// proposeEntered hands buf to Raft; the caller entered the gate.
+func (n *Node) proposeEntered(ctx context.Context, buf []byte) (*Proposal, error) {
 	timeout, err := n.enqueueTimeout(ctx)
 	if err != nil {
 		n.gate.leave()
@@ -194,6 +225,12 @@ type Readiness struct {
 	ClusterID string
 	// Reason says why the node is not ready ("" when it is).
 	Reason string
+	// Halt is the committed entry this node's state machine stopped at, because this
+	// build cannot apply it (nil: none); Reason then says so.
+	Halt *fsm.Halt
+	// Build and NewestCommand are this node's build and the newest command type it applies.
+	Build         buildinfo.Info
+	NewestCommand uint8
 }
 
 // Ready reports whether this node can serve reads from its local state: a leader is
@@ -222,9 +259,13 @@ func (n *Node) Ready() (bool, Readiness) {
 	if s, ok := n.sm.(interface{ Alarm() error }); ok {
 		alarm = s.Alarm()
 	}
+	rep.Halt = n.halted()
+	rep.Build, rep.NewestCommand = n.cfg.Build, uint8(n.sm.NewestType())
 	switch {
 	case n.gate.isClosed():
 		rep.Reason = "stopping"
+	case rep.Halt != nil:
+		rep.Reason = rep.Halt.Error()
 	case alarm != nil:
 		rep.Reason = alarm.Error()
 	case appendErr != nil:

@@ -127,6 +127,8 @@ type ServerHealth struct {
 	// Reason explains an unhealthy server, a non-voter waiting for a vote and a dead
 	// server ("" for a healthy voter).
 	Reason string
+	// Build is the server's build as the leader knows it (AutopilotHealth only).
+	Build ServerBuild
 }
 
 // AutopilotSettings are the rules in force on the leader.
@@ -188,9 +190,23 @@ type trackedServer struct {
 }
 
 // AutopilotHealth evaluates every server's health now. It runs on the leader only.
+// Each server carries its build as the leader knows it, so a rolling upgrade's progress
+// shows beside the servers' health.
 func (n *Node) AutopilotHealth(ctx context.Context) (ClusterHealth, error) {
 	h, _, err := n.evaluateServers(ctx, time.Now())
-	return h, err
+	if err != nil {
+		return h, err
+	}
+	if builds, err := n.ServerBuilds(); err == nil {
+		for i := range h.Servers {
+			for _, b := range builds {
+				if b.ID == h.Servers[i].ID {
+					h.Servers[i].Build = b
+				}
+			}
+		}
+	}
+	return h, nil
 }
 
 // AutopilotMetrics returns the counters and, while this node leads, its latest

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/buildinfo"
 	"github.com/rosterhq/roster/client"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/internal/wait"
@@ -70,6 +72,8 @@ type testNode struct {
 	st       *store.Store
 	sm       *countingFSM
 	running  bool
+	// newest, when set, makes the node play a build whose newest command type it is.
+	newest fsm.MessageType
 }
 
 // N returns the running Node.
@@ -176,6 +180,7 @@ func (c *testCluster) joiner(ctx context.Context, target string, req JoinRequest
 	_, err := client.New(target, client.WithHTTPClient(c.joinHTTP)).Join(ctx, api.JoinRequest{
 		ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, NonVoter: req.NonVoter,
 		ClusterID: req.ClusterID, Announce: req.Announce, NewestCommand: req.NewestCommand,
+		Version: req.Version, Commit: req.Commit,
 	})
 	return err
 }
@@ -201,7 +206,7 @@ func (c *testCluster) startHTTP(tn *testNode) {
 			return
 		}
 		err := n.Join(r.Context(), JoinRequest{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, NonVoter: req.NonVoter,
-			ClusterID: req.ClusterID, Announce: req.Announce, NewestCommand: req.NewestCommand})
+			ClusterID: req.ClusterID, Announce: req.Announce, NewestCommand: req.NewestCommand, Version: req.Version, Commit: req.Commit})
 		switch {
 		case err == nil:
 			w.Header().Set("Content-Type", "application/json")
@@ -254,6 +259,10 @@ func (c *testCluster) config(tn *testNode, join string) Config {
 	if join != "" {
 		cfg.Peers = nil
 	}
+	if tn.newest != 0 {
+		// A release of the first generation reports no version.
+		cfg.Build = buildinfo.Info{GoVersion: runtime.Version()}
+	}
 	if c.mod != nil {
 		c.mod(&cfg)
 	}
@@ -268,6 +277,9 @@ func (c *testCluster) start(tn *testNode, join string) {
 		c.t.Fatalf("%s: open store: %v", tn.id, err)
 	}
 	f := fsm.New(st, c.logger)
+	if tn.newest != 0 {
+		f = fsm.NewOlder(st, c.logger, tn.newest)
+	}
 	sm := &countingFSM{FSM: f}
 	n, err := newNode(c.config(tn, join), sm)
 	if err != nil {

@@ -11,8 +11,8 @@ import (
 )
 
 // Batches are written only while every server announced that it applies them: a server
-// whose member record says otherwise (an older version during a rolling upgrade) closes
-// the gate until it announces itself again.
+// whose member record says otherwise (an older version during a rolling upgrade), and
+// that has not announced itself to the current leader, closes the gate until it does.
 func TestNode_ServersApplyFollowsMemberRecords(t *testing.T) {
 	c := mustNewCluster(t, 3)
 	leader := c.waitForLeader(10 * time.Second)
@@ -29,8 +29,14 @@ func TestNode_ServersApplyFollowsMemberRecords(t *testing.T) {
 	if _, err := leader.N().Apply(ctxTimeout(t, 5*time.Second), fsm.UpsertMemberRequest{Member: rec}); err != nil {
 		t.Fatal(err)
 	}
+	// The leader heard the server announce batches; a new leader knows only the record.
+	next := c.followers(leader)[0] // the running one: old is down
+	if err := leader.N().TransferLeadership(ctxTimeout(t, 10*time.Second), next.id); err != nil {
+		t.Fatal(err)
+	}
+	leader = next
 	wait.For(t, 10*time.Second, "the gate to close for a server that does not announce batches", func() bool {
-		return !leader.N().ServersApply(fsm.BatchType)
+		return leader.N().IsLeader() && !leader.N().ServersApply(fsm.BatchType)
 	})
 
 	c.start(old, "")
@@ -44,6 +50,9 @@ func TestNode_ServersApplyFollowsMemberRecords(t *testing.T) {
 func TestNode_ProposeBatch(t *testing.T) {
 	c := mustNewCluster(t, 3)
 	leader := c.waitForLeader(10 * time.Second)
+	wait.For(t, 10*time.Second, "every server to announce the batch command", func() bool {
+		return leader.N().ServersApply(fsm.BatchType)
+	})
 	enc := func(cmd fsm.Command) []byte {
 		b, err := fsm.Encode(cmd)
 		if err != nil {

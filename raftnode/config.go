@@ -13,7 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hashicorp/raft"
-	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/buildinfo"
 	"github.com/rosterhq/roster/model"
 )
 
@@ -184,6 +184,9 @@ type Config struct {
 	ApplyTimeout time.Duration
 	// Logger receives the node's and Raft's logs (default slog.Default()).
 	Logger *slog.Logger
+	// Build is this server's build, announced to every leader (the zero value:
+	// buildinfo.Get()).
+	Build buildinfo.Info
 
 	// noCommitNotify turns the commit notifier off (commitnotify.go), leaving followers
 	// to learn the commit index from the library alone: tests and benchmarks compare.
@@ -198,6 +201,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		return configErr("DataDir", "must not be empty")
+	}
+	if c.Build == (buildinfo.Info{}) {
+		c.Build = buildinfo.Get()
 	}
 	if err := c.validateAddrs(); err != nil {
 		return err
@@ -440,26 +446,34 @@ func validateDialAddr(addr string) error {
 	return nil
 }
 
-// validateHTTPTarget accepts host:port or an http(s):// URL whose host has a port.
+// validateHTTPTarget accepts host:port or an http(s):// URL whose host has a port (a
+// path prefix is allowed: a node behind a reverse proxy).
 func validateHTTPTarget(addr string) error {
-	u, err := api.BaseURL(addr)
+	s := strings.TrimSpace(addr)
+	if i := strings.Index(s, "://"); i >= 0 {
+		if sc := s[:i]; sc != "http" && sc != "https" {
+			return fmt.Errorf("address %q: scheme must be http or https", addr)
+		}
+		s = s[i+3:]
+		if j := strings.IndexAny(s, "/?#"); j >= 0 {
+			s = s[:j]
+		}
+	}
+	hp, err := model.HTTPHostPort(s)
 	if err != nil {
 		return err
 	}
-	return validateDialAddr(u.Host)
+	return validateDialAddr(hp)
 }
 
 // validateHTTPAdvertise accepts host:port or an http(s):// URL of host:port without a
 // path (model.ValidateMember's rule for the member table).
 func validateHTTPAdvertise(addr string) error {
-	u, err := api.BaseURL(addr)
+	hp, err := model.HTTPHostPort(addr)
 	if err != nil {
 		return err
 	}
-	if u.Path != "" || u.User != nil {
-		return fmt.Errorf("%q must be host:port or scheme://host:port, without a path", addr)
-	}
-	return validateDialAddr(u.Host)
+	return validateDialAddr(hp)
 }
 
 func unspecifiedHost(host string) bool {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/rosterhq/roster/datadir"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
@@ -69,7 +70,7 @@ func readClusterIDFile(dataDir string) (string, error) {
 func writeClusterIDFile(dataDir, id string) error {
 	path := filepath.Join(dataDir, clusterIDFile)
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, datadir.FileMode)
 	if err != nil {
 		return err
 	}
@@ -98,10 +99,22 @@ func newClusterID() string {
 
 // ensureClusterID runs on every leadership: a cluster without an identity gets one —
 // the id this node's data directory recorded (a state rebuilt from an older log keeps
-// its cluster's id), else a new one.
+// its cluster's id), else a new one — once every server applies fsm.SetClusterIDType
+// (a rolling upgrade from a release without cluster ids waits for its last server).
 func (n *Node) ensureClusterID(ctx context.Context) {
 	wait := establishRetryMin
+	waiting := false
 	for n.ClusterID() == "" {
+		if n.requireServersApply(ctx, fsm.SetClusterIDType) != nil {
+			if !waiting {
+				n.log.Info("the cluster has no identity yet; it is set once every server applies it (a rolling upgrade is under way)")
+				waiting = true
+			}
+			if !sleepCtx(ctx, commandsCheckInterval) {
+				return
+			}
+			continue
+		}
 		id, err := readClusterIDFile(n.cfg.DataDir)
 		if err != nil || id == "" {
 			id = newClusterID()
@@ -163,37 +176,47 @@ func (n *Node) recordClusterID() {
 // carries this cluster's id and its current member table instead of whatever the
 // archive held: a restore never changes a cluster's membership, and no node ever dials
 // an address it read from an archive (another cluster's, perhaps, which would then take
-// this cluster's announcements for its own). An archive without ACLs restored into a
-// cluster that has them keeps this cluster's tokens (store.Txn.KeepACL). Leader only,
-// like the restore.
-func (n *Node) AdoptIdentity(path string) error {
+// this cluster's announcements for its own).
+//
+// The file's ACL state becomes the cluster's current one (store.Txn.ReplaceACL) unless
+// archiveACL is set — the caller may manage ACLs and asked for the archive's — so that
+// a restore never grants ACL rights its caller lacks: no token planted in an archive,
+// no revoked token revived. With archiveACL, an archive without ACLs restored into a
+// cluster that has them still keeps this cluster's tokens (store.Txn.KeepACL).
+// usedArchive reports whether the restored ACL state is the archive's. Leader only, like
+// the restore.
+func (n *Node) AdoptIdentity(path string, archiveACL bool) (usedArchive bool, err error) {
 	if n.raft.State() != raft.Leader {
-		return n.notLeaderErr(nil)
+		return false, n.notLeaderErr(nil)
 	}
 	_, members, err := n.sm.Store().Members(nil)
 	if err != nil {
-		return err
+		return false, err
 	}
 	acls, err := n.sm.Store().ExportACL()
 	if err != nil {
-		return err
+		return false, err
 	}
 	st, err := store.Open(path, store.Options{Logger: n.log})
 	if err != nil {
-		return err
+		return false, err
 	}
 	err = st.Update(func(tx *store.Txn) error {
 		if err := tx.AdoptIdentity(n.ClusterID(), members); err != nil {
 			return err
 		}
+		if !archiveACL {
+			return tx.ReplaceACL(acls)
+		}
 		kept, err := tx.KeepACL(acls)
 		if kept {
 			n.log.Warn("the archive has no ACL tokens: the restore keeps this cluster's")
 		}
+		usedArchive = !kept
 		return err
 	})
 	if cerr := st.Close(); err == nil {
 		err = cerr
 	}
-	return err
+	return usedArchive, err
 }

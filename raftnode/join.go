@@ -6,7 +6,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/model"
 )
 
 // Joiner sends a join request to the member whose HTTP address is target (host:port
@@ -33,8 +33,7 @@ func (n *Node) joinAtStart(target string) {
 	defer n.wg.Done()
 	wait := joinRetryMin
 	for attempt := 1; ; attempt++ {
-		req := JoinRequest{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAdvertise, HTTPAddr: n.cfg.HTTPAdvertise,
-			NonVoter: n.cfg.NonVoter, ClusterID: n.knownClusterID(), NewestCommand: uint8(fsm.NewestType)}
+		req := n.joinRequest(n.cfg.NonVoter)
 		err := n.sendJoin(target, req)
 		if err == nil {
 			break
@@ -66,8 +65,7 @@ func (n *Node) joinAtStart(target string) {
 				to = l.HTTPAddr
 			}
 		}
-		req := JoinRequest{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAdvertise, HTTPAddr: n.cfg.HTTPAdvertise, ClusterID: n.knownClusterID(),
-			NewestCommand: uint8(fsm.NewestType)}
+		req := n.joinRequest(false)
 		if err := n.sendJoin(to, req); err != nil && n.ctx.Err() == nil {
 			n.log.Debug("asking for a vote failed; retrying", "via", to, "error", err)
 		}
@@ -92,9 +90,24 @@ func (n *Node) isVoter() bool {
 	return false
 }
 
-// runRegistrar keeps this node's member record current: while a leader other than
-// this node is known and the record is missing or holds other addresses, it sends a
-// join request with this node's addresses to the leader's HTTP address.
+// joinRequest is this node's join request: its addresses, cluster id and build.
+func (n *Node) joinRequest(nonVoter bool) JoinRequest {
+	return JoinRequest{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAdvertise, HTTPAddr: n.cfg.HTTPAdvertise,
+		NonVoter: nonVoter, ClusterID: n.knownClusterID(), NewestCommand: uint8(n.sm.NewestType()),
+		Version: n.cfg.Build.Version, Commit: n.cfg.Build.Commit}
+}
+
+// announcedTo is the leadership a follower last announced itself to.
+type announcedTo struct {
+	leader raft.ServerID
+	term   uint64
+}
+
+// runRegistrar keeps this node's member record current and tells every leader this
+// node's build: while a leader other than this node is known, it sends the leader's
+// HTTP address a join request with this node's addresses and build when the record is
+// missing or holds other addresses, and once to every leadership (leader and term)
+// anyway, so that each new leader learns which command types this node applies.
 func (n *Node) runRegistrar() {
 	defer n.wg.Done()
 	wait := joinRetryMin
@@ -104,7 +117,7 @@ func (n *Node) runRegistrar() {
 			return
 		}
 		next = registrarInterval
-		target, req, ok := n.announcement()
+		target, req, to, ok := n.announcement()
 		if !ok {
 			continue
 		}
@@ -118,34 +131,38 @@ func (n *Node) runRegistrar() {
 			continue
 		}
 		n.log.Info("announced member addresses to the leader", "leader", target)
+		n.announced.Store(&to)
 		wait = joinRetryMin
 	}
 }
 
-// announcement returns the leader's HTTP address and the request to send when this
-// follower's member record needs an update.
-func (n *Node) announcement() (string, JoinRequest, bool) {
+// announcement returns the leader's HTTP address, the request to send and the
+// leadership it goes to when this follower needs to announce itself.
+func (n *Node) announcement() (string, JoinRequest, announcedTo, bool) {
 	var req JoinRequest
 	if n.raft.State() != raft.Follower {
-		return "", req, false
+		return "", req, announcedTo{}, false
 	}
 	_, leaderID := n.raft.LeaderWithID()
 	if leaderID == "" || string(leaderID) == n.cfg.NodeID {
-		return "", req, false
+		return "", req, announcedTo{}, false
 	}
-	if rec, ok := n.member(n.cfg.NodeID); ok && rec == n.self() {
-		return "", req, false
+	to := announcedTo{leader: leaderID, term: n.raft.CurrentTerm()}
+	if rec, ok := n.member(n.cfg.NodeID); ok && sameAddrs(rec, n.self()) {
+		if last := n.announced.Load(); last != nil && *last == to {
+			return "", req, announcedTo{}, false
+		}
 	}
 	leader, ok := n.member(string(leaderID))
 	if !ok || leader.HTTPAddr == "" {
-		return "", req, false
+		return "", req, announcedTo{}, false
 	}
 	// Only a server of the configuration announces itself, keeping its suffrage: a
 	// removed server must not add itself back.
 	var self *raft.Server
 	f := n.raft.GetConfiguration()
 	if f.Error() != nil {
-		return "", req, false
+		return "", req, announcedTo{}, false
 	}
 	for _, s := range f.Configuration().Servers {
 		if string(s.ID) == n.cfg.NodeID {
@@ -154,14 +171,16 @@ func (n *Node) announcement() (string, JoinRequest, bool) {
 		}
 	}
 	if self == nil {
-		return "", req, false
+		return "", req, announcedTo{}, false
 	}
-	req = JoinRequest{
-		ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAdvertise, HTTPAddr: n.cfg.HTTPAdvertise,
-		NonVoter: self.Suffrage != raft.Voter, ClusterID: n.knownClusterID(), Announce: true,
-		NewestCommand: uint8(fsm.NewestType),
-	}
-	return leader.HTTPAddr, req, true
+	req = n.joinRequest(self.Suffrage != raft.Voter)
+	req.Announce = true
+	return leader.HTTPAddr, req, to, true
+}
+
+// sameAddrs reports whether two member records hold the same addresses.
+func sameAddrs(a, b model.Member) bool {
+	return a.ID == b.ID && a.RaftAddr == b.RaftAddr && a.HTTPAddr == b.HTTPAddr
 }
 
 // sendJoin sends req to target through the configured Joiner, within

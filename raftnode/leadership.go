@@ -83,6 +83,12 @@ func (n *Node) beginLeadership() {
 	n.lead = leadership{gen: n.lead.gen + 1, active: true, since: time.Now(), ctx: ctx, cancel: cancel}
 	n.signalLocked()
 	n.log.Info("gained leadership", "term", n.raft.CurrentTerm())
+	// The builds announced to an earlier leadership may be stale: every follower
+	// announces itself to this one.
+	n.commands.forget()
+	if n.refuseLeadershipWhileHalted() {
+		return
+	}
 	n.wg.Add(1)
 	go n.establish(ctx, n.lead.gen)
 }

@@ -24,6 +24,8 @@ type Member struct {
 	// leader for this node's own entry, on the leader the time since it last heard
 	// from the server (autopilot's view), and -1 when unknown.
 	LastContact time.Duration
+	// Build is the server's build as this node knows it (ServerBuilds).
+	Build ServerBuild
 }
 
 // JoinRequest asks the leader to add a server to the cluster, or to update it.
@@ -42,6 +44,10 @@ type JoinRequest struct {
 	Announce bool
 	// NewestCommand is the highest command type the server applies (model.Member).
 	NewestCommand uint8
+	// Version and Commit are the server's build (empty from releases before servers
+	// reported them).
+	Version string
+	Commit  string
 }
 
 // Members lists the servers of the latest Raft configuration, sorted by id, with
@@ -55,6 +61,12 @@ func (n *Node) Members(ctx context.Context) ([]Member, error) {
 		return nil, err
 	}
 	_, leaderID := n.raft.LeaderWithID()
+	builds := map[string]ServerBuild{}
+	if bs, err := n.ServerBuilds(); err == nil {
+		for _, b := range bs {
+			builds[b.ID] = b
+		}
+	}
 	now := time.Now()
 	out := make([]Member, 0, len(servers))
 	for _, s := range servers {
@@ -64,6 +76,10 @@ func (n *Node) Members(ctx context.Context) ([]Member, error) {
 			Voter:       s.Suffrage == raft.Voter,
 			Leader:      s.ID == leaderID,
 			LastContact: -1,
+			Build:       builds[string(s.ID)],
+		}
+		if m.Build.ID == "" {
+			m.Build = ServerBuild{ID: m.ID, NewestCommand: uint8(fsm.LegacyNewestType)}
 		}
 		if rec, ok := n.member(m.ID); ok {
 			m.HTTPAddr = rec.HTTPAddr
@@ -110,7 +126,9 @@ func (n *Node) configuration(ctx context.Context) ([]raft.Server, error) {
 //
 // The same id and address again changes nothing (a non-voter asking to be a voter is
 // queued for promotion). An announcement (Announce) only records addresses and keeps
-// the server's suffrage. Invalid requests fail with model.ErrInvalid.
+// the server's suffrage. Every request tells the leader the server's build (ServerBuilds),
+// and the record is written as every server stores it (Prepare) — not at all when the
+// stored record is that already. Invalid requests fail with model.ErrInvalid.
 func (n *Node) Join(ctx context.Context, req JoinRequest) error {
 	m := model.Member{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, NewestCommand: req.NewestCommand}
 	if err := model.ValidateMember(m); err != nil {
@@ -156,6 +174,10 @@ func (n *Node) Join(ctx context.Context, req JoinRequest) error {
 		return nil
 	}
 	switch {
+	case existing == nil && req.Announce:
+		// An announcement never adds a server: one removed meanwhile (a dead server
+		// autopilot cleaned up, restarted on its old data) stays removed.
+		return fmt.Errorf("server %s is not in the configuration; it must join again: %w", req.ID, model.ErrNotFound)
 	case existing == nil:
 		err = change("server joined as a non-voter", n.raft.AddNonvoter(id, addr, 0, n.cfg.ApplyTimeout))
 	case string(existing.Address) != req.RaftAddr:
@@ -177,7 +199,15 @@ func (n *Node) Join(ctx context.Context, req JoinRequest) error {
 	if !req.Announce {
 		n.promo.want(req.ID, !req.NonVoter && (existing == nil || existing.Suffrage != raft.Voter))
 	}
-	_, err = n.Apply(ctx, fsm.UpsertMemberRequest{Member: m})
+	n.commands.noteAnnouncement(ServerBuild{ID: req.ID, Version: req.Version, Commit: req.Commit, NewestCommand: req.NewestCommand})
+	cmd, err := n.prepareOnce(fsm.UpsertMemberRequest{Member: m})
+	if err != nil {
+		return err
+	}
+	if rec, ok := n.member(req.ID); ok && rec == cmd.(fsm.UpsertMemberRequest).Member {
+		return nil
+	}
+	_, err = n.Apply(ctx, cmd)
 	return err
 }
 

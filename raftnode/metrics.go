@@ -25,6 +25,7 @@ type metrics struct {
 	leaderChanges prometheus.Counter       // roster_raft_leader_changes_total
 	readRounds    prometheus.Counter       // roster_raft_read_confirmations_total
 	readsJoined   prometheus.Counter       // roster_raft_linearizable_reads_total
+	tlsRefused    prometheus.Counter       // roster_raft_tls_handshake_failures_total
 }
 
 // Snapshot operations, the op label of roster_snapshot_duration_seconds.
@@ -68,6 +69,10 @@ func newMetrics() *metrics {
 		readsJoined: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "roster_raft_linearizable_reads_total",
 			Help: "Linearizable reads that waited for a leadership confirmation on this node.",
+		}),
+		tlsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roster_raft_tls_handshake_failures_total",
+			Help: "Connections to the Raft port refused because their TLS handshake failed (no certificate of the cluster's CA, plain text, scanners).",
 		}),
 	}
 	m.snapSave = m.snapshot.WithLabelValues(snapOpSave)
@@ -120,8 +125,8 @@ func (s timedSnapshot) Persist(sink raft.SnapshotSink) error {
 //     file and of raft.db (-1: unknown);
 //   - the histograms roster_raft_apply_duration_seconds, roster_raft_apply_batch_size,
 //     roster_fsm_apply_duration_seconds and roster_snapshot_duration_seconds{op}, and
-//     the counters roster_raft_leader_changes_total, roster_raft_read_confirmations_total and
-//     roster_raft_linearizable_reads_total.
+//     the counters roster_raft_leader_changes_total, roster_raft_read_confirmations_total,
+//     roster_raft_linearizable_reads_total and roster_raft_tls_handshake_failures_total.
 //
 // It fails if reg already holds collectors of these names.
 func (n *Node) RegisterMetrics(reg prometheus.Registerer) error {
@@ -166,7 +171,7 @@ func (n *Node) RegisterMetrics(reg prometheus.Registerer) error {
 			"On the leader: seconds since its last successful AppendEntries exchange (heartbeats included) with each other server "+
 				"in this leadership, or since the leadership began when there was none.", []string{"peer"}, nil)},
 		n.met.apply, n.met.batchSize, n.met.fsmApply, n.met.snapshot, n.met.leaderChanges,
-		n.met.readRounds, n.met.readsJoined,
+		n.met.readRounds, n.met.readsJoined, n.met.tlsRefused,
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

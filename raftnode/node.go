@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
+	"github.com/rosterhq/roster/datadir"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
@@ -34,6 +35,8 @@ type StateMachine interface {
 	// Store is the state the machine applies entries to: the Node reads the member
 	// table and takes state snapshots from it.
 	Store() *store.Store
+	// NewestType is the newest command type the machine applies; the node announces it.
+	NewestType() fsm.MessageType
 }
 
 // Node is one Roster server's Raft participant. Its methods are safe for concurrent use.
@@ -45,6 +48,7 @@ type Node struct {
 
 	raft   *raft.Raft
 	trans  *raft.NetworkTransport
+	mux    *muxStreamLayer // the Raft listener, shared with the peer RPC (peer.go)
 	notify *commitNotifier // sends followers the commit index as soon as it advances
 	commit leaderCommit    // the highest commit index a leader sent this node
 	append *appendWatch    // the log store Raft writes, and whether that fails
@@ -67,6 +71,8 @@ type Node struct {
 	catchUp       atomic.Uint64
 	startCaughtUp atomic.Bool
 	idMismatch    atomic.Bool // the data directory's cluster id was found to differ (logged once)
+	// announced is the leadership this follower last announced itself to (join.go).
+	announced atomic.Pointer[announcedTo]
 
 	mu        sync.Mutex
 	closed    bool
@@ -117,7 +123,7 @@ func newNode(cfg Config, sm StateMachine) (*Node, error) {
 		n.closeStorage()
 		return nil, err
 	}
-	n.callbacks = append(n.callbacks, n.ensureClusterID, n.runAutopilot)
+	n.callbacks = append(n.callbacks, n.ensureClusterID, n.runAutopilot, n.syncMembers)
 	n.wg.Add(2)
 	go n.observe()
 	go n.runIdentity()
@@ -141,7 +147,7 @@ func (n *Node) open() (bool, error) {
 	ln := cfg.RaftListener
 	cfg.RaftListener = nil // owned by the transport from here on
 	raftDir := filepath.Join(cfg.DataDir, "raft")
-	if err := os.MkdirAll(raftDir, 0o750); err != nil {
+	if err := os.MkdirAll(raftDir, datadir.DirMode); err != nil {
 		if ln != nil {
 			_ = ln.Close()
 		}
@@ -153,7 +159,7 @@ func (n *Node) open() (bool, error) {
 			return false, fmt.Errorf("raftnode: listen on %s: %w", cfg.RaftBind, err)
 		}
 	}
-	stream := &tcpStreamLayer{ln: ln, tls: cfg.TLS}
+	stream := &tcpStreamLayer{ln: ln, tls: cfg.TLS, refused: newHandshakeFailures(n.met.tlsRefused, n.log)}
 	if cfg.RaftAdvertise != "" {
 		a, err := net.ResolveTCPAddr("tcp", cfg.RaftAdvertise)
 		if err != nil || a.IP == nil || a.IP.IsUnspecified() {
@@ -162,7 +168,8 @@ func (n *Node) open() (bool, error) {
 		}
 		stream.advertise = a
 	}
-	n.trans = raft.NewNetworkTransportWithLogger(stream, transportPool, transportTimeout, newHCLogger(n.log, "raft-net"))
+	n.mux = newMuxStreamLayer(stream)
+	n.trans = raft.NewNetworkTransportWithLogger(n.mux, transportPool, transportTimeout, newHCLogger(n.log, "raft-net"))
 	if cfg.RaftAdvertise == "" {
 		cfg.RaftAdvertise = string(n.trans.LocalAddr())
 	}
@@ -187,7 +194,7 @@ func (n *Node) open() (bool, error) {
 		return false, fmt.Errorf("raftnode: read raft state: %w", err)
 	}
 	if existing {
-		if err := n.catchUpFromSnapshot(st.snaps, filepath.Join(cfg.DataDir, raftDirName)); err != nil {
+		if err := n.catchUpFromSnapshot(st.snaps.FileSnapshotStore, filepath.Join(cfg.DataDir, raftDirName)); err != nil {
 			return false, err
 		}
 	}
@@ -319,7 +326,7 @@ func (n *Node) member(id string) (model.Member, bool) { return n.sm.Store().Memb
 // self is this node's member record.
 func (n *Node) self() model.Member {
 	return model.Member{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAdvertise, HTTPAddr: n.cfg.HTTPAdvertise,
-		NewestCommand: uint8(fsm.NewestType)}
+		NewestCommand: uint8(n.sm.NewestType())}
 }
 
 // Raft exposes the underlying Raft instance (snapshots, restore, stats).
@@ -335,6 +342,9 @@ type tcpStreamLayer struct {
 	ln        net.Listener
 	advertise net.Addr
 	tls       *TransportTLS
+	// refused counts and logs the accepted connections whose handshake failed (nil:
+	// neither).
+	refused *handshakeFailures
 }
 
 func (s *tcpStreamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
@@ -349,7 +359,7 @@ func (s *tcpStreamLayer) Accept() (net.Conn, error) {
 	if err != nil || s.tls == nil {
 		return c, err
 	}
-	return newServerConn(c, s.tls.Server), nil
+	return newServerConn(c, s.tls.Server, s.refused), nil
 }
 
 func (s *tcpStreamLayer) Close() error { return s.ln.Close() }

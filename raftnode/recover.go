@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
+	"github.com/rosterhq/roster/datadir"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/store"
 )
@@ -41,7 +42,7 @@ func StatePath(dataDir string) string { return filepath.Join(dataDir, stateFileN
 type storage struct {
 	bolt  *raftboltdb.BoltStore
 	logs  raft.LogStore
-	snaps *raft.FileSnapshotStore
+	snaps *privateSnapshots
 }
 
 // openStorage creates DataDir/raft if needed and opens the storage in it, waiting at
@@ -49,10 +50,10 @@ type storage struct {
 // matching bbolt's ErrTimeout). New and Recover both open the storage here.
 func openStorage(dataDir string, retain int, lockTimeout time.Duration, log *slog.Logger) (*storage, error) {
 	raftDir := filepath.Join(dataDir, raftDirName)
-	if err := os.MkdirAll(raftDir, 0o750); err != nil {
+	if err := os.MkdirAll(raftDir, datadir.DirMode); err != nil {
 		return nil, fmt.Errorf("raftnode: create %s: %w", raftDir, err)
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(raftDir, retain, newHCLogger(log, "raft-snapshot"))
+	snaps, err := newPrivateSnapshots(raftDir, retain, newHCLogger(log, "raft-snapshot"))
 	if err != nil {
 		return nil, fmt.Errorf("raftnode: snapshot store: %w", err)
 	}

@@ -153,6 +153,11 @@ func (n *Node) RestoreState(ctx context.Context, index, term uint64, r io.Reader
 	if err := checkRestoreBounds(index, term, size); err != nil {
 		return 0, err
 	}
+	// Every server installs the restored state file as this build wrote it: not while
+	// a server of an older release remains.
+	if err := n.requireServersApply(ctx, n.sm.NewestType()); err != nil {
+		return 0, err
+	}
 	if err := snapshot.CheckSpace(n.cfg.DataDir, 2*size, snapshot.DefaultMinFree); err != nil {
 		return 0, fmt.Errorf("raftnode: restore: %w", err)
 	}

@@ -2,11 +2,14 @@ package raftnode
 
 import (
 	"crypto/tls"
+	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // TransportTLS makes the Raft transport mutual TLS: every accepted connection is a TLS
@@ -31,23 +34,76 @@ func (s *tcpStreamLayer) dialTLS(addr raft.ServerAddress, timeout time.Duration)
 // serverConn is an accepted Raft connection whose TLS handshake runs, within
 // raftHandshakeTimeout, on the first read or write: the transport's accept loop, which
 // hands each connection to a goroutine of its own, never waits for a handshake.
+//
+// A failed handshake (no certificate of the cluster's CA, plain text, a port scanner, a
+// TCP health check) is counted and logged at debug level, at most once per
+// handshakeLogEvery, and reads as io.EOF: Raft's transport would log every one as an
+// ERROR, and anyone who reaches the port could fill the log.
 type serverConn struct {
 	*tls.Conn
-	once sync.Once
-	err  error
+	refused *handshakeFailures
+	once    sync.Once
+	err     error
 }
 
-func newServerConn(c net.Conn, cfg *tls.Config) *serverConn {
-	return &serverConn{Conn: tls.Server(c, cfg)}
+func newServerConn(c net.Conn, cfg *tls.Config, refused *handshakeFailures) *serverConn {
+	return &serverConn{Conn: tls.Server(c, cfg), refused: refused}
 }
 
 func (c *serverConn) handshake() error {
 	c.once.Do(func() {
 		_ = c.Conn.SetDeadline(time.Now().Add(raftHandshakeTimeout))
-		c.err = c.Conn.Handshake()
+		err := c.Conn.Handshake()
 		_ = c.Conn.SetDeadline(time.Time{})
+		if err != nil {
+			c.refused.failed(c.RemoteAddr(), err)
+			err = io.EOF
+		}
+		c.err = err
 	})
 	return c.err
+}
+
+// handshakeLogEvery is the least time between two log lines of refused handshakes.
+const handshakeLogEvery = 10 * time.Second
+
+// handshakeFailures counts refused Raft handshakes and logs them, rate-limited.
+type handshakeFailures struct {
+	count prometheus.Counter
+	log   *slog.Logger
+
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+func newHandshakeFailures(count prometheus.Counter, log *slog.Logger) *handshakeFailures {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &handshakeFailures{count: count, log: log.With("component", "raft-tls")}
+}
+
+// failed records one refused handshake; nil does nothing.
+func (h *handshakeFailures) failed(remote net.Addr, err error) {
+	if h == nil {
+		return
+	}
+	if h.count != nil {
+		h.count.Inc()
+	}
+	now := time.Now()
+	h.mu.Lock()
+	if !h.last.IsZero() && now.Sub(h.last) < handshakeLogEvery {
+		h.suppressed++
+		h.mu.Unlock()
+		return
+	}
+	suppressed := h.suppressed
+	h.last, h.suppressed = now, 0
+	h.mu.Unlock()
+	h.log.Debug("raft: TLS handshake refused (roster_raft_tls_handshake_failures_total counts them all)",
+		"remote", remote.String(), "err", err, "not_logged_since_last", suppressed)
 }
 
 func (c *serverConn) Read(b []byte) (int, error) {

@@ -3,12 +3,16 @@ package raftnode
 import (
 	"crypto/tls"
 	"io"
+	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/tlsutil"
@@ -161,4 +165,46 @@ func TestTLS_NoRPCAcceptedWithoutTheClusterCA(t *testing.T) {
 	wait.For(t, 5*time.Second, "the leader to take the higher term", func() bool {
 		return leader.N().Raft().CurrentTerm() >= term+100
 	})
+}
+
+// TestTLS_RefusedHandshakesAreCountedNotLoggedAsErrors: connections to the Raft port
+// that fail the TLS handshake (plain text here) are counted, logged at debug level at
+// most once per handshakeLogEvery, and never as ERROR lines: anyone who reaches the port
+// could otherwise fill the node's log.
+func TestTLS_RefusedHandshakesAreCountedNotLoggedAsErrors(t *testing.T) {
+	ca := newTestCA(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	count := prometheus.NewCounter(prometheus.CounterOpts{Name: "refused"})
+	stream := &tcpStreamLayer{ln: ln, tls: ca.transportTLS("n1"), refused: newHandshakeFailures(count, log)}
+	trans := raft.NewNetworkTransportWithLogger(stream, 1, 2*time.Second, newHCLogger(log, "raft-net"))
+	t.Cleanup(func() { _ = trans.Close() })
+
+	const conns = 50
+	for range conns {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Not a TLS ClientHello: the handshake fails at once.
+		if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, c) // the server closes the connection
+		_ = c.Close()
+	}
+	wait.For(t, 5*time.Second, "every refused handshake to be counted", func() bool {
+		return testutil.ToFloat64(count) == conns
+	})
+	out := logs.String()
+	if strings.Contains(out, "level=ERROR") || strings.Contains(out, "level=WARN") {
+		t.Fatalf("refused handshakes logged as errors:\n%s", out)
+	}
+	if n := strings.Count(out, "TLS handshake refused"); n < 1 || n > 2 {
+		t.Fatalf("%d debug lines for %d refused handshakes within a few seconds, want 1 (rate-limited):\n%s", n, conns, out)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/store"
 )
 
 // Access control. Every surface finds the token in its own wire format and hands it to
@@ -20,6 +21,10 @@ import (
 type TokenSource interface {
 	ACLBootstrapIndex() (uint64, error)
 	TokenBySecretHash(hash string) (acl.Token, bool, error)
+	// Token is the token of an accessor id (model.ErrNotFound when there is none).
+	Token(ws *store.WatchSet, accessor string) (uint64, acl.Token, error)
+	// Tokens lists every token.
+	Tokens(ws *store.WatchSet) (uint64, []acl.Token, error)
 }
 
 // ACLEnabled reports whether this node enforces ACLs (roster server --acl-enabled).
@@ -58,7 +63,7 @@ func (r *Registry) Authenticate(secret string) (*acl.Authorizer, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: the token is not known to the cluster (deleted, or never created)", acl.ErrUnauthenticated)
 	}
-	return acl.ForToken(t), nil
+	return acl.ForSecret(t, secret), nil
 }
 
 // ACLGate returns acl.ErrMismatch when this node runs without ACLs while the cluster
@@ -126,8 +131,9 @@ func (r *Registry) Bootstrap(ctx context.Context, secret string) (acl.Token, str
 	return t, secret, idx, nil
 }
 
-// CreateToken creates a token with rules (acl: write). It returns the token and its
-// secret, which exists nowhere else.
+// CreateToken creates a token with rules (acl: write, and rules within the caller's
+// own: acl.Authorizer.CheckGrant, a 403 naming the right the caller lacks). It returns
+// the token and its secret, which exists nowhere else.
 func (r *Registry) CreateToken(ctx context.Context, description string, rules acl.Rules) (acl.Token, string, uint64, error) {
 	if err := r.Authorize(ctx, acl.ACLWrite); err != nil {
 		return acl.Token{}, "", 0, err
@@ -136,6 +142,9 @@ func (r *Registry) CreateToken(ctx context.Context, description string, rules ac
 		return acl.Token{}, "", 0, err
 	}
 	if err := rules.Validate(); err != nil {
+		return acl.Token{}, "", 0, err
+	}
+	if err := r.checkGrant(ctx, "create", acl.Token{Rules: rules}); err != nil {
 		return acl.Token{}, "", 0, err
 	}
 	t, secret, err := newToken(description, rules, false)
@@ -150,8 +159,15 @@ func (r *Registry) CreateToken(ctx context.Context, description string, rules ac
 	return t, secret, idx, nil
 }
 
-// DeleteToken deletes a token by accessor id (acl: write); model.ErrNotFound when there
-// is none. Every node refuses it from the moment it applies the deletion.
+// DeleteToken deletes a token by accessor id (acl: write, and the token's rights
+// within the caller's own: acl.Authorizer.CheckGrant); model.ErrNotFound when there is
+// none. The cluster's last management token is never deleted (model.ErrConflict), so
+// that a cluster with ACLs always keeps a token that may do everything. Every node
+// refuses a deleted token from the moment it applies the deletion.
+//
+// The checks read this node's state, which on the leader (where writes run) holds every
+// token write it acknowledged; deletions on one node are serialized, so two deletions
+// of the last two management tokens cannot both pass the check.
 func (r *Registry) DeleteToken(ctx context.Context, accessor string) (uint64, error) {
 	if err := r.Authorize(ctx, acl.ACLWrite); err != nil {
 		return 0, err
@@ -159,7 +175,43 @@ func (r *Registry) DeleteToken(ctx context.Context, accessor string) (uint64, er
 	if !acl.IsID(accessor) {
 		return 0, model.Invalid("accessorId", "must be a UUID")
 	}
+	if r.tokens == nil {
+		return r.submit(ctx, fsm.DeleteTokenRequest{AccessorID: accessor})
+	}
+	r.tokenMu.Lock()
+	defer r.tokenMu.Unlock()
+	_, t, err := r.tokens.Token(nil, accessor)
+	if err != nil {
+		return 0, err
+	}
+	if err := r.checkGrant(ctx, "delete", t); err != nil {
+		return 0, err
+	}
+	if t.Management {
+		_, all, err := r.tokens.Tokens(nil)
+		if err != nil {
+			return 0, err
+		}
+		n := 0
+		for _, o := range all {
+			if o.Management {
+				n++
+			}
+		}
+		if n <= 1 {
+			return 0, fmt.Errorf("%w: token %s is the cluster's last management token and cannot be deleted: a cluster with ACLs must keep a token that may do everything", model.ErrConflict, accessor)
+		}
+	}
 	return r.submit(ctx, fsm.DeleteTokenRequest{AccessorID: accessor})
+}
+
+// checkGrant refuses a token change (action) of t whose rights exceed the caller's.
+func (r *Registry) checkGrant(ctx context.Context, action string, t acl.Token) error {
+	a := acl.FromContext(ctx)
+	if a == nil && !r.aclOn {
+		return nil // an internal caller with ACLs off
+	}
+	return a.CheckGrant(action, t)
 }
 
 // newToken makes a token with fresh random ids; the record keeps the secret's hash.

@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rosterhq/roster/fsm"
-	"github.com/rosterhq/roster/raftnode"
 )
 
 // Proposal is a command handed to the consensus layer whose outcome is not known yet.
@@ -25,9 +24,15 @@ type Proposal interface {
 type Proposer interface {
 	// Propose hands cmd to Raft and returns once Raft took it, before it commits.
 	Propose(ctx context.Context, cmd fsm.Command) (Proposal, error)
+	// ProposeEncoded is Propose of a command already prepared and encoded: data
+	// becomes the entry as it is.
+	ProposeEncoded(ctx context.Context, data []byte) (Proposal, error)
 	// ServersApply reports whether every server of the configuration applies command
 	// type t (a rolling upgrade may still run servers that do not).
 	ServersApply(t fsm.MessageType) bool
+	// Prepare returns cmd as every server of the configuration applies it, or the
+	// consensus layer's refusal when some server cannot (raftnode.Node.Prepare).
+	Prepare(ctx context.Context, cmd fsm.Command) (fsm.Command, error)
 }
 
 // Limits of one coalesced entry: the commands of a batch and the bytes of their
@@ -86,14 +91,22 @@ func newCoalescer(p Proposer, timeout time.Duration, met *coalesceMetrics) *coal
 // returns its index once applied; the state machine's refusal of this command is the
 // error. The errors are those of raftnode.Node.Apply: a write whose ctx ends while it
 // waits in the queue was never handed over (not applied), one whose ctx ends later has
-// an unknown outcome; both are raftnode.ErrTimeout.
+// an unknown outcome; both are ErrTimeout.
 func (c *coalescer) submit(ctx context.Context, cmd fsm.Command) (uint64, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("%w: %w", raftnode.ErrTimeout, err)
+		return 0, fmt.Errorf("%w: %w", ErrTimeout, err)
 	}
-	data, err := fsm.Encode(cmd)
+	// A batch carries its commands encoded, so each is put in the encoding every server
+	// applies now; a write no server of an older release can apply is refused here.
+	cmd, err := c.p.Prepare(ctx, cmd)
 	if err != nil {
-		return 0, fmt.Errorf("registry: encode command %s: %w", cmd.MessageType(), err)
+		return 0, err
+	}
+	data, ok := forwardedEncoding(ctx, cmd)
+	if !ok {
+		if data, err = fsm.Encode(cmd); err != nil {
+			return 0, fmt.Errorf("registry: encode command %s: %w", cmd.MessageType(), err)
+		}
 	}
 	cl := &call{ctx: ctx, cmd: cmd, data: data, done: make(chan outcome, 1)}
 	c.mu.Lock()
@@ -109,13 +122,13 @@ func (c *coalescer) submit(ctx context.Context, cmd fsm.Command) (uint64, error)
 		return o.index, o.err
 	case <-ctx.Done():
 		if cl.state.CompareAndSwap(callQueued, callAbandoned) {
-			return 0, fmt.Errorf("%w: %w", raftnode.ErrTimeout, ctx.Err())
+			return 0, fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
 		}
 		select {
 		case o := <-cl.done: // answered at the same moment: the answer wins
 			return o.index, o.err
 		default:
-			return 0, fmt.Errorf("%w: %w", raftnode.ErrTimeout, ctx.Err())
+			return 0, fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
 		}
 	}
 }
@@ -167,7 +180,7 @@ func (c *coalescer) take() []*call {
 func (c *coalescer) handOver(batch []*call) {
 	if len(batch) == 1 || !c.p.ServersApply(fsm.BatchType) {
 		for _, cl := range batch {
-			c.propose(cl.cmd, []*call{cl})
+			c.proposeOne(cl)
 		}
 		return
 	}
@@ -178,10 +191,20 @@ func (c *coalescer) handOver(batch []*call) {
 	c.propose(fsm.BatchRequest{Commands: cmds}, batch)
 }
 
+// proposeOne hands one write to Raft in the encoding it was queued with.
+func (c *coalescer) proposeOne(cl *call) {
+	c.hand([]*call{cl}, func(ctx context.Context) (Proposal, error) { return c.p.ProposeEncoded(ctx, cl.data) })
+}
+
 // propose hands cmd to Raft for calls and answers them in a goroutine of its own.
 func (c *coalescer) propose(cmd fsm.Command, calls []*call) {
+	c.hand(calls, func(ctx context.Context) (Proposal, error) { return c.p.Propose(ctx, cmd) })
+}
+
+// hand proposes with propose for calls and answers them in a goroutine of its own.
+func (c *coalescer) hand(calls []*call, propose func(context.Context) (Proposal, error)) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-	p, err := c.p.Propose(ctx, cmd)
+	p, err := propose(ctx)
 	if err != nil {
 		cancel()
 		answerAll(calls, outcome{err: err})

@@ -79,7 +79,23 @@ func (f *fakeProposer) Propose(ctx context.Context, cmd fsm.Command) (Proposal, 
 	return fakeProposal{res: res}, nil
 }
 
+// ProposeEncoded decodes data (the tests' writes are registrations) and proposes it.
+func (f *fakeProposer) ProposeEncoded(ctx context.Context, data []byte) (Proposal, error) {
+	var c fsm.RegisterInstanceRequest
+	if fsm.MessageType(data[0]) != c.MessageType() {
+		return nil, fmt.Errorf("fakeProposer: a %s, not a registration", fsm.MessageType(data[0]))
+	}
+	if err := fsm.Decode(data[1:], &c); err != nil {
+		return nil, err
+	}
+	return f.Propose(ctx, c)
+}
+
 func (f *fakeProposer) ServersApply(t fsm.MessageType) bool { return !f.noBatches || t < fsm.BatchType }
+
+func (f *fakeProposer) Prepare(_ context.Context, cmd fsm.Command) (fsm.Command, error) {
+	return cmd, nil
+}
 
 func (f *fakeProposer) commands() []fsm.Command {
 	f.mu.Lock()
@@ -232,7 +248,7 @@ func TestCoalescer_AbandonedWriteIsNeverSent(t *testing.T) {
 		return len(c.queue) == 1
 	})
 	cancel()
-	if err := <-abandoned; !errors.Is(err, raftnode.ErrTimeout) {
+	if err := <-abandoned; !errors.Is(err, ErrTimeout) {
 		t.Fatalf("abandoned write: %v, want ErrTimeout", err)
 	}
 	p.mu.Lock()

@@ -25,6 +25,10 @@ type noTokens struct{}
 
 func (noTokens) TokenBySecretHash(string) (acl.Token, bool, error) { return acl.Token{}, false, nil }
 func (noTokens) ACLBootstrapIndex() (uint64, error)                { return 0, nil }
+func (noTokens) Token(*store.WatchSet, string) (uint64, acl.Token, error) {
+	return 1, acl.Token{}, model.ErrNotFound
+}
+func (noTokens) Tokens(*store.WatchSet) (uint64, []acl.Token, error) { return 1, nil, nil }
 
 func mysqlCluster(password string) model.Cluster {
 	return model.Cluster{Namespace: "public", Group: "g", Service: "orders", Name: "db",

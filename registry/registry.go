@@ -16,7 +16,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -82,6 +84,22 @@ type Config struct {
 	Coalesce Proposer
 	// Metrics registers the registry's metrics (nil: none).
 	Metrics prometheus.Registerer
+	// RefuseConfusableNames refuses the writes that create or replace something under a
+	// service name that mixes scripts or holds fullwidth forms (model.ConfusableName);
+	// without it they are admitted and logged once per name. A rule of this node, not
+	// replicated: it applies where a write is admitted, the leader.
+	RefuseConfusableNames bool
+	// Logger receives the registry's warnings (nil: none).
+	Logger *slog.Logger
+	// Peer, when set, hands the writes that reach this node while it does not lead to
+	// the leader (forward.go); nil: such writes fail with the consensus layer's
+	// not-leader error and the surface forwards them.
+	Peer Peer
+	// NodeID is this node's server id (required with Peer).
+	NodeID string
+	// LeaderHold bounds how long a write waits for a leader to send it to (default
+	// DefaultLeaderHold).
+	LeaderHold time.Duration
 }
 
 // ErrStateMismatch refuses reads on a node whose state differs from its peers'.
@@ -98,6 +116,15 @@ type Registry struct {
 	tokens   TokenSource
 	clusters ClusterSource
 	coalesce *coalescer // nil: writes go through raft.Apply one by one
+	// tokenMu serializes token deletions' checks with their writes (DeleteToken).
+	tokenMu sync.Mutex
+	// confusable handles confusable service names.
+	confusable *confusables
+	// peer, nodeID and leaderHold forward writes to the leader (forward.go).
+	peer       Peer
+	nodeID     string
+	leaderHold time.Duration
+	fwdMet     *forwardMetrics
 }
 
 // New returns a Registry.
@@ -117,8 +144,21 @@ func New(cfg Config) (*Registry, error) {
 	if cfg.Clusters == nil {
 		cfg.Clusters, _ = cfg.Settings.(ClusterSource)
 	}
+	if cfg.Peer != nil && cfg.NodeID == "" {
+		return nil, errors.New("registry: Config.NodeID is required with Peer")
+	}
+	if cfg.LeaderHold <= 0 {
+		cfg.LeaderHold = DefaultLeaderHold
+	}
 	r := &Registry{settings: cfg.Settings, raft: cfg.Raft, timeout: cfg.RequestTimeout, alarm: cfg.StateAlarm,
-		watchers: cfg.Watchers, aclOn: cfg.ACLEnabled, tokens: cfg.Tokens, clusters: cfg.Clusters}
+		watchers: cfg.Watchers, aclOn: cfg.ACLEnabled, tokens: cfg.Tokens, clusters: cfg.Clusters,
+		confusable: newConfusables(cfg.RefuseConfusableNames, cfg.Logger),
+		peer:       cfg.Peer, nodeID: cfg.NodeID, leaderHold: cfg.LeaderHold}
+	met, err := newForwardMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	r.fwdMet = met
 	if cfg.Coalesce != nil {
 		met, err := newCoalesceMetrics(cfg.Metrics)
 		if err != nil {
@@ -168,7 +208,11 @@ type ReadOptions struct {
 	// Permission is what the read needs (checked with Authorize before anything is
 	// read): a namespace's read access, operator or ACL read access, or Authenticated
 	// for a list the caller filters. With ACLs on, a read that names none is refused.
-	Permission  acl.Permission
+	Permission acl.Permission
+	// Namespace, when set, is the namespace whose data the read fetches: the read then
+	// needs read access to it, derived here from the key fn reads rather than taken
+	// from the route (both are checked when both are set).
+	Namespace   string
 	Consistency Consistency // empty: Linearizable
 	// Blocking makes the read a blocking query: it returns once the index read is
 	// above MinIndex, or when Wait (plus jitter up to Wait/16) has passed.
@@ -184,8 +228,13 @@ type ReadOptions struct {
 // plain read) and returns the index of the data it read; the last run's data is what
 // the caller answers with.
 func (r *Registry) Read(ctx context.Context, o ReadOptions, fn func(ws *store.WatchSet) (uint64, error)) (uint64, error) {
-	if o.Permission == (acl.Permission{}) && r.aclOn {
+	if o.Permission == (acl.Permission{}) && o.Namespace == "" && r.aclOn {
 		return 0, fmt.Errorf("%w: the read names no permission", acl.ErrPermissionDenied)
+	}
+	if o.Namespace != "" {
+		if err := r.Authorize(ctx, acl.NamespacePermission(o.Namespace, acl.Read)); err != nil {
+			return 0, err
+		}
 	}
 	if o.Permission != (acl.Permission{}) {
 		if err := r.Authorize(ctx, o.Permission); err != nil {

@@ -50,14 +50,11 @@ func (c Condition) Index() uint64 { return c.index }
 // apply submits cmd through Raft within the request timeout, wrapped in a CAS command
 // when cond is set. It is the only path from a user request to the Raft log.
 func (r *Registry) apply(ctx context.Context, cmd fsm.Conditional, cond Condition) (uint64, error) {
-	if !cond.set {
-		return r.submit(ctx, cmd)
-	}
-	cas, err := fsm.NewCAS(cond.index, cond.onService, cmd)
+	c, err := conditional(cmd, cond)
 	if err != nil {
 		return 0, err
 	}
-	return r.submit(ctx, cas)
+	return r.submit(ctx, c)
 }
 
 func (r *Registry) submit(ctx context.Context, cmd fsm.Command) (uint64, error) {
@@ -72,17 +69,26 @@ func (r *Registry) submit(ctx context.Context, cmd fsm.Command) (uint64, error) 
 // RegisterInstance registers in, or replaces its cluster, weight, enabled flag and
 // metadata (health counts only at the first registration).
 func (r *Registry) RegisterInstance(ctx context.Context, in model.Instance, cond Condition) (uint64, error) {
+	if idx, ok, err := r.forwardWrite(ctx, fsm.RegisterInstanceRequest{Instance: in}, cond); ok {
+		return idx, err
+	}
 	if err := r.Authorize(ctx, acl.NamespacePermission(in.Namespace, acl.Write)); err != nil {
 		return 0, err
 	}
 	if err := r.Limits().AdmitInstance(in); err != nil {
 		return 0, err
 	}
-	return r.apply(ctx, fsm.RegisterInstanceRequest{Instance: in}, cond)
+	key := model.ServiceKey{Namespace: in.Namespace, Group: in.Group, Service: in.Service}
+	return r.admitConfusable(key, func() (uint64, error) {
+		return r.apply(ctx, fsm.RegisterInstanceRequest{Instance: in}, cond)
+	})
 }
 
 // UpdateInstance changes the patch's fields of an existing instance.
 func (r *Registry) UpdateInstance(ctx context.Context, ref model.InstanceRef, p model.InstancePatch, cond Condition) (uint64, error) {
+	if idx, ok, err := r.forwardWrite(ctx, fsm.UpdateInstanceRequest{Ref: ref, Patch: p}, cond); ok {
+		return idx, err
+	}
 	if err := r.Authorize(ctx, acl.NamespacePermission(ref.Namespace, acl.Write)); err != nil {
 		return 0, err
 	}
@@ -97,6 +103,9 @@ func (r *Registry) UpdateInstance(ctx context.Context, ref model.InstanceRef, p 
 
 // DeregisterInstance removes an instance (model.ErrNotFound if there is none).
 func (r *Registry) DeregisterInstance(ctx context.Context, ref model.InstanceRef, cond Condition) (uint64, error) {
+	if idx, ok, err := r.forwardWrite(ctx, fsm.DeregisterInstanceRequest{Ref: ref}, cond); ok {
+		return idx, err
+	}
 	if err := r.Authorize(ctx, acl.NamespacePermission(ref.Namespace, acl.Write)); err != nil {
 		return 0, err
 	}
@@ -109,6 +118,10 @@ func (r *Registry) DeregisterInstance(ctx context.Context, ref model.InstanceRef
 // SetInstanceHealth sets an instance's health by hand; refused with model.ErrConflict
 // when its cluster is probed.
 func (r *Registry) SetInstanceHealth(ctx context.Context, ref model.InstanceRef, healthy bool) (uint64, error) {
+	// Forwarded without the time: the leader's clock stamps it.
+	if idx, ok, err := r.forward(ctx, fsm.SetHealthManualRequest{Ref: ref, Healthy: healthy}); ok {
+		return idx, err
+	}
 	if err := r.Authorize(ctx, acl.NamespacePermission(ref.Namespace, acl.Write)); err != nil {
 		return 0, err
 	}
@@ -122,17 +135,25 @@ func (r *Registry) SetInstanceHealth(ctx context.Context, ref model.InstanceRef,
 // UpsertService creates a service or replaces its definition (protect threshold,
 // metadata); its clusters and instances are kept.
 func (r *Registry) UpsertService(ctx context.Context, svc model.Service, cond Condition) (uint64, error) {
+	if idx, ok, err := r.forwardWrite(ctx, fsm.UpsertServiceRequest{Service: svc}, cond); ok {
+		return idx, err
+	}
 	if err := r.Authorize(ctx, acl.NamespacePermission(svc.Namespace, acl.Write)); err != nil {
 		return 0, err
 	}
 	if err := r.Limits().AdmitService(svc); err != nil {
 		return 0, err
 	}
-	return r.apply(ctx, fsm.UpsertServiceRequest{Service: svc}, cond)
+	return r.admitConfusable(svc.Key(), func() (uint64, error) {
+		return r.apply(ctx, fsm.UpsertServiceRequest{Service: svc}, cond)
+	})
 }
 
 // DeleteService removes a service that has no instances.
 func (r *Registry) DeleteService(ctx context.Context, key model.ServiceKey, cond Condition) (uint64, error) {
+	if idx, ok, err := r.forwardWrite(ctx, fsm.DeleteServiceRequest{Key: key}, cond); ok {
+		return idx, err
+	}
 	if err := r.Authorize(ctx, acl.NamespacePermission(key.Namespace, acl.Write)); err != nil {
 		return 0, err
 	}
@@ -149,6 +170,9 @@ func (r *Registry) DeleteService(ctx context.Context, key model.ServiceKey, cond
 // password of model.RedactedPassword (what reads show) keeps the stored password, so
 // that a client may write back the spec it read.
 func (r *Registry) UpsertCluster(ctx context.Context, c model.Cluster, cond Condition) (uint64, error) {
+	if idx, ok, err := r.forwardWrite(ctx, fsm.UpsertClusterRequest{Cluster: c}, cond); ok {
+		return idx, err
+	}
 	if err := r.Authorize(ctx, acl.NamespacePermission(c.Namespace, acl.Write)); err != nil {
 		return 0, err
 	}
@@ -170,7 +194,10 @@ func (r *Registry) UpsertCluster(ctx context.Context, c model.Cluster, cond Cond
 	if err := r.Limits().AdmitCluster(c); err != nil {
 		return 0, err
 	}
-	return r.apply(ctx, fsm.UpsertClusterRequest{Cluster: c}, cond)
+	key := model.ServiceKey{Namespace: c.Namespace, Group: c.Group, Service: c.Service}
+	return r.admitConfusable(key, func() (uint64, error) {
+		return r.apply(ctx, fsm.UpsertClusterRequest{Cluster: c}, cond)
+	})
 }
 
 // storedPassword returns the health-check password of the stored cluster c names
@@ -192,6 +219,9 @@ func (r *Registry) storedPassword(c model.Cluster) (string, error) {
 
 // UpsertNamespace creates a namespace or replaces its name and description.
 func (r *Registry) UpsertNamespace(ctx context.Context, ns model.Namespace) (uint64, error) {
+	if idx, ok, err := r.forward(ctx, fsm.UpsertNamespaceRequest{Namespace: ns}); ok {
+		return idx, err
+	}
 	if err := r.Authorize(ctx, acl.OperatorWrite); err != nil {
 		return 0, err
 	}
@@ -203,6 +233,9 @@ func (r *Registry) UpsertNamespace(ctx context.Context, ns model.Namespace) (uin
 
 // DeleteNamespace removes a namespace that has no services.
 func (r *Registry) DeleteNamespace(ctx context.Context, id string) (uint64, error) {
+	if idx, ok, err := r.forward(ctx, fsm.DeleteNamespaceRequest{ID: id}); ok {
+		return idx, err
+	}
 	if err := r.Authorize(ctx, acl.OperatorWrite); err != nil {
 		return 0, err
 	}
@@ -214,6 +247,9 @@ func (r *Registry) DeleteNamespace(ctx context.Context, id string) (uint64, erro
 
 // UpdateSettings replaces the cluster-wide settings.
 func (r *Registry) UpdateSettings(ctx context.Context, s model.Settings) (uint64, error) {
+	if idx, ok, err := r.forward(ctx, fsm.UpdateSettingsRequest{Settings: s}); ok {
+		return idx, err
+	}
 	if err := r.Authorize(ctx, acl.OperatorWrite); err != nil {
 		return 0, err
 	}

@@ -6,6 +6,7 @@
 #                  the figure of the earlier measurements)
 #   --profile DIR  run the servers with --pprof and write each node's heap profile
 #                  (after a GC: inuse_space) to DIR/heap-nI.pprof when RSS is read
+# The load comes from roster-bench: ROSTER_BENCH_BIN, or built from ./cmd/roster-bench.
 # Extra environment for the servers (for example GOMEMLIMIT) is passed through.
 set -euo pipefail
 N=100000; DUR=""; PROF=""
@@ -18,6 +19,7 @@ while [ $# -gt 1 ]; do
   esac
 done
 BIN=$1; D=$(mktemp -d)
+if [ -n "${ROSTER_BENCH_BIN:-}" ]; then BENCH=$ROSTER_BENCH_BIN; else BENCH=$D/roster-bench; (cd "$(dirname "$0")/.." && go build -o "$BENCH" ./cmd/roster-bench); fi
 if [ -z "$DUR" ]; then if [ "$N" -gt 0 ]; then DUR=10m; else DUR=22s; fi; fi
 P=n1=127.0.0.1:28011,n2=127.0.0.1:28012,n3=127.0.0.1:28013
 extra=(); if [ -n "$PROF" ]; then mkdir -p "$PROF"; extra=(--pprof); fi
@@ -30,7 +32,7 @@ until $BIN ready --addr 127.0.0.1:28001 >/dev/null 2>&1; do sleep 0.2; done
 rss() { for p in "${pids[@]}"; do awk -v p=$p '/^VmRSS/{r=$2} /^RssAnon/{a=$2} /^RssFile/{f=$2} END{printf "pid %s VmRSS %.1f MiB (anon %.1f, file %.1f)  ", p, r/1024, a/1024, f/1024}' /proc/$p/status; done; echo; }
 echo "idle: $(rss)"
 # 64 writers register distinct instances: exactly N of them (or for DUR with N=0).
-$BIN bench --system roster --endpoints 127.0.0.1:28001,127.0.0.1:28002,127.0.0.1:28003 --workload register --concurrency 64 --duration $DUR --warmup 0s --register-limit $N --cpu-pids $(IFS=,; echo "${pids[*]}") 2>&1 | grep -E "register +64"
+$BENCH --system roster --endpoints 127.0.0.1:28001,127.0.0.1:28002,127.0.0.1:28003 --workload register --concurrency 64 --duration $DUR --warmup 0s --register-limit $N --cpu-pids $(IFS=,; echo "${pids[*]}") 2>&1 | grep -E "register +64"
 total=0
 for s in $(seq 0 99); do n=$(curl -s "127.0.0.1:28001/v1/namespaces/public/groups/DEFAULT_GROUP/services/bench-svc-$(printf %03d $s)/instances?consistency=stale" | python3 -c 'import json,sys; print(len(json.load(sys.stdin).get("instances",[])))' 2>/dev/null || echo 0); total=$((total+n)); done
 echo "instances registered: $total"

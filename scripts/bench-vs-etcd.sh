@@ -7,7 +7,7 @@
 # the same concurrency levels, warm-up and duration on both systems, and reports the CPU
 # the cluster's three processes used over the measured window (cores). At the end it prints
 # one table of medians over rounds with Roster/etcd ratios and writes the JSON comparison.
-# Roster's bench services get health-check type NONE (`roster bench --health-checks` keeps
+# Roster's bench services get health-check type NONE (`roster-bench --health-checks` keeps
 # the default TCP probes): the bench's instances have unreachable addresses and etcd, a KV
 # store, checks nothing.
 # The watch points (--watch-concurrency watchers, stale, spread over every node) run in the
@@ -138,6 +138,13 @@ else
 	go build -o "$WORK/roster" ./cmd/roster
 	ROSTER=$WORK/roster
 fi
+if [ -n "${ROSTER_BENCH_BIN:-}" ]; then
+	ROSTER_BENCH=$ROSTER_BENCH_BIN
+else
+	log "building roster-bench"
+	go build -o "$WORK/roster-bench" ./cmd/roster-bench
+	ROSTER_BENCH=$WORK/roster-bench
+fi
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 for i in 1 2 3; do
@@ -236,7 +243,7 @@ run_system() {
 		n=$((n + 1))
 		log "round $round: $sys $*"
 		# A failed suite keeps the points it measured (in its JSON) and the run goes on.
-		run_child "$ROSTER" bench "${common[@]}" --json "$WORK/results/$sys-r$round-$n.json" "$@" >>"$WORK/$sys-r$round.txt" ||
+		run_child "$ROSTER_BENCH" "${common[@]}" --json "$WORK/results/$sys-r$round-$n.json" "$@" >>"$WORK/$sys-r$round.txt" ||
 			{ log "round $round: $sys $* failed; see $sys-r$round.txt"; FAILED=$((FAILED + 1)); }
 	}
 	# watch ARGS...: the watch points, for Roster once per watch transport.
@@ -297,7 +304,7 @@ failover_system() {
 		leader_ep=$(echo "$eps" | cut -d, -f"$i")
 		pid=${PIDS[i - 1]}
 		log "failover: $sys trial $trial: killing node $i ($leader_ep, pid $pid) under write load"
-		run_child "$ROSTER" bench failover --system "$sys" --endpoints "$eps" --leader "$leader_ep" --kill-pid "$pid" \
+		run_child "$ROSTER_BENCH" failover --system "$sys" --endpoints "$eps" --leader "$leader_ep" --kill-pid "$pid" \
 			--json "$WORK/failover.jsonl" || log "failover: $sys trial $trial failed"
 		wait_gone "$pid" || { echo "killed $sys node $i (pid $pid) did not exit" >&2; exit 1; }
 		if [ "$sys" = roster ]; then start_roster_node "$dir" "$i"; else start_etcd_node "$dir" "$i"; fi
@@ -318,7 +325,7 @@ if [ "$FAILOVER" = 1 ]; then
 		echo "of those writes that succeeds"
 		echo "machine: $(nproc) cores; $(go version | awk '{print $3}'); etcd $(etcd --version | awk '/etcd Version/ {print $3}')"
 		echo
-		"$ROSTER" bench failover-report --json "$OUT" "$WORK/failover.jsonl"
+		"$ROSTER_BENCH" failover-report --json "$OUT" "$WORK/failover.jsonl"
 		echo
 		echo "results: $OUT; total $((SECONDS - START)) s"
 	} | tee "$WORK/summary.txt"
@@ -344,7 +351,7 @@ done
 	echo "medians over rounds; latencies in ms; cpu = cores used by the 3 cluster processes over the window;"
 	echo "R/E = Roster/etcd (req/s and req/core: higher is better for Roster; p99: lower is better for Roster)"
 	echo
-	"$ROSTER" bench compare --json "$OUT" "$WORK"/results/*.json
+	"$ROSTER_BENCH" compare --json "$OUT" "$WORK"/results/*.json
 	echo
 	echo "results: $OUT; total $((SECONDS - START)) s; failed suites: $FAILED"
 	echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (other cpu = cores used by other work during a point)"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # SSE fan-out: many subscribers on one node of a fresh 3-node loopback Roster cluster.
 #
-# Builds roster, raises the open-file limit, starts a 3-node cluster on 127.0.0.1 (HTTP
+# Builds roster and roster-bench, raises the open-file limit, starts a 3-node cluster on 127.0.0.1 (HTTP
 # PORT_BASE+1..3, Raft PORT_BASE+11..13, data in a temporary directory), then runs
-# `roster bench fanout` against a follower (the leader with --on-leader): it opens
+# `roster-bench fanout` against a follower (the leader with --on-leader): it opens
 # WATCHERS SSE subscribers on that node, waits until all have their first event, takes the
 # node's RSS before and after (idle), makes WRITES writes one at a time (each waited for by
 # every subscriber) and reports per-subscriber delivery latency, the node's responsiveness
@@ -14,9 +14,10 @@
 #
 # Usage: scripts/bench-watch-fanout.sh [--watchers 10000] [--writes 20] [--instances 10]
 #          [--on-leader] [--out fanout-results.json] [--port-base 22000] [--keep]
-#          [-- MORE roster bench fanout FLAGS]
+#          [-- MORE roster-bench fanout FLAGS]
 # Every flag also reads an environment variable: WATCHERS, WRITES, INSTANCES, OUT,
-# PORT_BASE; ROSTER_BIN uses a prebuilt binary instead of building ./cmd/roster.
+# PORT_BASE; ROSTER_BIN uses a prebuilt binary instead of building ./cmd/roster, and
+# ROSTER_BENCH_BIN one instead of building ./cmd/roster-bench.
 # Open files: the node holds one socket per subscriber and so does the bench, two
 # processes that each need WATCHERS + about 1000 descriptors. The script raises the limit
 # to 2×WATCHERS+1024 (or the hard limit, if lower) and stops when it stays below
@@ -121,6 +122,13 @@ else
 	go build -o "$WORK/roster" ./cmd/roster
 	ROSTER=$WORK/roster
 fi
+if [ -n "${ROSTER_BENCH_BIN:-}" ]; then
+	ROSTER_BENCH=$ROSTER_BENCH_BIN
+else
+	log "building roster-bench"
+	go build -o "$WORK/roster-bench" ./cmd/roster-bench
+	ROSTER_BENCH=$WORK/roster-bench
+fi
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 for i in 1 2 3; do
@@ -175,7 +183,7 @@ role=follower
 log "subscribers on n$target (${EPS[target - 1]}, the $role, pid ${PIDS[target - 1]}); leader n$leader"
 
 # --- measurement -----------------------------------------------------------------------
-"$ROSTER" bench fanout --endpoint "${EPS[target - 1]}" --others "$(IFS=,; echo "${others[*]}")" \
+"$ROSTER_BENCH" fanout --endpoint "${EPS[target - 1]}" --others "$(IFS=,; echo "${others[*]}")" \
 	--pid "${PIDS[target - 1]}" --watchers "$WATCHERS" --writes "$WRITES" --instances "$INSTANCES" \
 	--json "$OUT" "${EXTRA[@]}" > >(tee "$WORK/fanout.txt") &
 CHILD=$!

@@ -3,9 +3,9 @@
 #
 #   scripts/build-image.sh [--bin-out PATH] [--tag TAG]
 #
-# 1. Builds a static binary: CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$VERSION"
-#    (VERSION from `git describe --always --dirty`, or "dev" outside a repository with commits;
-#    override with VERSION=...).
+# 1. Builds a static binary: CGO_ENABLED=0 go build -trimpath -ldflags "-s -w <version stamps>"
+#    with the release version and commit of scripts/lib/version.sh (`git describe --tags`,
+#    "dev" outside a repository with commits; override with VERSION=... and COMMIT=...).
 # 2. Lays out a small build context in a temporary directory: build/roster and the
 #    build/rootfs/ skeleton (/data 0700 and /tmp 1777, chowned to 65532 by the Dockerfile).
 # 3. docker build -f Dockerfile <context> -t roster:dev -t roster:$VERSION (plus --tag TAG).
@@ -29,10 +29,8 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
-if [ -z "${VERSION:-}" ]; then
-	VERSION=$(git -C "$ROOT" describe --always --dirty 2>/dev/null || true)
-	VERSION=${VERSION:-dev}
-fi
+. "$ROOT/scripts/lib/version.sh"
+VERSION=$ROSTER_VERSION
 # A docker tag allows [A-Za-z0-9_.-], at most 128 characters.
 TAG_VERSION=$(printf '%s' "$VERSION" | tr -c 'A-Za-z0-9_.-' '-' | cut -c1-128)
 
@@ -43,7 +41,7 @@ chmod 0700 "$CTX/build/rootfs/data"
 chmod 1777 "$CTX/build/rootfs/tmp"
 
 echo "== go build (version $VERSION)"
-(cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$VERSION" \
+(cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $ROSTER_LDFLAGS" \
 	-o "$CTX/build/roster" ./cmd/roster)
 if command -v file >/dev/null 2>&1 && ! file "$CTX/build/roster" | grep -q 'statically linked'; then
 	echo "build-image: $CTX/build/roster is not statically linked" >&2
@@ -69,6 +67,7 @@ for t in ${EXTRA_TAGS[@]+"${EXTRA_TAGS[@]}"}; do tags+=(-t "$t"); done
 echo "== docker build (DOCKER_BUILDKIT=$DOCKER_BUILDKIT) ${tags[*]}"
 # The classic builder prints a deprecation notice on stderr; keep it out of the way.
 docker build --label "org.opencontainers.image.version=$VERSION" \
+	--label "org.opencontainers.image.revision=$ROSTER_COMMIT" \
 	--label "org.opencontainers.image.title=roster" \
 	-f "$ROOT/Dockerfile" "${tags[@]}" "$CTX" 2> >(grep -v -e DEPRECATED -e 'legacy builder' \
 	-e 'BuildKit is currently disabled' -e 'environment-variable' >&2)

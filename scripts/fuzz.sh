@@ -21,6 +21,7 @@ TARGETS=${FUZZ_TARGETS:-"
 ./httpapi:FuzzDecodeInstanceRequest
 ./httpapi:FuzzDecodeClusterRequest
 ./httpapi:FuzzHealthCheckSpec
+./httpapi:FuzzEncodedNamespace
 ./nacos:FuzzNacosParams
 ./nacos:FuzzGRPCRequest
 ./dnsapi:FuzzQuery

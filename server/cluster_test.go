@@ -214,7 +214,7 @@ func TestCluster_BadInputDoesNotTouchLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	register(ctx, t, c.Nodes[l].Client(), "svc", "127.100.0.5", 1)
-	waitMembersKnown(ctx, t, c, l)
+	c.WaitSettled() // the leader's own writes (identity, member records) are done
 	r := c.Nodes[l].Server.Node().Raft()
 	before := r.LastIndex()
 	base := "http://" + c.Nodes[c.Followers()[0]].HTTPAddr + "/v1/namespaces/public/groups/DEFAULT_GROUP/services/"
@@ -269,25 +269,6 @@ func TestCluster_WriteWithoutLeaderIs503(t *testing.T) {
 	if el := time.Since(start); el > 15*time.Second {
 		t.Fatalf("503 took %v", el)
 	}
-}
-
-// waitMembersKnown waits until the leader's member table has every node's HTTP address,
-// so that no follower's self-registration lands in the log afterwards.
-func waitMembersKnown(ctx context.Context, t *testing.T, c *servertest.Cluster, leader int) {
-	t.Helper()
-	wait.For(t, 10*time.Second, "every member's HTTP address in the leader's member table", func() bool {
-		res, _, err := c.Nodes[leader].Client().Members(ctx, client.QueryOptions{})
-		if err != nil {
-			return false
-		}
-		known := 0
-		for _, m := range res.Members {
-			if m.HTTPAddr != "" {
-				known++
-			}
-		}
-		return known == len(c.Nodes)
-	})
 }
 
 // --pprof serves the profiling endpoints next to the API; without it they are 404.

@@ -46,7 +46,7 @@ func TestHealth_AutoDeregistrationSurvivesLeadershipTransfer(t *testing.T) {
 	}
 	down, up := newBackend(t), newBackend(t)
 	for _, b := range []*backend{down, up} {
-		if _, err := cl.RegisterInstance(ctx, ns, group, "svc", "127.0.0.1", b.port(), api.InstanceRequest{}); err != nil {
+		if _, err := cl.RegisterInstance(ctx, ns, group, "svc", "127.0.0.1", b.Port(), api.InstanceRequest{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -62,7 +62,7 @@ func TestHealth_AutoDeregistrationSurvivesLeadershipTransfer(t *testing.T) {
 		for ev := range events {
 			present := false
 			for _, in := range ev.Instances.Instances {
-				if in.Port == down.port() {
+				if in.Port == down.Port() {
 					present = true
 					if !in.Healthy && !downSeen {
 						downSeen = true
@@ -78,8 +78,8 @@ func TestHealth_AutoDeregistrationSurvivesLeadershipTransfer(t *testing.T) {
 	}()
 
 	down.Close()
-	waitHealth(ctx, t, c, down.port(), false, 30*time.Second)
-	res, _, err := c.Nodes[l].Client().Instance(ctx, ns, group, "svc", "127.0.0.1", down.port(), client.QueryOptions{})
+	waitHealth(ctx, t, c, down.Port(), false, 30*time.Second)
+	res, _, err := c.Nodes[l].Client().Instance(ctx, ns, group, "svc", "127.0.0.1", down.Port(), client.QueryOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestHealth_AutoDeregistrationSurvivesLeadershipTransfer(t *testing.T) {
 	t.Logf("unhealthy since %s, deadline %s", since.Format(time.RFC3339Nano), deadline.Format(time.RFC3339Nano))
 	// Every node applied the same time.
 	for _, nd := range c.Nodes {
-		r, _, err := nd.Client().Instance(ctx, ns, group, "svc", "127.0.0.1", down.port(), client.QueryOptions{Consistency: api.ConsistencyStale})
+		r, _, err := nd.Client().Instance(ctx, ns, group, "svc", "127.0.0.1", down.Port(), client.QueryOptions{Consistency: api.ConsistencyStale})
 		if err != nil || r.Instance.UnhealthySince == nil || !r.Instance.UnhealthySince.Equal(since) {
 			t.Fatalf("%s: unhealthySince %v (%v), want %s", nd.ID, r.Instance.UnhealthySince, err, since)
 		}
@@ -104,7 +104,7 @@ func TestHealth_AutoDeregistrationSurvivesLeadershipTransfer(t *testing.T) {
 			return time.Time{}, false
 		}
 		for _, r := range h.Results {
-			if r.Port == down.port() {
+			if r.Port == down.Port() {
 				return r.DeregisterAt, !r.DeregisterAt.IsZero()
 			}
 		}
@@ -131,13 +131,13 @@ func TestHealth_AutoDeregistrationSurvivesLeadershipTransfer(t *testing.T) {
 	wait.For(t, after, "the new leader's prober to show the deadline", func() bool {
 		var ok bool
 		at, ok = deregisterAt(c.Nodes[newLeader])
-		return ok || instanceGone(ctx, c, down.port())
+		return ok || instanceGone(ctx, c, down.Port())
 	})
 	if !at.IsZero() && !at.Equal(deadline) {
 		t.Fatalf("the new leader's deregisterAt is %s, want the committed deadline %s", at, deadline)
 	}
 
-	wait.For(t, 3*after, "the instance deregistered on every node", func() bool { return instanceGone(ctx, c, down.port()) })
+	wait.For(t, 3*after, "the instance deregistered on every node", func() bool { return instanceGone(ctx, c, down.Port()) })
 	gone := time.Now()
 	t.Logf("gone everywhere %s after unhealthySince (deregisterAfter %s)", gone.Sub(since).Round(time.Millisecond), after)
 	if gone.Before(deadline) {
@@ -156,7 +156,7 @@ func TestHealth_AutoDeregistrationSurvivesLeadershipTransfer(t *testing.T) {
 	default:
 		t.Fatal("the watch never saw the instance unhealthy")
 	}
-	if _, _, err := cl.Instance(ctx, ns, group, "svc", "127.0.0.1", up.port(), client.QueryOptions{}); err != nil {
+	if _, _, err := cl.Instance(ctx, ns, group, "svc", "127.0.0.1", up.Port(), client.QueryOptions{}); err != nil {
 		t.Fatalf("the healthy instance: %v", err)
 	}
 	total := 0.0

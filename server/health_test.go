@@ -6,67 +6,24 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/client"
 	"github.com/rosterhq/roster/healthcheck"
+	"github.com/rosterhq/roster/internal/testnet"
 	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/server"
 	"github.com/rosterhq/roster/server/servertest"
 )
 
-// backend is a real TCP listener an instance points at; Close/Reopen make it fail/pass probes.
-type backend struct {
-	t    *testing.T
-	addr string
-	ln   net.Listener
-}
+// backend is a real TCP listener an instance points at; Close/Reopen make it fail/pass
+// probes.
+type backend = testnet.Backend
 
-func newBackend(t *testing.T) *backend {
-	b := &backend{t: t, addr: servertest.FreePort(t)}
-	b.Reopen()
-	t.Cleanup(b.Close)
-	return b
-}
-
-func (b *backend) Reopen() {
-	b.t.Helper()
-	var ln net.Listener
-	wait.For(b.t, 5*time.Second, "listening again on "+b.addr, func() bool {
-		var err error
-		ln, err = net.Listen("tcp", b.addr)
-		return err == nil
-	})
-	b.ln = ln
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.Close()
-		}
-	}()
-}
-
-func (b *backend) Close() {
-	if b.ln != nil {
-		_ = b.ln.Close()
-		b.ln = nil
-	}
-}
-
-func (b *backend) port() int {
-	_, p, _ := net.SplitHostPort(b.addr)
-	var n int
-	for _, c := range p {
-		n = n*10 + int(c-'0')
-	}
-	return n
-}
+// newBackend is a backend on a free loopback port.
+func newBackend(t *testing.T) *backend { return testnet.At(t, servertest.FreePort(t)) }
 
 const (
 	probeInterval = time.Second
@@ -120,16 +77,16 @@ func TestHealth_ProbesDriveTransitions(t *testing.T) {
 	probedService(ctx, t, cl)
 	b := newBackend(t)
 	unhealthy := false
-	if _, err := cl.RegisterInstance(ctx, ns, group, "svc", "127.0.0.1", b.port(), api.InstanceRequest{Healthy: &unhealthy}); err != nil {
+	if _, err := cl.RegisterInstance(ctx, ns, group, "svc", "127.0.0.1", b.Port(), api.InstanceRequest{Healthy: &unhealthy}); err != nil {
 		t.Fatal(err)
 	}
-	waitHealth(ctx, t, c, b.port(), true, 10*time.Second)
+	waitHealth(ctx, t, c, b.Port(), true, 10*time.Second)
 
 	b.Close()
 	// The expected detection time is interval×fall+timeout; it is logged, not asserted (a
 	// timing is a measurement: docs/benchmarks.md has the detection figures).
 	expected := probeInterval*probeFall + probeTimeout
-	took := waitHealth(ctx, t, c, b.port(), false, 30*time.Second)
+	took := waitHealth(ctx, t, c, b.Port(), false, 30*time.Second)
 	t.Logf("down detected everywhere after %v (interval×fall+timeout = %v)", took, expected)
 
 	// The probe results are served by the leader through any node.
@@ -142,7 +99,7 @@ func TestHealth_ProbesDriveTransitions(t *testing.T) {
 	}
 
 	b.Reopen()
-	waitHealth(ctx, t, c, b.port(), true, 10*time.Second)
+	waitHealth(ctx, t, c, b.Port(), true, 10*time.Second)
 }
 
 // A new leader keeps the committed health: an instance that is down stays unhealthy
@@ -155,12 +112,12 @@ func TestHealth_FailoverKeepsCommittedHealth(t *testing.T) {
 	probedService(ctx, t, cl)
 	down, up := newBackend(t), newBackend(t)
 	for _, b := range []*backend{down, up} {
-		if _, err := cl.RegisterInstance(ctx, ns, group, "svc", "127.0.0.1", b.port(), api.InstanceRequest{}); err != nil {
+		if _, err := cl.RegisterInstance(ctx, ns, group, "svc", "127.0.0.1", b.Port(), api.InstanceRequest{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	down.Close()
-	waitHealth(ctx, t, c, down.port(), false, 10*time.Second)
+	waitHealth(ctx, t, c, down.Port(), false, 10*time.Second)
 
 	// Check every health value each survivor shows until the new leader has probed both
 	// instances more rounds than rise and fall: its prober starts from the committed
@@ -178,10 +135,10 @@ func TestHealth_FailoverKeepsCommittedHealth(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, in := range res.Instances {
-				if in.Port == down.port() && in.Healthy {
+				if in.Port == down.Port() && in.Healthy {
 					t.Fatalf("%s: down instance flipped to healthy after failover", nd.ID)
 				}
-				if in.Port == up.port() && !in.Healthy {
+				if in.Port == up.Port() && !in.Healthy {
 					t.Fatalf("%s: up instance flipped to unhealthy after failover", nd.ID)
 				}
 			}
@@ -192,7 +149,7 @@ func TestHealth_FailoverKeepsCommittedHealth(t *testing.T) {
 		}
 		probed := 0
 		for _, r := range h.Results {
-			if (r.Port == down.port() && r.ConsecutiveFailures >= rounds) || (r.Port == up.port() && r.ConsecutiveSuccesses >= rounds) {
+			if (r.Port == down.Port() && r.ConsecutiveFailures >= rounds) || (r.Port == up.Port() && r.ConsecutiveSuccesses >= rounds) {
 				probed++
 			}
 		}
@@ -370,28 +327,6 @@ func TestHealth_DeregisterDuringProbeStaysGone(t *testing.T) {
 	}
 }
 
-// countingBackend is a live listener on ip that counts the connections it accepts.
-func countingBackend(t *testing.T, ip string) (port int, accepts *atomic.Int64) {
-	t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	accepts = new(atomic.Int64)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepts.Add(1)
-			_ = c.Close()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port, accepts
-}
-
 // The probe policy is enforced by the leader: a live listener in a denied range is
 // never connected to and its instance turns unhealthy with outcome "denied"; the same
 // listener under a policy that allows it turns healthy.
@@ -414,7 +349,8 @@ func TestHealth_ProbePolicyDeniesWithoutConnecting(t *testing.T) {
 			ctx := ctxT(t, 60*time.Second)
 			cl := c.Nodes[l].Client()
 			probedService(ctx, t, cl)
-			port, accepts := countingBackend(t, "127.0.0.2")
+			be := testnet.New(t, "127.0.0.2")
+			port := be.Port()
 			// Registered with the opposite health, so that only probes can bring it
 			// to the expected one.
 			initial := !tc.healthy
@@ -431,7 +367,7 @@ func TestHealth_ProbePolicyDeniesWithoutConnecting(t *testing.T) {
 				if len(res.Results) != 1 || res.Results[0].Outcome != "denied" || res.Results[0].Error != want {
 					t.Fatalf("health results %+v, want outcome denied, error %q", res.Results, want)
 				}
-				if n := accepts.Load(); n != 0 {
+				if n := be.Accepts(); n != 0 {
 					t.Fatalf("the denied listener accepted %d connections", n)
 				}
 				var pol api.ProbePolicyResponse
@@ -442,7 +378,7 @@ func TestHealth_ProbePolicyDeniesWithoutConnecting(t *testing.T) {
 				return
 			}
 			waitHealthAt(ctx, t, c, "127.0.0.2", port, true, 10*time.Second)
-			if accepts.Load() == 0 {
+			if be.Accepts() == 0 {
 				t.Fatal("healthy without a single accepted connection")
 			}
 		})

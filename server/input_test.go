@@ -31,7 +31,7 @@ func TestCluster_MalformedQuerySameAnswerOnEveryNode(t *testing.T) {
 	if err := c.WaitApplied(ctx, idx); err != nil {
 		t.Fatal(err)
 	}
-	waitMembersKnown(ctx, t, c, l)
+	c.WaitSettled()
 	r := c.Nodes[l].Server.Node().Raft()
 	before := r.LastIndex()
 

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/datadir"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/store"
@@ -68,7 +69,7 @@ func recordShutdownState(dataDir string, st *store.Store) error {
 	}
 	path := filepath.Join(dataDir, stateCheckFile)
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o640); err != nil {
+	if err := os.WriteFile(tmp, b, datadir.FileMode); err != nil {
 		return err
 	}
 	return os.Rename(tmp, path)
@@ -106,7 +107,8 @@ func verifyShutdownState(dataDir string, st *store.Store) (error, error) {
 }
 
 // proposeStateChecks runs while this node leads: it writes a CheckState entry soon after
-// taking office and every interval after.
+// taking office and every interval after, while every server applies the type (during a
+// rolling upgrade from a release without state checks, none is written).
 func (s *Server) proposeStateChecks(ctx context.Context) {
 	first := min(stateCheckFirst, s.cfg.StateCheckInterval)
 	t := time.NewTimer(first)
@@ -116,6 +118,10 @@ func (s *Server) proposeStateChecks(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if !s.node.ServersApply(fsm.CheckStateType) {
+			t.Reset(time.Second) // the first check follows the last server's upgrade closely
+			continue
 		}
 		if _, err := s.node.Apply(ctx, fsm.CheckStateRequest{}); err != nil && ctx.Err() == nil {
 			s.log.Warn("writing a state check failed", "error", err)
@@ -252,6 +258,20 @@ func stateCorruptGauge(f *fsm.FSM) prometheus.Collector {
 		Help: "1 when this node's state was found to differ from its peers' or to have changed while it was stopped; it then serves no reads.",
 	}, func() float64 {
 		if f.Alarm() != nil {
+			return 1
+		}
+		return 0
+	})
+}
+
+// haltedGauge is 1 while this node's state machine is stopped at a committed entry its
+// build cannot apply (the index and type are in /v1/status/ready and the log).
+func haltedGauge(f *fsm.FSM) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "roster_state_machine_halted",
+		Help: "1 when this node stopped applying at a committed entry its release cannot apply (needs_upgrade: restart it on a newer release), else 0.",
+	}, func() float64 {
+		if f.Halted() != nil {
 			return 1
 		}
 		return 0

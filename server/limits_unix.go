@@ -4,6 +4,8 @@ package server
 
 import (
 	"golang.org/x/sys/unix"
+
+	"github.com/rosterhq/roster/nacos"
 )
 
 // DefaultMaxWatchers is the default bound on the blocking queries and streams a node
@@ -17,4 +19,38 @@ func DefaultMaxWatchers() int {
 		return 4096
 	}
 	return int(min(max(int64(rl.Cur)-1024, 64), 100_000))
+}
+
+// RaiseFileLimit raises the process's soft limit on open files to its hard limit (a
+// node's connections are file descriptors; the soft limit is often 1,024) and returns
+// the soft limit in force, 0 when unknown.
+func RaiseFileLimit() uint64 {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		return 0
+	}
+	if rl.Cur < rl.Max {
+		raised := rl
+		raised.Cur = rl.Max
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &raised); err == nil {
+			rl = raised
+		}
+	}
+	if rl.Cur == unix.RLIM_INFINITY {
+		return 0
+	}
+	return rl.Cur
+}
+
+// DefaultMaxGRPCTransports bounds the TCP connections of the Nacos gRPC port, registered
+// or not: a quarter of the soft limit on open files, between 64 and
+// nacos.DefaultMaxGRPCConnections, so that a flood of the gRPC port leaves file
+// descriptors for the HTTPS API, Raft and the data files (docs/security.md). With the
+// soft limit unknown it is nacos.DefaultMaxGRPCConnections.
+func DefaultMaxGRPCTransports() int {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == unix.RLIM_INFINITY {
+		return nacos.DefaultMaxGRPCConnections
+	}
+	return int(min(max(int64(rl.Cur)/4, 64), nacos.DefaultMaxGRPCConnections))
 }

@@ -33,14 +33,14 @@ func TestMetrics_InstanceGaugesAndProbeHistogram(t *testing.T) {
 
 	a, b := newBackend(t), newBackend(t)
 	for _, be := range []*backend{a, b} {
-		if _, err := cl.RegisterInstance(ctx, ns, group, "svc", "127.0.0.1", be.port(), api.InstanceRequest{}); err != nil {
+		if _, err := cl.RegisterInstance(ctx, ns, group, "svc", "127.0.0.1", be.Port(), api.InstanceRequest{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	wait.For(t, 10*time.Second, "2 healthy, 0 unhealthy on a follower", gauges(2, 0))
 	a.Close()
 	wait.For(t, 30*time.Second, "1 healthy, 1 unhealthy on a follower", gauges(1, 1))
-	if _, err := cl.DeregisterInstance(ctx, ns, group, "svc", "127.0.0.1", b.port()); err != nil {
+	if _, err := cl.DeregisterInstance(ctx, ns, group, "svc", "127.0.0.1", b.Port()); err != nil {
 		t.Fatal(err)
 	}
 	wait.For(t, 10*time.Second, "0 healthy, 1 unhealthy on a follower", gauges(0, 1))

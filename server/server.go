@@ -3,6 +3,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -23,6 +24,8 @@ import (
 
 	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/buildinfo"
+	"github.com/rosterhq/roster/datadir"
 	"github.com/rosterhq/roster/dnsapi"
 	"github.com/rosterhq/roster/fanout"
 	"github.com/rosterhq/roster/fsm"
@@ -32,6 +35,7 @@ import (
 	"github.com/rosterhq/roster/internal/instgauge"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/nacos"
+	"github.com/rosterhq/roster/peerrpc"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/store"
@@ -96,8 +100,6 @@ type Config struct {
 	// StateCheckInterval is how often the leader has every node hash its state for the
 	// nodes to compare (default DefaultStateCheckInterval; integrity.go).
 	StateCheckInterval time.Duration
-	// Version is this build's version, recorded in snapshot archives.
-	Version string
 	// Snapshot configures the backup routes; an empty Dir means DataDir/snapshot-tmp.
 	Snapshot httpapi.SnapshotConfig
 	// DNS configures the DNS interface; an empty DNS.Addr serves no DNS.
@@ -118,6 +120,24 @@ type Config struct {
 	// GRPCAddr is the address of the Nacos 2.x gRPC API (nacos.GRPCAddrFor gives the
 	// address clients expect: the HTTP port + 1000); "" serves no gRPC.
 	GRPCAddr string
+	// GRPCMaxConnsPerIP bounds the gRPC port's connections from one source address
+	// (0: nacos.DefaultGRPCMaxConnsPerIP), GRPCMaxConns all of them (0:
+	// DefaultMaxGRPCTransports(), from the file descriptor limit).
+	GRPCMaxConnsPerIP int
+	GRPCMaxConns      int
+	// NacosPush bounds the Nacos 1.x UDP pushes (0: the nacos package's defaults).
+	NacosPush NacosPushLimits
+	// RefuseConfusableNames refuses writes under service names that mix scripts or hold
+	// fullwidth forms (roster server --refuse-confusable-names); without it they are
+	// admitted with a warning. Per node, not replicated: give it to every server.
+	RefuseConfusableNames bool
+	// GRPCMaxUntrusted and GRPCMaxUntrustedPerIP bound the gRPC port's connections not
+	// yet authenticated, node-wide and from one source; GRPCAcceptRatePerIP is the
+	// connections a second accepted from one source, after a burst of 4 times as many
+	// (0: the nacos.DefaultGRPC... constants).
+	GRPCMaxUntrusted      int
+	GRPCMaxUntrustedPerIP int
+	GRPCAcceptRatePerIP   float64
 	// DNSOptional makes a DNS address that cannot be bound a warning instead of an
 	// error: the node runs without DNS (for a default address, as several nodes on one
 	// host would all ask for it).
@@ -129,6 +149,17 @@ type Config struct {
 	NoWriteCoalescing bool
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
+}
+
+// NacosPushLimits bound the Nacos 1.x UDP pushes of a node (docs/nacos-compatibility.md,
+// "UDP push"): subscribers per client address (MaxPerAddr) and per address and udpPort
+// (MaxPerPort), and the bytes one change sends to one client address (ChangeBudget).
+// Zero values take nacos.DefaultPushMaxPerAddr, DefaultPushMaxPerPort and
+// DefaultPushChangeBudget.
+type NacosPushLimits struct {
+	MaxPerAddr   int
+	MaxPerPort   int
+	ChangeBudget int
 }
 
 // RaftTuning overrides raftnode's timing defaults.
@@ -191,7 +222,9 @@ type Server struct {
 	store    *store.Store
 	fsm      *fsm.FSM
 	node     *raftnode.Node
-	joinHTTP *http.Client // join requests of the node (raftnode.Joiner)
+	joinHTTP *http.Client    // join requests of the node (raftnode.Joiner)
+	peer     *peerrpc.Client // writes handed to the leader
+	peerSrv  *peerrpc.Server // writes handed to this node as leader
 	metrics  *prometheus.Registry
 	registry *registry.Registry
 	health   *healthcheck.Manager
@@ -242,7 +275,13 @@ func New(cfg Config) (_ *Server, err error) {
 		}
 	}()
 
-	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+	// Before anything in the directory is opened: a directory in a newer format is refused
+	// untouched (a downgrade past a format change).
+	if err := datadir.Stamp(cfg.DataDir, buildinfo.Get().Version); err != nil {
+		return nil, fmt.Errorf("data-dir: %w", err)
+	}
+	// Everything in it is private to this user, whatever wrote it (docs/security.md).
+	if err := datadir.Tighten(cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("data-dir: %w", err)
 	}
 	s.store, err = store.Open(raftnode.StatePath(cfg.DataDir), store.Options{
@@ -321,7 +360,8 @@ func New(cfg Config) (_ *Server, err error) {
 	closers = append(closers, s.node.Shutdown)
 
 	s.metrics = prometheus.NewRegistry()
-	s.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		buildInfoGauge())
 	if err := s.node.RegisterMetrics(s.metrics); err != nil {
 		return nil, fmt.Errorf("raft metrics: %w", err)
 	}
@@ -352,6 +392,9 @@ func New(cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("health checks: %w", err)
 	}
+	// Connections are file descriptors: take what the hard limit allows before the
+	// bounds below are sized from it.
+	RaiseFileLimit()
 	maxWatchers := cfg.MaxWatchers
 	if maxWatchers == 0 {
 		maxWatchers = DefaultMaxWatchers()
@@ -361,14 +404,23 @@ func New(cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	rcfg := registry.Config{Settings: s.store, Raft: s.node, StateAlarm: s.fsm.Alarm, Watchers: watchers,
-		ACLEnabled: cfg.ACLEnabled, Tokens: s.store, Metrics: s.metrics}
+		ACLEnabled: cfg.ACLEnabled, Tokens: s.store, Metrics: s.metrics,
+		RefuseConfusableNames: cfg.RefuseConfusableNames, Logger: s.log}
 	if !cfg.NoWriteCoalescing {
 		rcfg.Coalesce = proposer{s.node}
 	}
+	// Writes that reach a follower go to the leader typed, over the peer RPC on the Raft
+	// port (registry/forward.go, peerrpc).
+	s.peer = peerrpc.NewClient(s.node.DialPeer, s.node.LeaderPeer)
+	closers = append(closers, func() error { s.peer.Close(); return nil })
+	rcfg.Peer, rcfg.NodeID, rcfg.LeaderHold = s.peer, cfg.NodeID, httpapi.DefaultLeaderHold
 	s.registry, err = registry.New(rcfg)
 	if err != nil {
 		return nil, err
 	}
+	s.peerSrv = peerrpc.NewServer(s.registry.ServeForwarded, s.log)
+	s.node.ServePeer(s.peerSrv.ServeConn)
+	closers = append(closers, func() error { s.node.ServePeer(nil); s.peerSrv.Close(); return nil })
 	if cfg.DNS.Addr != "" {
 		s.dns, err = dnsapi.New(cfg.DNS, dnsapi.Options{
 			Store: s.store, Staleness: s.node.LastContact, Alarm: s.fsm.Alarm, Registerer: s.metrics, Logger: s.log,
@@ -400,7 +452,7 @@ func New(cfg Config) (_ *Server, err error) {
 	var aclOnce sync.Once
 	s.stopACL = func() { aclOnce.Do(func() { aclCancel(); <-aclDone }) }
 	closers = append(closers, func() error { s.stopACL(); return nil })
-	s.metrics.MustRegister(stateCorruptGauge(s.fsm))
+	s.metrics.MustRegister(stateCorruptGauge(s.fsm), haltedGauge(s.fsm))
 	checkStop := make(chan struct{})
 	go s.compareStateChecks(checkStop)
 	closers = append(closers, func() error { close(checkStop); return nil })
@@ -421,6 +473,13 @@ func New(cfg Config) (_ *Server, err error) {
 			Registerer: s.metrics, Logger: s.log, Alarm: s.fsm.Alarm,
 			CatchUp: func(ctx context.Context) error { return s.node.CatchUp(ctx, s.fwd.LastWriteIndex()) },
 			TLS:     s.grpcTLS(),
+			// Bounded well below the file descriptor limit, so that a flood of the
+			// port leaves descriptors for HTTPS and Raft (docs/security.md).
+			MaxTransports:     cmp.Or(cfg.GRPCMaxConns, DefaultMaxGRPCTransports()),
+			MaxConnsPerIP:     cfg.GRPCMaxConnsPerIP,
+			MaxUntrusted:      cfg.GRPCMaxUntrusted,
+			MaxUntrustedPerIP: cfg.GRPCMaxUntrustedPerIP,
+			AcceptRatePerIP:   cfg.GRPCAcceptRatePerIP,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("nacos grpc: %w", err)
@@ -432,7 +491,7 @@ func New(cfg Config) (_ *Server, err error) {
 	if s.certs != nil {
 		handler = requireNodeCertToJoin(handler)
 	}
-	handler = httpx.RequestIDs(s.log)(handler)
+	handler = strictTransportSecurity(httpx.RequestIDs(s.log)(handler))
 	s.http = &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -450,7 +509,8 @@ func New(cfg Config) (_ *Server, err error) {
 	s.logTLS()
 	if cfg.ACLEnabled && s.certs == nil && cfg.JoinToken == "" && (len(cfg.Peers) > 1 || cfg.Join != "") {
 		s.log.Warn("ACLs without TLS and without --join-token: this node cannot authenticate to the others, " +
-			"so it cannot announce its addresses nor ask them to confirm health transitions (while it leads, its own probes decide alone)")
+			"so it cannot announce its addresses nor ask them to confirm health transitions (while it leads, the health transitions " +
+			"of clusters with confirm: majority find no majority of the voters and are not committed)")
 	}
 	return s, nil
 }
@@ -577,6 +637,9 @@ func (s *Server) Close() error {
 			_ = s.http.Close()
 		}
 		s.fwd.CloseIdleConnections()
+		s.node.ServePeer(nil)
+		s.peerSrv.Close()
+		s.peer.Close()
 		if err := s.node.Shutdown(); err != nil {
 			errs = append(errs, fmt.Errorf("raft: %w", err))
 		}
@@ -641,7 +704,7 @@ func resetDir(dir string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
-	return os.MkdirAll(dir, 0o750)
+	return os.MkdirAll(dir, datadir.DirMode)
 }
 
 // withPprof serves net/http/pprof's handlers under /debug/pprof/ and everything else
@@ -720,7 +783,7 @@ func (s *Server) newAPI(cfg Config) (http.Handler, error) {
 		Registry:    s.registry,
 		Forwarder:   s.fwd,
 		Metrics:     s.metrics,
-		Version:     cfg.Version,
+		Version:     buildinfo.Get().Version,
 		Snapshot:    cfg.Snapshot,
 		Health:      s.health,
 		StateChecks: s.fsm,
@@ -740,6 +803,8 @@ func (s *Server) newAPI(cfg Config) (http.Handler, error) {
 		NodeID: cfg.NodeID, Store: s.store, Node: s.node, Registry: s.registry,
 		Forwarder: s.fwd, Metrics: httpMetrics, Logger: s.log, Watch: s.hub,
 		Registerer: s.metrics, PushAddr: nacos.PushAddrFor(s.httpAddr), TrustedOrigins: cfg.TrustedOrigins,
+		PushMaxPerAddr: cfg.NacosPush.MaxPerAddr, PushMaxPerPort: cfg.NacosPush.MaxPerPort,
+		PushChangeBudget: cfg.NacosPush.ChangeBudget,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("nacos api: %w", err)
@@ -770,4 +835,16 @@ func (p proposer) Propose(ctx context.Context, cmd fsm.Command) (registry.Propos
 	return pr, nil
 }
 
+func (p proposer) ProposeEncoded(ctx context.Context, data []byte) (registry.Proposal, error) {
+	pr, err := p.node.ProposeEncoded(ctx, data)
+	if err != nil {
+		return nil, err
+	}
+	return pr, nil
+}
+
 func (p proposer) ServersApply(t fsm.MessageType) bool { return p.node.ServersApply(t) }
+
+func (p proposer) Prepare(ctx context.Context, cmd fsm.Command) (fsm.Command, error) {
+	return p.node.Prepare(ctx, cmd)
+}

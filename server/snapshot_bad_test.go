@@ -134,7 +134,7 @@ func TestSnapshot_BadArchivesAreRefusedAndChangeNothing(t *testing.T) {
 	meta, state := archiveParts(t, good)
 	// Change the state after the save, so that a restore would be visible.
 	wrote(t)(c.Nodes[leader].Client().UpsertNamespace(ctx, "after-save", api.NamespaceRequest{}))
-	waitSettled(t, c)
+	c.WaitSettled()
 	before := captureState(t, c)
 
 	mj := metaJSON(t, meta, 0)
@@ -216,7 +216,7 @@ func TestSnapshot_ArchiveOverLimitIs413(t *testing.T) {
 	leader := c.MustLeader()
 	good, _, _ := save(ctx, t, c.Nodes[leader].Client(), false)
 
-	small := servertest.New(t, 1, servertest.FastTimeouts(), withVersion, func(cfg *server.Config) {
+	small := servertest.New(t, 1, servertest.FastTimeouts(), func(cfg *server.Config) {
 		cfg.Snapshot.MaxBytes = int64(len(good) - 1)
 	})
 	small.MustLeader()
@@ -268,7 +268,7 @@ func TestSnapshot_IncompleteUploadHoldsNoLock(t *testing.T) {
 	first, _, _ := save(ctx, t, c.Nodes[leader].Client(), false)
 	wantFirst := logicalOf(dump(t, c.Nodes[leader]))
 	wrote(t)(c.Nodes[leader].Client().UpsertNamespace(ctx, "second", api.NamespaceRequest{}))
-	waitSettled(t, c)
+	c.WaitSettled()
 	second, _, _ := save(ctx, t, c.Nodes[leader].Client(), false)
 	wantSecond := logicalOf(dump(t, c.Nodes[leader]))
 	wrote(t)(c.Nodes[leader].Client().UpsertNamespace(ctx, "after-save", api.NamespaceRequest{}))

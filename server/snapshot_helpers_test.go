@@ -26,12 +26,6 @@ import (
 	"github.com/rosterhq/roster/store"
 )
 
-// testVersion is the Roster version the snapshot test clusters report.
-const testVersion = "v0.0.0-snapshot-test"
-
-// withVersion sets the version recorded in archives.
-func withVersion(c *server.Config) { c.Version = testVersion }
-
 // steadyTimeouts are hashicorp/raft's default timers. The snapshot tests assert that
 // refused restores leave the Raft log alone, and restore with a member down; shorter
 // timers let a busy machine (the race detector, parallel packages) depose leaders.
@@ -45,9 +39,9 @@ func steadyTimeouts(c *server.Config) {
 // is settled (every member recorded, every node caught up).
 func newSnapshotCluster(t *testing.T, opts ...servertest.Option) *servertest.Cluster {
 	t.Helper()
-	c := servertest.New(t, 3, append([]servertest.Option{steadyTimeouts, withVersion}, opts...)...)
+	c := servertest.New(t, 3, append([]servertest.Option{steadyTimeouts}, opts...)...)
 	c.MustLeader()
-	waitSettled(t, c)
+	c.WaitSettled()
 	return c
 }
 
@@ -304,38 +298,6 @@ func waitLogical(t *testing.T, c *servertest.Cluster, want logical, view func(lo
 }
 
 func same(l logical) logical { return l }
-
-// waitSettled waits until every running node has recorded every running node's
-// addresses, knows every entry committed, and has applied all of it to its state.
-func waitSettled(t *testing.T, c *servertest.Cluster) {
-	t.Helper()
-	wait.For(t, 20*time.Second, "the cluster to settle", func() bool {
-		var last uint64
-		for _, nd := range c.Nodes {
-			if !nd.Running() {
-				continue
-			}
-			r := nd.Server.Node().Raft()
-			if last == 0 {
-				last = r.LastIndex()
-			}
-			ready, _ := nd.Server.Node().Ready()
-			if !ready || r.LastIndex() != last || r.CommitIndex() != last {
-				return false
-			}
-			for _, other := range c.Nodes {
-				if !other.Running() {
-					continue
-				}
-				m, found := nd.Server.Store().Member(other.ID)
-				if !found || m.HTTPAddr != other.HTTPAddr {
-					return false
-				}
-			}
-		}
-		return true
-	})
-}
 
 // save downloads an archive through cl and checks it whole.
 func save(ctx context.Context, t *testing.T, cl *client.Client, stale bool) ([]byte, snapshot.Meta, client.SnapshotInfo) {

@@ -62,7 +62,7 @@ func TestSnapshot_IndexBeyondLimitsIsRefusedAndClusterKeepsWorking(t *testing.T)
 	good, _, _ := save(ctx, t, lc, false)
 	meta, state := archiveParts(t, good)
 	wrote(t)(lc.UpsertNamespace(ctx, "after-save", api.NamespaceRequest{}))
-	waitSettled(t, c)
+	c.WaitSettled()
 	before := captureState(t, c)
 
 	for i, tc := range []struct {
@@ -139,7 +139,7 @@ func TestSnapshot_IndexBeyondLimitsIsRefusedAndClusterKeepsWorking(t *testing.T)
 	c.Stop(f)
 	c.Start(f)
 	leader = c.MustLeader()
-	waitSettled(t, c)
+	c.WaitSettled()
 	idx2 := wrote(t)(c.Nodes[f].Client().UpsertNamespace(ctx, "after-restart", api.NamespaceRequest{}))
 	noErr(t, c.WaitApplied(ctx, idx2))
 	_, meta2, _ := save(ctx, t, c.Nodes[leader].Client(), false)
@@ -165,7 +165,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // length is known up front or not; the data directory is left as it was, and the answer
 // names no path of the server.
 func TestSnapshot_GzipBombLeavesTheDataDirAlone(t *testing.T) {
-	c := servertest.New(t, 1, servertest.FastTimeouts(), withVersion)
+	c := servertest.New(t, 1, servertest.FastTimeouts())
 	ctx := ctxT(t, 120*time.Second)
 	nd := c.Nodes[c.MustLeader()]
 	good, _, _ := save(ctx, t, nd.Client(), false)
@@ -265,7 +265,7 @@ func zeroBomb(t *testing.T, meta snapshot.Meta, size int64) []byte {
 // node's paths to its log; neither answer names the data directory, and the node takes
 // the archive once the problem is gone.
 func TestSnapshot_DiskProblemsNameNoPath(t *testing.T) {
-	c := servertest.New(t, 1, servertest.FastTimeouts(), withVersion, func(cfg *server.Config) {
+	c := servertest.New(t, 1, servertest.FastTimeouts(), func(cfg *server.Config) {
 		cfg.Snapshot.MinFreeBytes = 1 << 60 // no disk has an exabyte free
 	})
 	ctx := ctxT(t, 60*time.Second)
@@ -280,7 +280,7 @@ func TestSnapshot_DiskProblemsNameNoPath(t *testing.T) {
 
 	// Another node, with a normal reserve, whose upload directory was replaced by a
 	// file: the space check passes, creating the temporary file fails.
-	c = servertest.New(t, 1, servertest.FastTimeouts(), withVersion)
+	c = servertest.New(t, 1, servertest.FastTimeouts())
 	nd = c.Nodes[c.MustLeader()]
 	tmp := nd.DataDir + "/snapshot-tmp"
 	noErr(t, os.Remove(tmp))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/buildinfo"
 	"github.com/rosterhq/roster/client"
 	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
@@ -38,8 +39,8 @@ func TestSnapshot_RoundTripRestoresExactState(t *testing.T) {
 		t.Errorf("archive served by %q, want the leader %s", info.ServedBy, c.Nodes[leader].ID)
 	}
 	wantCounts := snapshot.Counts{Namespaces: 2, Services: 6, Instances: 24}
-	if meta.Counts != wantCounts || meta.RosterVersion != testVersion || meta.FormatVersion != snapshot.FormatVersion {
-		t.Errorf("meta = %+v, want counts %+v and version %s", meta, wantCounts, testVersion)
+	if meta.Counts != wantCounts || meta.RosterVersion != buildinfo.Get().Version || meta.FormatVersion != snapshot.FormatVersion {
+		t.Errorf("meta = %+v, want counts %+v and version %s", meta, wantCounts, buildinfo.Get().Version)
 	}
 	if meta.Index < last || meta.Index > c.Nodes[leader].Server.Node().Raft().LastIndex() {
 		t.Errorf("meta index %d, want between the last write %d and the leader's last index", meta.Index, last)
@@ -195,7 +196,7 @@ func TestSnapshot_RestoreIntoFreshCluster(t *testing.T) {
 		t.Fatalf("restore: %v", err)
 	}
 	waitLogical(t, dst, want.withoutMembers(), logical.withoutMembers)
-	waitSettled(t, dst)
+	dst.WaitSettled()
 	for _, nd := range dst.Nodes {
 		if got := dump(t, nd).Members; !reflect.DeepEqual(got, dstMembers) {
 			t.Errorf("node %s: members after restore %+v, want the cluster's own %+v", nd.ID, got, dstMembers)
@@ -236,7 +237,7 @@ func TestSnapshot_FollowerDownDuringRestoreCatchesUp(t *testing.T) {
 
 	c.Start(down)
 	waitLogical(t, c, want, same)
-	waitSettled(t, c)
+	c.WaitSettled()
 	// It serves the restored state itself.
 	resp, _, err := c.Nodes[down].Client().Namespaces(ctx, client.QueryOptions{Consistency: api.ConsistencyStale})
 	if err != nil || len(resp.Namespaces) != 2 {
@@ -468,7 +469,7 @@ func TestSnapshot_RestoreFromAnotherLiveClusterChangesNoMembership(t *testing.T)
 	if err := b.Nodes[bl].Client().RestoreSnapshot(ctx, bytes.NewReader(archive)); err != nil {
 		t.Fatalf("restore A's archive into B: %v", err)
 	}
-	waitSettled(t, b)
+	b.WaitSettled()
 	// Watch A through a dozen registration rounds of B's followers (every 250 ms).
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()

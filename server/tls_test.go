@@ -462,3 +462,66 @@ func TestTLS_ConfigRefusals(t *testing.T) {
 		}
 	}
 }
+
+// Every HTTPS response carries Strict-Transport-Security — native API, Nacos HTTP API,
+// console, errors — and no plain-HTTP response does. The HTTPS and gRPC listeners
+// refuse a TLS 1.2 client that offers only CBC suites and accept an AEAD one.
+func TestTLS_StrictTransportSecurityAndCipherSuites(t *testing.T) {
+	paths := []string{
+		"/v1/status/leader",
+		"/v1/namespaces/public/groups/DEFAULT_GROUP/services/orders/instances",
+		"/v1/no-such-route",
+		"/nacos/v1/ns/instance/list?serviceName=orders",
+		"/nacos/v2/ns/instance/list?serviceName=orders",
+		"/ui/",
+	}
+	get := func(t *testing.T, hc *http.Client, url string) http.Header {
+		t.Helper()
+		resp, err := hc.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return resp.Header
+	}
+	secure := servertest.New(t, 1, servertest.FastTimeouts(), servertest.WithTLS(), servertest.WithGRPC())
+	nd := secure.Nodes[secure.MustLeader()]
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: secure.TLS.Client}}
+	defer hc.CloseIdleConnections()
+	for _, p := range paths {
+		if got := get(t, hc, "https://"+nd.HTTPAddr+p).Get("Strict-Transport-Security"); got != "max-age=31536000" {
+			t.Errorf("HTTPS %s: Strict-Transport-Security %q, want max-age=31536000", p, got)
+		}
+	}
+	for name, addr := range map[string]string{"https": nd.HTTPAddr, "grpc": nd.GRPCAddr} {
+		cbc := secure.TLS.Client.Clone()
+		cbc.ServerName, cbc.MaxVersion = "localhost", tls.VersionTLS12
+		cbc.CipherSuites = []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA,
+			tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA, tls.TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA, tls.TLS_RSA_WITH_AES_128_CBC_SHA}
+		if conn, err := tls.Dial("tcp", addr, cbc); err == nil {
+			_ = conn.Close()
+			t.Errorf("%s: a TLS 1.2 handshake offering only CBC suites succeeded", name)
+		}
+		aead := cbc.Clone()
+		aead.CipherSuites = []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+			tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256}
+		if name == "grpc" {
+			aead.NextProtos = []string{"h2"}
+		}
+		conn, err := tls.Dial("tcp", addr, aead)
+		if err != nil {
+			t.Errorf("%s: a TLS 1.2 handshake offering AEAD suites: %v", name, err)
+			continue
+		}
+		_ = conn.Close()
+	}
+
+	plain := servertest.New(t, 1, servertest.FastTimeouts())
+	pn := plain.Nodes[plain.MustLeader()]
+	for _, p := range paths {
+		if got := get(t, http.DefaultClient, "http://"+pn.HTTPAddr+p).Get("Strict-Transport-Security"); got != "" {
+			t.Errorf("plain HTTP %s: Strict-Transport-Security %q, want none", p, got)
+		}
+	}
+}

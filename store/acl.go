@@ -390,3 +390,42 @@ func (tx *Txn) KeepACL(e ACLExport) (bool, error) {
 	}
 	return true, tx.aclChanged(b, e.Index)
 }
+
+// ReplaceACL gives a state file about to be restored exactly the ACL state e — its
+// bootstrap, its tokens and nothing else — whatever ACL state the file held: a restore
+// that keeps the cluster's ACLs neither plants a token written into an archive offline
+// nor revives one deleted since the archive was saved. With e empty (a cluster without
+// ACLs) the file is left without ACL state. Like AdoptIdentity, it is not a replicated
+// command: it rewrites the file before Raft restores it.
+func (tx *Txn) ReplaceACL(e ACLExport) error {
+	if tx.btx.Bucket(bucketACL) != nil {
+		if err := tx.btx.DeleteBucket(bucketACL); err != nil {
+			return tx.fail(fmt.Errorf("reset the acl bucket: %w", err))
+		}
+	}
+	if e.BootstrapIndex == 0 && len(e.Tokens) == 0 {
+		tx.touch(watchACL)
+		return nil
+	}
+	b, err := tx.aclBucket(true)
+	if err != nil {
+		return err
+	}
+	if e.BootstrapIndex != 0 {
+		if err := tx.put(b, aclBootstrapKey, u64(e.BootstrapIndex)); err != nil {
+			return err
+		}
+	}
+	for _, t := range e.Tokens {
+		if err := t.Validate(); err != nil {
+			return err
+		}
+		if err := tx.putValue(b, aclTokenKey(t.AccessorID), t); err != nil {
+			return err
+		}
+		if err := tx.put(b, aclSecretKey(t.SecretHash), []byte(t.AccessorID)); err != nil {
+			return err
+		}
+	}
+	return tx.aclChanged(b, e.Index)
+}

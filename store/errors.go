@@ -14,6 +14,10 @@ var (
 	ErrCorrupt = errors.New("corrupt state")
 	// ErrClosed is returned by a store that was closed.
 	ErrClosed = errors.New("store closed")
+	// ErrNewerSchema marks a state file written by a newer Roster, in a schema this build
+	// does not read. It is not ErrCorrupt: such a file is refused and left untouched,
+	// never moved aside or rebuilt.
+	ErrNewerSchema = errors.New("state file written by a newer Roster")
 )
 
 // notFound says what was not found; it matches model.ErrNotFound with errors.Is.

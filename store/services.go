@@ -134,11 +134,10 @@ type ServiceSummary struct {
 	Instances, Healthy, Enabled, EnabledHealthy int
 }
 
-// ProtectThresholdReached reports whether the service's protect threshold is reached:
-// it has enabled instances and at most that share of them is healthy, so Nacos clients
-// are given every enabled instance, healthy or not (Nacos's rule).
+// ProtectThresholdReached reports whether the service's protect threshold is reached
+// among its enabled instances (model.ProtectThresholdReached).
 func (s ServiceSummary) ProtectThresholdReached() bool {
-	return s.Enabled > 0 && float64(s.EnabledHealthy)/float64(s.Enabled) <= s.Service.ProtectThreshold
+	return model.ProtectThresholdReached(s.EnabledHealthy, s.Enabled, s.Service.ProtectThreshold)
 }
 
 // ServiceSummaries is Services with a name filter and the instance counts of each

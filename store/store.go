@@ -140,7 +140,7 @@ func Open(path string, opts Options) (*Store, error) {
 // openDB opens (creating if needed) a read-write bbolt file and checks or writes the
 // schema. It returns the stored index floor and applied index.
 func (s *Store) openDB(path string) (*bolt.DB, uint64, uint64, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, 0, 0, fmt.Errorf("create state directory: %w", err)
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
@@ -207,7 +207,8 @@ func initSchema(btx *bolt.Tx, c valueCodec) error {
 	return btx.Bucket(bucketNamespaces).Put([]byte(model.DefaultNamespace), b)
 }
 
-// checkSchema verifies the schema version and that every bucket exists.
+// checkSchema verifies the schema version and that every bucket exists. A newer schema
+// is ErrNewerSchema, anything else wrong ErrCorrupt.
 func checkSchema(btx *bolt.Tx) error {
 	meta := btx.Bucket(bucketMeta)
 	if meta == nil {
@@ -217,7 +218,10 @@ func checkSchema(btx *bolt.Tx) error {
 	if len(v) != 8 {
 		return fmt.Errorf("no schema version: %w", ErrCorrupt)
 	}
-	if got, _ := readU64(v); got != schemaVersion {
+	switch got, _ := readU64(v); {
+	case got > schemaVersion:
+		return fmt.Errorf("%w: schema version %d, and this build reads version %d only: run a release that reads it", ErrNewerSchema, got, schemaVersion)
+	case got != schemaVersion:
 		return fmt.Errorf("schema version %d, want %d: %w", got, schemaVersion, ErrCorrupt)
 	}
 	for _, name := range allBuckets() {

@@ -1,15 +1,19 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/rosterhq/roster/model"
-	bolt "go.etcd.io/bbolt"
 )
 
 func TestOpen_CreatesPublicNamespace(t *testing.T) {
@@ -60,7 +64,7 @@ func TestOpen_RefusesOtherFiles(t *testing.T) {
 				return err
 			}
 		}
-		return tx.Bucket(bucketMeta).Put(metaSchema, u64(schemaVersion+1))
+		return tx.Bucket(bucketMeta).Put(metaSchema, u64(0))
 	})
 	foreign := writeBolt("raft.db", func(tx *bolt.Tx) error {
 		_, err := tx.CreateBucket([]byte("logs"))
@@ -80,6 +84,43 @@ func TestOpen_RefusesOtherFiles(t *testing.T) {
 				t.Fatalf("err = %v, want ErrCorrupt", err)
 			}
 		})
+	}
+}
+
+// A state file of a newer schema is refused as such — not as corrupt, so that no crash
+// recovery moves it aside — and left exactly as it was.
+func TestOpen_RefusesNewerSchemaUntouched(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := bolt.Open(path, 0o600, nil)
+	mustDo(t, err)
+	mustDo(t, db.Update(func(tx *bolt.Tx) error {
+		for _, b := range allBuckets() {
+			if _, err := tx.CreateBucket(b); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bucketMeta).Put(metaSchema, u64(schemaVersion+1))
+	}))
+	mustDo(t, db.Close())
+	before, err := os.ReadFile(path)
+	mustDo(t, err)
+	for name, opts := range map[string]Options{"plain": {}, "after a crash": {SyncInterval: time.Second}} {
+		s, err := Open(path, opts)
+		if err == nil {
+			_ = s.Close()
+			t.Fatalf("%s: Open succeeded", name)
+		}
+		if !errors.Is(err, ErrNewerSchema) || errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "schema version 2") {
+			t.Fatalf("%s: err = %v, want ErrNewerSchema naming the version", name, err)
+		}
+		after, err := os.ReadFile(path)
+		mustDo(t, err)
+		if !bytes.Equal(before, after) {
+			t.Fatalf("%s: the file changed", name)
+		}
+		if m, _ := filepath.Glob(path + ".corrupt-*"); len(m) != 0 {
+			t.Fatalf("%s: moved aside: %v", name, m)
+		}
 	}
 }
 

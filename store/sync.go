@@ -56,7 +56,7 @@ func (s *Store) syncLoop(every time.Duration) {
 
 // markClean records a clean Close: the file was fsynced after its last commit.
 func (s *Store) markClean() error {
-	f, err := os.Create(s.path + cleanSuffix)
+	f, err := os.OpenFile(s.path+cleanSuffix, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("mark clean shutdown: %w", err)
 	}

@@ -67,7 +67,8 @@ func (n *NodeCerts) NotAfter() time.Time { return n.cert.Leaf.NotAfter }
 // Subject is the common name of the node's certificate.
 func (n *NodeCerts) Subject() string { return n.cert.Leaf.Subject.CommonName }
 
-// HTTPServer is the configuration of the HTTPS API: TLS 1.2 or later, HTTP/1.1 only (the
+// HTTPServer is the configuration of the HTTPS API: TLS 1.2 or later (TLS 1.2 with
+// CipherSuites only), HTTP/1.1 only (the
 // caller keeps HTTP/2 off: the API's event streams take HTTP/1.1 connections over). A
 // client certificate is verified against the CA when one is sent, and required with
 // verifyIncoming.
@@ -83,6 +84,24 @@ func (n *NodeCerts) GRPCServer(verifyIncoming bool) *tls.Config {
 	return n.serverBase(verifyIncoming)
 }
 
+// CipherSuites are the TLS 1.2 suites Roster offers and accepts, on every TLS 1.2
+// configuration of this package: ECDHE key exchange (forward secrecy) with an AEAD
+// cipher only, AES-GCM or ChaCha20-Poly1305. Go's defaults add the CBC suites with
+// HMAC-SHA1 (and, without ECDHE, RSA key exchange), which no client of Roster needs.
+// TLS 1.3's suites are all AEAD and are not configurable.
+var CipherSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
+// cipherSuites is a copy of CipherSuites for one configuration.
+func cipherSuites() []uint16 { return append([]uint16(nil), CipherSuites...) }
+
+// serverBase is the configuration of the HTTPS and Nacos gRPC listeners.
 func (n *NodeCerts) serverBase(verifyIncoming bool) *tls.Config {
 	auth := tls.VerifyClientCertIfGiven
 	if verifyIncoming {
@@ -90,6 +109,7 @@ func (n *NodeCerts) serverBase(verifyIncoming bool) *tls.Config {
 	}
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS12,
+		CipherSuites: cipherSuites(),
 		Certificates: []tls.Certificate{n.cert},
 		ClientAuth:   auth,
 		ClientCAs:    n.pool,
@@ -117,7 +137,7 @@ func (n *NodeCerts) RaftClient() *tls.Config {
 }
 
 // PeerClient is the configuration of requests to other nodes' HTTPS APIs (forwarding to
-// the leader, joins, state checks): TLS 1.2 or later, presenting the node's certificate
+// the leader, joins, state checks): TLS 1.2 or later with CipherSuites, presenting the node's certificate
 // as a client certificate, and accepting a server whose certificate chains to the
 // cluster CA. The server's name is not compared with the address dialed: every
 // certificate of the CA is a cluster member's, and the addresses nodes advertise are
@@ -125,6 +145,7 @@ func (n *NodeCerts) RaftClient() *tls.Config {
 func (n *NodeCerts) PeerClient() *tls.Config {
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS12,
+		CipherSuites: cipherSuites(),
 		Certificates: []tls.Certificate{n.cert},
 		RootCAs:      n.pool,
 		// The standard verification, which includes the host name, is replaced by
@@ -156,11 +177,11 @@ func verifyChain(pool *x509.CertPool, usage x509.ExtKeyUsage) func(tls.Connectio
 }
 
 // ClientConfig is the configuration of a client of the API (the CLI, the Go client,
-// roster bench): TLS 1.2 or later, the server's certificate verified against the CAs of
+// roster bench): TLS 1.2 or later with CipherSuites, the server's certificate verified against the CAs of
 // f.CAFile (the system's when empty) including its host name, and f.CertFile and
 // f.KeyFile, when given (both or neither), presented as the client certificate.
 func ClientConfig(f Files) (*tls.Config, error) {
-	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, CipherSuites: cipherSuites()}
 	if f.CAFile != "" {
 		pool, err := LoadCAPool(f.CAFile)
 		if err != nil {

@@ -241,3 +241,69 @@ func TestLoadNode_Refusals(t *testing.T) {
 		t.Errorf("client without files: %+v %v", c, err)
 	}
 }
+
+// TLS 1.2 is offered with ECDHE AEAD suites only: a client that offers only CBC suites
+// (with HMAC-SHA1 or SHA-256) fails the handshake with the HTTPS and gRPC listeners,
+// one that offers AES-GCM or ChaCha20-Poly1305 succeeds; the node's own clients offer
+// nothing else either.
+func TestConfigs_TLS12CipherSuites(t *testing.T) {
+	ours := newPKI(t)
+	n1, n2 := ours.node(t, "n1"), ours.node(t, "n2")
+	client, err := ClientConfig(Files{CAFile: ours.caFile()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tls12 := func(c *tls.Config, suites ...uint16) *tls.Config {
+		c = withName(c, "localhost")
+		c.MinVersion, c.MaxVersion, c.CipherSuites = tls.VersionTLS12, tls.VersionTLS12, suites
+		return c
+	}
+	cbc := []uint16{
+		tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA,
+		tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA, tls.TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA,
+		tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256,
+		tls.TLS_RSA_WITH_AES_128_CBC_SHA, tls.TLS_RSA_WITH_AES_256_CBC_SHA,
+	}
+	servers := map[string]*tls.Config{"https": n1.HTTPServer(false), "grpc": n1.GRPCServer(false)}
+	for name, server := range servers {
+		if cerr, serr := handshake(t, tls12(client, cbc...), server); cerr == nil && serr == nil {
+			t.Errorf("%s: a TLS 1.2 client offering only CBC suites completed the handshake", name)
+		}
+		for _, suite := range CipherSuites {
+			c := tls12(client, suite)
+			var got uint16
+			c.VerifyConnection = func(cs tls.ConnectionState) error { got = cs.CipherSuite; return nil }
+			cerr, serr := handshake(t, c, server)
+			if strings.Contains(tls.CipherSuiteName(suite), "_RSA_") {
+				continue // the node's certificate is not an RSA one: only the ECDSA suites can be agreed
+			}
+			if cerr != nil || serr != nil {
+				t.Errorf("%s: TLS 1.2 with %s: client %v, server %v", name, tls.CipherSuiteName(suite), cerr, serr)
+			} else if got != suite {
+				t.Errorf("%s: agreed %s, offered %s", name, tls.CipherSuiteName(got), tls.CipherSuiteName(suite))
+			}
+		}
+		// A TLS 1.3 client still gets TLS 1.3.
+		var version uint16
+		c := withName(client, "localhost")
+		c.VerifyConnection = func(cs tls.ConnectionState) error { version = cs.Version; return nil }
+		if cerr, serr := handshake(t, c, server); cerr != nil || serr != nil || version != tls.VersionTLS13 {
+			t.Errorf("%s: default client: version %x, client %v, server %v", name, version, cerr, serr)
+		}
+	}
+	// The node's clients (peer requests, the CLI) offer no CBC suite: a server that
+	// accepts only CBC fails their handshakes.
+	cbcServer := n1.HTTPServer(false)
+	cbcServer.MaxVersion, cbcServer.CipherSuites = tls.VersionTLS12, cbc
+	for name, c := range map[string]*tls.Config{"peer": n2.PeerClient(), "client": withName(client, "localhost")} {
+		if cerr, serr := handshake(t, c, cbcServer); cerr == nil && serr == nil {
+			t.Errorf("%s client agreed a CBC suite", name)
+		}
+	}
+	for _, s := range CipherSuites {
+		name := tls.CipherSuiteName(s)
+		if !strings.HasPrefix(name, "TLS_ECDHE_") || !(strings.Contains(name, "_GCM_") || strings.Contains(name, "CHACHA20_POLY1305")) {
+			t.Errorf("CipherSuites holds %s, not an ECDHE AEAD suite", name)
+		}
+	}
+}

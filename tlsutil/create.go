@@ -25,6 +25,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"golang.org/x/net/publicsuffix"
 )
 
 // Validity defaults and bounds, in days.
@@ -274,7 +276,12 @@ func ValidateNode(node string) error {
 
 // ValidateDNSName accepts a DNS name for a certificate: dot-separated labels of 1 to 63
 // letters, digits and '-' (not at a label's ends), at most 253 characters, optionally
-// starting with a "*." wildcard label. An IP address is refused (it belongs in --ip).
+// starting with a "*." wildcard label. An IP address is refused (it belongs in --ip),
+// and so is a wildcard over a single label or a public suffix ("*", "*.com",
+// "*.co.uk", "*.github.io"; the Public Suffix List of golang.org/x/net/publicsuffix):
+// such a certificate would be valid for names under every domain of the suffix, which
+// are other people's. A wildcard under a name of one's own ("*.roster.internal") is
+// accepted.
 func ValidateDNSName(name string) error {
 	if net.ParseIP(name) != nil {
 		return fmt.Errorf("tls: --dns %q is an IP address; give it with --ip", name)
@@ -282,6 +289,27 @@ func ValidateDNSName(name string) error {
 	if name == "" || len(name) > 253 {
 		return fmt.Errorf("tls: --dns %q: a DNS name has 1 to 253 characters", name)
 	}
+	if name == "*" {
+		return fmt.Errorf("tls: --dns %q: a wildcard must stand for one label under a domain of your own (*.roster.example)", name)
+	}
+	if err := validateNameLabels(name); err != nil {
+		return err
+	}
+	if under, ok := strings.CutPrefix(name, "*."); ok {
+		if !strings.Contains(under, ".") {
+			return fmt.Errorf("tls: --dns %q: a wildcard over a single label (a top-level domain) would cover other people's names; "+
+				"use *.a-domain-of-yours.%s or list the names", name, under)
+		}
+		if suffix, _ := publicsuffix.PublicSuffix(under); suffix == under {
+			return fmt.Errorf("tls: --dns %q: %q is a public suffix, so the wildcard would cover other people's names; "+
+				"use a wildcard under a domain of your own or list the names", name, under)
+		}
+	}
+	return nil
+}
+
+// validateNameLabels checks the labels of a DNS name (a leading "*." aside).
+func validateNameLabels(name string) error {
 	labels := strings.Split(strings.TrimPrefix(name, "*."), ".")
 	for _, l := range labels {
 		if len(l) == 0 || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {

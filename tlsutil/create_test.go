@@ -366,3 +366,35 @@ func TestValidate_GoodNames(t *testing.T) {
 		}
 	}
 }
+
+// A wildcard over a single label or a public suffix is refused, naming the flag; one
+// under a domain of one's own is accepted.
+func TestValidateDNSName_Wildcards(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		want string // "" accepted, else a part of the error
+	}{
+		{"*", `--dns "*": a wildcard must stand for one label`},
+		{"*.com", `--dns "*.com": a wildcard over a single label`},
+		{"*.internal", "a wildcard over a single label"},
+		{"*.co.uk", `--dns "*.co.uk": "co.uk" is a public suffix`},
+		{"*.com.au", "is a public suffix"},
+		{"*.github.io", `"github.io" is a public suffix`}, // a private-section suffix: other people's too
+		{"*.*.example.com", "is not a DNS name"},
+		{"*.", "is not a DNS name"},
+		{"*.roster.internal", ""},
+		{"*.example.com", ""},
+		{"*.example.co.uk", ""},
+		{"*.dc1.roster.example", ""},
+		{"com", ""}, // not a wildcard: names that one host only
+		{"co.uk", ""},
+	} {
+		err := ValidateDNSName(tt.name)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%q refused: %v", tt.name, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%q: error %v, want one containing %q", tt.name, err, tt.want)
+		}
+	}
+}

@@ -196,7 +196,7 @@ func (a *app) aclTokenSelfCmd() *cobra.Command {
 func (a *app) aclTokenDeleteCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "delete ACCESSOR_ID",
-		Short: "Delete a token (needs acl: write); every node refuses it once the deletion is applied",
+		Short: "Delete a token (needs acl: write and the token's rights within yours; never the last management token); every node refuses it once the deletion is applied",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			idx, err := a.client().DeleteToken(ctxOf(cmd), args[0])

@@ -84,6 +84,29 @@ func TestACLCommands_AgainstANodeWithACLs(t *testing.T) {
 	if !strings.Contains(r.stderr, "rules.namespaces") {
 		t.Fatalf("a bad level: %q, want the field named", r.stderr)
 	}
+	// acl: write is not management: the CLI shows the server's refusals.
+	r = runCLI(t, nil, "acl", "token", "create", "--addr", addr, "--token", boot.SecretID, "-o", "json",
+		"--description", "token admin", "--namespace", "public=write", "--acl", "write")
+	wantExit(t, r, 0)
+	var tokenAdmin api.ACLToken
+	if err := json.Unmarshal([]byte(r.stdout), &tokenAdmin); err != nil {
+		t.Fatal(err)
+	}
+	r = runCLI(t, nil, "acl", "token", "create", "--addr", addr, "--token", tokenAdmin.SecretID, "--namespace", "*=write")
+	wantExit(t, r, 1)
+	if !strings.Contains(r.stderr, "within its own") || !strings.Contains(r.stderr, `namespace "*": write`) {
+		t.Fatalf("creating a token beyond its own rules: %q, want the right named", r.stderr)
+	}
+	r = runCLI(t, nil, "acl", "token", "delete", boot.AccessorID, "--addr", addr, "--token", tokenAdmin.SecretID)
+	wantExit(t, r, 1)
+	if !strings.Contains(r.stderr, "only a management token may delete a management token") {
+		t.Fatalf("deleting the bootstrap token with acl: write: %q", r.stderr)
+	}
+	r = runCLI(t, nil, "acl", "token", "delete", boot.AccessorID, "--addr", addr, "--token", boot.SecretID)
+	wantExit(t, r, 1)
+	if !strings.Contains(r.stderr, "last management token") {
+		t.Fatalf("deleting the last management token: %q", r.stderr)
+	}
 	r = runCLI(t, nil, "acl", "token", "delete", bot.AccessorID, "--addr", addr, "--token", boot.SecretID)
 	wantExit(t, r, 0)
 	r = runCLI(t, nil, "instances", "orders", "--addr", addr, "--token", bot.SecretID)

@@ -97,7 +97,7 @@ func (a *app) autopilotHealthCmd() *cobra.Command {
 				safeText(orDash(h.Leader)), safeText(orDash(strings.Join(h.Voters, ","))))
 			fmt.Fprintf(a.stdout, "Healthy means contact within %s, on the leader's term, at most %d entries behind; dead-server cleanup %s\n\n",
 				safeText(h.Config.LastContactThreshold), h.Config.MaxTrailingLogs, safeText(cleanup))
-			t := newTable(a.stdout, "ID", "ADDRESS", "STATUS", "HEALTHY", "LAST_CONTACT", "LAST_TERM", "LAST_INDEX", "TRAILING", "STABLE_SINCE", "REASON")
+			t := newTable(a.stdout, "ID", "ADDRESS", "STATUS", "HEALTHY", "LAST_CONTACT", "LAST_TERM", "LAST_INDEX", "TRAILING", "STABLE_SINCE", "VERSION", "REASON")
 			for _, s := range h.Servers {
 				since := "-"
 				if !s.StableSince.IsZero() {
@@ -105,7 +105,7 @@ func (a *app) autopilotHealthCmd() *cobra.Command {
 				}
 				t.row(s.ID, orDash(s.Address), s.Status, strconv.FormatBool(s.Healthy), s.LastContact,
 					strconv.FormatUint(s.LastTerm, 10), strconv.FormatUint(s.LastIndex, 10), strconv.FormatUint(s.TrailingLogs, 10),
-					since, orDash(s.Reason))
+					since, orDash(safeText(s.Release)), orDash(s.Reason))
 			}
 			return t.flush()
 		},

@@ -2,12 +2,17 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/buildinfo"
+	"github.com/rosterhq/roster/datadir"
+	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/snapshot"
 )
 
 const demoSvc = "/v1/namespaces/public/groups/DEFAULT_GROUP/services/demo"
@@ -235,17 +240,19 @@ func TestLeader_NoLeaderExits1(t *testing.T) {
 
 func TestMembers_Table(t *testing.T) {
 	f := newFakeAPI(t, map[string]fakeRoute{"GET /v1/cluster/members": {body: `{"index":4,"members":[
-		{"id":"n1","raftAddr":"127.100.0.1:7848","httpAddr":"127.100.0.1:8848","voter":true,"leader":true,"lastContactMillis":0},
-		{"id":"n2","raftAddr":"127.100.0.2:7848","httpAddr":"","voter":false,"leader":false,"lastContactMillis":-1},
+		{"id":"n1","raftAddr":"127.100.0.1:7848","httpAddr":"127.100.0.1:8848","voter":true,"leader":true,"lastContactMillis":0,
+		 "version":"v0.3.0","newestCommand":23,"release":"v0.3.0"},
+		{"id":"n2","raftAddr":"127.100.0.2:7848","httpAddr":"","voter":false,"leader":false,"lastContactMillis":-1,
+		 "newestCommand":12,"release":"a release before v0.2.0"},
 		{"id":"n3","raftAddr":"127.100.0.3:7848","httpAddr":"127.100.0.3:8848","voter":true,"leader":false,"lastContactMillis":1250}]}`}})
 	r := runCLI(t, nil, "members", "--addr", f.addr(), "--consistency", "stale")
 	wantExit(t, r, 0)
 	assertCall(t, f, "GET", "/v1/cluster/members", url.Values{"consistency": {"stale"}}, "")
 	want := "" +
-		"ID  RAFT_ADDR         HTTP_ADDR         VOTER  LEADER  LAST_CONTACT\n" +
-		"n1  127.100.0.1:7848  127.100.0.1:8848  true   true    0s\n" +
-		"n2  127.100.0.2:7848  -                 false  false   -\n" +
-		"n3  127.100.0.3:7848  127.100.0.3:8848  true   false   1.25s\n"
+		"ID  RAFT_ADDR         HTTP_ADDR         VOTER  LEADER  LAST_CONTACT  VERSION                  NEWEST_COMMAND\n" +
+		"n1  127.100.0.1:7848  127.100.0.1:8848  true   true    0s            v0.3.0                   23\n" +
+		"n2  127.100.0.2:7848  -                 false  false   -             a release before v0.2.0  12\n" +
+		"n3  127.100.0.3:7848  127.100.0.3:8848  true   false   1.25s         -                        -\n"
 	if r.stdout != want {
 		t.Fatalf("stdout:\n%s\nwant:\n%s", r.stdout, want)
 	}
@@ -254,7 +261,7 @@ func TestMembers_Table(t *testing.T) {
 func TestMembers_StatusColumns(t *testing.T) {
 	f := newFakeAPI(t, map[string]fakeRoute{"GET /v1/cluster/members": {body: `{"index":4,"members":[
 		{"id":"n1","raftAddr":"127.100.0.1:7848","httpAddr":"127.100.0.1:8848","voter":true,"leader":true,"lastContactMillis":0,
-		 "status":{"reachable":true,"ready":true,"appliedIndex":42,"commitIndex":42,"lag":0}},
+		 "status":{"reachable":true,"ready":true,"appliedIndex":42,"commitIndex":42,"lag":0,"build":{"version":"v0.3.0","newestCommand":23}}},
 		{"id":"n2","raftAddr":"127.100.0.2:7848","httpAddr":"127.100.0.2:8848","voter":true,"leader":false,"lastContactMillis":10,
 		 "status":{"reachable":true,"ready":false,"appliedIndex":30,"commitIndex":42,"lag":12,"reason":"applying committed entries"}},
 		{"id":"n3","raftAddr":"127.100.0.3:7848","httpAddr":"127.100.0.3:8848","voter":true,"leader":false,"lastContactMillis":-1,
@@ -263,7 +270,7 @@ func TestMembers_StatusColumns(t *testing.T) {
 	wantExit(t, r, 0)
 	assertCall(t, f, "GET", "/v1/cluster/members", url.Values{"detail": {"true"}}, "")
 	squeezed := strings.Join(strings.Fields(r.stdout), " ")
-	for _, want := range []string{"READY APPLIED LAG", "0s true 42 0", "false (applying committed entries) 30 12",
+	for _, want := range []string{"VERSION NEWEST_COMMAND READY APPLIED LAG", "0s v0.3.0 23 true 42 0", "false (applying committed entries) 30 12",
 		"unreachable: connection refused - -"} {
 		if !strings.Contains(squeezed, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
@@ -346,16 +353,30 @@ func TestReady_UnreachableExits1(t *testing.T) {
 	}
 }
 
-func TestVersion_PrintsStampedVersion(t *testing.T) {
-	r := runCLI(t, nil, "version")
-	wantExit(t, r, 0)
-	if !strings.HasPrefix(r.stdout, "roster "+version+" (go") {
-		t.Fatalf("stdout %q", r.stdout)
+func TestVersion_PrintsBuildAndFormats(t *testing.T) {
+	want := buildinfo.Get()
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		r := runCLI(t, nil, args...)
+		wantExit(t, r, 0)
+		for _, line := range []string{
+			"roster " + want.Version + "\n",
+			"commit:          " + want.ShortCommit() + "\n",
+			"go:              " + want.GoVersion + " ",
+			fmt.Sprintf("newest command:  %d (%s)\n", fsm.NewestType, fsm.NewestType),
+			fmt.Sprintf("data format:     %d\n", datadir.Format),
+			fmt.Sprintf("snapshot format: %d\n", snapshot.FormatVersion),
+		} {
+			if !strings.Contains(r.stdout, line) {
+				t.Fatalf("roster %s: stdout %q lacks %q", strings.Join(args, " "), r.stdout, line)
+			}
+		}
 	}
-	r = runCLI(t, nil, "version", "-o", "json")
+	r := runCLI(t, nil, "version", "-o", "json")
 	wantExit(t, r, 0)
 	var bi buildInfo
-	if err := json.Unmarshal([]byte(r.stdout), &bi); err != nil || bi.Version != version || bi.Go == "" {
+	if err := json.Unmarshal([]byte(r.stdout), &bi); err != nil || bi.Version != want.Version || bi.GoVersion == "" ||
+		bi.NewestCommand != uint8(fsm.NewestType) || bi.NewestCommandName != fsm.NewestType.String() ||
+		bi.DataFormat != datadir.Format || bi.SnapshotFormat != snapshot.FormatVersion {
 		t.Fatalf("stdout %q (%v)", r.stdout, err)
 	}
 }

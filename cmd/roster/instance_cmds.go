@@ -151,7 +151,7 @@ func (a *app) instancesCmd() *cobra.Command {
 			if err := t.flush(); err != nil {
 				return err
 			}
-			if res.ProtectThresholdReached {
+			if healthy && res.ProtectThresholdReached {
 				fmt.Fprintf(a.stderr, "note: protect threshold %s reached: every enabled instance is listed, unhealthy ones included\n",
 					formatFloat(res.Service.ProtectThreshold))
 			}

@@ -1,5 +1,6 @@
-// Command roster is Roster's single binary: the server (`roster server`, `roster dev`)
-// and a command-line client of the native REST API.
+// Command roster is Roster's binary: the server (`roster server`, `roster dev`), a
+// command-line client of the native REST API and the demo backend. The load generator
+// is a binary of its own, cmd/roster-bench, which this one does not link.
 package main
 
 import (
@@ -11,9 +12,6 @@ import (
 	"os/signal"
 	"syscall"
 )
-
-// version is stamped at build time: go build -ldflags "-X main.version=v1.2.3".
-var version = "dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

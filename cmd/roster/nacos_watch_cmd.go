@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/rosterhq/roster/buildinfo"
 	"github.com/rosterhq/roster/nacos/nacospb"
 )
 
@@ -114,7 +115,7 @@ func (w *nacosWatcher) connect(ctx context.Context, addr string) error {
 		return fmt.Errorf("opening the stream at %s: %w", addr, err)
 	}
 	return w.send("ConnectionSetupRequest", map[string]any{
-		"module": "internal", "clientVersion": "Roster-CLI:" + version, "tenant": "",
+		"module": "internal", "clientVersion": "Roster-CLI:" + buildinfo.Get().Version, "tenant": "",
 		"labels": map[string]string{"source": "sdk", "module": "naming"}, "headers": map[string]string{},
 	})
 }

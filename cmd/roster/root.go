@@ -5,10 +5,13 @@ import (
 	"crypto/tls"
 	"io"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rosterhq/roster/buildinfo"
 	"github.com/rosterhq/roster/client"
 	"github.com/rosterhq/roster/tlsutil"
 )
@@ -53,6 +56,7 @@ func (a *app) rootCmd() *cobra.Command {
 			"command or flag, bad value, wrong arguments): nothing was sent or started.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       buildinfo.Get().Version,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindEnv(cmd.Flags(), a.lookupEnv); err != nil {
 				return asUsage(err)
@@ -63,6 +67,10 @@ func (a *app) rootCmd() *cobra.Command {
 			return a.loadClientTLS(cmd)
 		},
 	}
+	var version strings.Builder
+	_ = writeVersion(&version, currentBuild())
+	// cobra prints the template as a text/template: keep the text literal.
+	root.SetVersionTemplate("{{" + strconv.Quote(version.String()) + "}}")
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
 	root.SetFlagErrorFunc(flagError)
@@ -93,7 +101,6 @@ func (a *app) rootCmd() *cobra.Command {
 		a.aclCmd(),
 		a.autopilotCmd(),
 		a.demoBackendCmd(),
-		newBenchCmd(),
 	)
 	// cobra's `completion` command (bash, zsh, fish, powershell), added now rather than
 	// when the command line runs, so that it is part of the tree walked below.

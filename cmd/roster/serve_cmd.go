@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/rosterhq/roster/buildinfo"
 	"github.com/rosterhq/roster/client"
 	"github.com/rosterhq/roster/dnsapi"
 	"github.com/rosterhq/roster/healthcheck"
@@ -67,6 +68,20 @@ type nodeOptions struct {
 	DNSAddrOptional bool
 	// GRPCAddr is --grpc-addr: "" derives it from the HTTP address, "off" serves none.
 	GRPCAddr string
+	// GRPCMaxConnsPerIP and GRPCMaxConns are --grpc-max-conns-per-ip and
+	// --grpc-max-conns (0: the defaults).
+	GRPCMaxConnsPerIP int
+	GRPCMaxConns      int
+	// NacosPush is --nacos-push-max-per-addr, --nacos-push-max-per-port and
+	// --nacos-push-change-budget.
+	NacosPush server.NacosPushLimits
+	// RefuseConfusableNames is --refuse-confusable-names.
+	RefuseConfusableNames bool
+	// GRPCMaxUntrusted, GRPCMaxUntrustedPerIP and GRPCAcceptRatePerIP are
+	// --grpc-max-untrusted, --grpc-max-untrusted-per-ip and --grpc-accept-rate-per-ip.
+	GRPCMaxUntrusted      int
+	GRPCMaxUntrustedPerIP int
+	GRPCAcceptRatePerIP   float64
 	// TrustedOrigins is --trusted-origins: origins whose pages may write.
 	TrustedOrigins []string
 	// MaxWatchers is --max-watchers (0: sized for the machine).
@@ -119,8 +134,28 @@ func (o nodeOptions) readCacheSize() int64 {
 // grpcFlag adds --grpc-addr and --trusted-origins.
 func grpcFlag(fs *pflag.FlagSet, o *nodeOptions) {
 	fs.StringVar(&o.GRPCAddr, "grpc-addr", "", `address of the Nacos 2.x gRPC API (default: the --http-addr host, port + 1000, as Nacos clients expect; "off": none)`)
+	fs.IntVar(&o.GRPCMaxConnsPerIP, "grpc-max-conns-per-ip", nacos.DefaultGRPCMaxConnsPerIP,
+		"most connections to the gRPC port from one source address (an IPv6 /64); more are closed as soon as accepted")
+	fs.IntVar(&o.GRPCMaxConns, "grpc-max-conns", 0,
+		"most connections to the gRPC port, registered or not (0: a quarter of the open-file limit, between 64 and 20000)")
+	fs.IntVar(&o.GRPCMaxUntrusted, "grpc-max-untrusted", nacos.DefaultGRPCMaxUntrusted,
+		"most connections to the gRPC port not yet authenticated; when full, a source holding fewer of them takes the oldest of the source holding the most")
+	fs.IntVar(&o.GRPCMaxUntrustedPerIP, "grpc-max-untrusted-per-ip", nacos.DefaultGRPCMaxUntrustedPerIP,
+		"most connections to the gRPC port not yet authenticated from one source address (an IPv6 /64); more are closed as soon as accepted")
+	fs.Float64Var(&o.GRPCAcceptRatePerIP, "grpc-accept-rate-per-ip", nacos.DefaultGRPCAcceptRatePerIP,
+		"connections a second the gRPC port accepts from one source address (an IPv6 /64), after a burst of 4 times as many; more are closed as soon as accepted")
 	fs.IntVar(&o.MaxWatchers, "max-watchers", 0, "most blocking queries and streams held at once; more are answered 429 (0: the open-file limit less 1024, at most 100000; negative: no limit)")
 	fs.StringSliceVar(&o.TrustedOrigins, "trusted-origins", nil, "origins (scheme://host[:port], comma-separated) whose web pages may send writes; browsers' writes from any other origin are refused")
+}
+
+// nacosPushFlags adds the bounds of the Nacos 1.x UDP pushes.
+func nacosPushFlags(fs *pflag.FlagSet, o *nodeOptions) {
+	fs.IntVar(&o.NacosPush.MaxPerAddr, "nacos-push-max-per-addr", nacos.DefaultPushMaxPerAddr,
+		"most Nacos 1.x UDP push subscriptions one client IP address may hold on this node; further queries are answered as polls")
+	fs.IntVar(&o.NacosPush.MaxPerPort, "nacos-push-max-per-port", nacos.DefaultPushMaxPerPort,
+		"most Nacos 1.x UDP push subscriptions one client IP address and udpPort (one client process) may hold on this node")
+	fs.IntVar(&o.NacosPush.ChangeBudget, "nacos-push-change-budget", nacos.DefaultPushChangeBudget,
+		"most bytes one change of a service pushes (resends included) to one client IP address; further pushes of it are skipped and those clients poll")
 }
 
 // validate checks the options that are parsed later, so that a bad value is reported
@@ -128,6 +163,15 @@ func grpcFlag(fs *pflag.FlagSet, o *nodeOptions) {
 func (o nodeOptions) validate() error {
 	if o.PromoteAfter < 0 {
 		return fmt.Errorf("--promote-after %s: must not be negative", o.PromoteAfter)
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"grpc-max-untrusted", float64(o.GRPCMaxUntrusted)}, {"grpc-max-untrusted-per-ip", float64(o.GRPCMaxUntrustedPerIP)},
+		{"grpc-accept-rate-per-ip", o.GRPCAcceptRatePerIP}} {
+		if f.v <= 0 {
+			return fmt.Errorf("--%s %v: must be positive", f.name, f.v)
+		}
 	}
 	if o.Peers != "" {
 		if _, err := raftnode.ParsePeers(o.Peers); err != nil {
@@ -147,6 +191,18 @@ func (o nodeOptions) validate() error {
 	if o.DNSAddr != "" {
 		if err := o.dnsConfig().Validate(); err != nil {
 			return err
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"nacos-push-max-per-addr", o.NacosPush.MaxPerAddr},
+		{"nacos-push-max-per-port", o.NacosPush.MaxPerPort},
+		{"nacos-push-change-budget", o.NacosPush.ChangeBudget},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("--%s %d: must not be negative (0: the default)", f.name, f.v)
 		}
 	}
 	if a := o.GRPCAddr; a != "" && a != grpcAddrOff {
@@ -267,7 +323,8 @@ func (a *app) serverCmd() *cobra.Command {
 	fs.DurationVar(&o.ElectionTimeout, "raft-election-timeout", 0, fmt.Sprintf("time a candidate waits for votes (0: %s)", raftnode.DefaultElectionTimeout))
 	fs.DurationVar(&o.LeaderLeaseTimeout, "raft-leader-lease-timeout", 0, fmt.Sprintf("time a leader keeps leading without hearing from a quorum (0: %s; at most the heartbeat timeout)", raftnode.DefaultLeaderLeaseTimeout))
 	fs.BoolVar(&o.ACLEnabled, "acl-enabled", false, "enforce ACL tokens (every node of the cluster must agree; bootstrap with roster acl bootstrap)")
-	fs.BoolVar(&o.MetricsRequireToken, "metrics-require-token", false, "with ACLs on, /metrics needs a token with operator: read")
+	fs.BoolVar(&o.MetricsRequireToken, "metrics-require-token", false, "with ACLs on, all of /metrics needs a token with operator: read (without it, its per-namespace and per-service series do)")
+	fs.BoolVar(&o.RefuseConfusableNames, "refuse-confusable-names", false, "refuse (400) writes under service names that mix scripts (Latin with Cyrillic...) or hold fullwidth forms; without it they are accepted and logged once per name (a setting of this server: set it on every server)")
 	fs.StringVar(&o.JoinToken, "join-token", "", "token (operator: write) this node presents when it joins with --join or announces its addresses, on a cluster with ACLs")
 	fs.DurationVar(&o.PromoteAfter, "promote-after", 0, fmt.Sprintf("how long a server added with --join must stay caught up with the leader and in contact before it gets a vote (0: %s)", raftnode.DefaultPromoteAfter))
 	fs.DurationVar(&o.StateSyncInterval, "state-sync-interval", 0, fmt.Sprintf("how often the state file is fsynced; the Raft log is fsynced on every write regardless (0: %s; negative: fsync every commit)", server.DefaultStateSyncInterval))
@@ -278,6 +335,7 @@ func (a *app) serverCmd() *cobra.Command {
 	probePolicyFlags(fs, &o)
 	dnsFlags(fs, &o)
 	grpcFlag(fs, &o)
+	nacosPushFlags(fs, &o)
 	readCacheFlag(fs, &o)
 	serverTLSFlags(fs, &o)
 	autopilotFlags(fs, &o.Autopilot)
@@ -290,7 +348,7 @@ func (a *app) serve(ctx context.Context, o nodeOptions, log *slog.Logger) error 
 	if err != nil {
 		return err
 	}
-	log.Info("roster started", "version", version, "node", o.NodeID, "http", addr)
+	log.Info("roster started", "version", buildinfo.Get().Version, "commit", buildinfo.Get().ShortCommit(), "node", o.NodeID, "http", addr)
 	<-ctx.Done()
 	log.Info("roster stopping", "node", o.NodeID)
 	return stop()

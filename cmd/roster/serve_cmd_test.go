@@ -18,6 +18,8 @@ import (
 
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/internal/wait"
+	"github.com/rosterhq/roster/nacos"
+	"github.com/rosterhq/roster/server"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -86,59 +88,67 @@ func TestServer_FlagsAndEnvBuildNodeOptions(t *testing.T) {
 		cancel() // as if SIGTERM arrived right after the start
 	}}
 	env := map[string]string{
-		"ROSTER_NODE_ID":                "n1",
-		"ROSTER_DATA_DIR":               "/var/lib/roster",
-		"ROSTER_HTTP_ADDR":              ":9000",
-		"ROSTER_RAFT_ADDR":              ":9001",
-		"ROSTER_HTTP_ADVERTISE":         "roster1:9000",
-		"ROSTER_RAFT_ADVERTISE":         "roster1:9001",
-		"ROSTER_PEERS":                  "n1=roster1:9001,n2=roster2:9001",
-		"ROSTER_JOIN":                   "roster2:9000",
-		"ROSTER_METADATA_MAX_BYTES":     "2048",
-		"ROSTER_LOG_LEVEL":              "debug",
-		"ROSTER_RAFT_HEARTBEAT_TIMEOUT": "2s",
-		"ROSTER_STATE_SYNC_INTERVAL":    "-1s",
-		"ROSTER_PROBE_ALLOW":            "127.0.0.0/8,::1/128",
-		"ROSTER_DNS_ADDR":               "127.0.0.1:8653",
-		"ROSTER_DNS_RATE_LIMIT":         "0",
-		"ROSTER_READ_CACHE_SIZE":        "1048576",
-		"ROSTER_COALESCE_WRITES":        "false",
+		"ROSTER_NODE_ID":                  "n1",
+		"ROSTER_DATA_DIR":                 "/var/lib/roster",
+		"ROSTER_HTTP_ADDR":                ":9000",
+		"ROSTER_RAFT_ADDR":                ":9001",
+		"ROSTER_HTTP_ADVERTISE":           "roster1:9000",
+		"ROSTER_RAFT_ADVERTISE":           "roster1:9001",
+		"ROSTER_PEERS":                    "n1=roster1:9001,n2=roster2:9001",
+		"ROSTER_JOIN":                     "roster2:9000",
+		"ROSTER_METADATA_MAX_BYTES":       "2048",
+		"ROSTER_LOG_LEVEL":                "debug",
+		"ROSTER_RAFT_HEARTBEAT_TIMEOUT":   "2s",
+		"ROSTER_STATE_SYNC_INTERVAL":      "-1s",
+		"ROSTER_PROBE_ALLOW":              "127.0.0.0/8,::1/128",
+		"ROSTER_DNS_ADDR":                 "127.0.0.1:8653",
+		"ROSTER_DNS_RATE_LIMIT":           "0",
+		"ROSTER_READ_CACHE_SIZE":          "1048576",
+		"ROSTER_COALESCE_WRITES":          "false",
+		"ROSTER_NACOS_PUSH_CHANGE_BUDGET": "4096",
 	}
 	a, stdout, stderr := newTestApp(t, env)
 	a.startNode = node.start
 	code := run(ctx, []string{"server", "--raft-addr", "127.100.0.1:7000", "--node-id", "n9",
 		"--raft-election-timeout", "3s", "--raft-leader-lease-timeout", "1s", "--probe-concurrency", "64", "--probe-deny", "127.0.0.9/32",
 		"--dns-domain", "Example.internal", "--dns-ttl", "30s", "--dns-negative-ttl", "2s", "--dns-max-answers", "8",
-		"--dns-rate-burst", "5", "--dns-max-stale", "1m", "--promote-after", "5s"}, a)
+		"--dns-rate-burst", "5", "--dns-max-stale", "1m", "--promote-after", "5s",
+		"--nacos-push-max-per-port", "8", "--refuse-confusable-names"}, a)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %s", code, stderr.String())
 	}
 	want := nodeOptions{
-		NodeID:             "n9",
-		DataDir:            "/var/lib/roster",
-		HTTPAddr:           ":9000",
-		HTTPAdvertise:      "roster1:9000",
-		RaftAddr:           "127.100.0.1:7000",
-		RaftAdvertise:      "roster1:9001",
-		Peers:              "n1=roster1:9001,n2=roster2:9001",
-		Join:               "roster2:9000",
-		MetadataMaxBytes:   2048,
-		HeartbeatTimeout:   2 * time.Second,
-		ElectionTimeout:    3 * time.Second,
-		LeaderLeaseTimeout: time.Second,
-		PromoteAfter:       5 * time.Second,
-		StateSyncInterval:  -time.Second,
-		ProbeConcurrency:   64,
-		ProbeAllow:         "127.0.0.0/8,::1/128",
-		ProbeDeny:          "127.0.0.9/32",
-		DNSAddr:            "127.0.0.1:8653",
-		DNSDomain:          "Example.internal",
-		DNSTTL:             30 * time.Second,
-		DNSNegativeTTL:     2 * time.Second,
-		DNSMaxAnswers:      8,
-		DNSRateBurst:       5,
-		DNSMaxStale:        time.Minute,
-		ReadCacheSize:      1 << 20,
+		NodeID:                "n9",
+		DataDir:               "/var/lib/roster",
+		HTTPAddr:              ":9000",
+		HTTPAdvertise:         "roster1:9000",
+		RaftAddr:              "127.100.0.1:7000",
+		RaftAdvertise:         "roster1:9001",
+		Peers:                 "n1=roster1:9001,n2=roster2:9001",
+		Join:                  "roster2:9000",
+		MetadataMaxBytes:      2048,
+		HeartbeatTimeout:      2 * time.Second,
+		ElectionTimeout:       3 * time.Second,
+		LeaderLeaseTimeout:    time.Second,
+		PromoteAfter:          5 * time.Second,
+		StateSyncInterval:     -time.Second,
+		ProbeConcurrency:      64,
+		ProbeAllow:            "127.0.0.0/8,::1/128",
+		ProbeDeny:             "127.0.0.9/32",
+		DNSAddr:               "127.0.0.1:8653",
+		DNSDomain:             "Example.internal",
+		DNSTTL:                30 * time.Second,
+		DNSNegativeTTL:        2 * time.Second,
+		DNSMaxAnswers:         8,
+		DNSRateBurst:          5,
+		DNSMaxStale:           time.Minute,
+		ReadCacheSize:         1 << 20,
+		GRPCMaxConnsPerIP:     256,
+		NacosPush:             server.NacosPushLimits{MaxPerAddr: nacos.DefaultPushMaxPerAddr, MaxPerPort: 8, ChangeBudget: 4096},
+		RefuseConfusableNames: true,
+		GRPCMaxUntrusted:      512,
+		GRPCMaxUntrustedPerIP: 8,
+		GRPCAcceptRatePerIP:   8,
 	}
 	if got := node.options(t); !reflect.DeepEqual(got, want) {
 		t.Fatalf("options\n got %+v\nwant %+v", got, want)
@@ -169,7 +179,10 @@ func TestServer_Defaults(t *testing.T) {
 	want := nodeOptions{NodeID: "n1", DataDir: "/d", HTTPAddr: ":8848", RaftAddr: ":7848",
 		ProbeDeny: healthcheck.DefaultProbeDeny,
 		DNSAddr:   "127.0.0.1:8600", DNSDomain: "roster.", DNSTTL: 5 * time.Second, DNSMaxAnswers: 64,
-		DNSRateLimit: 1000, DNSAddrOptional: true, ReadCacheSize: store.DefaultReadCacheSize, CoalesceWrites: true}
+		DNSRateLimit: 1000, DNSAddrOptional: true, ReadCacheSize: store.DefaultReadCacheSize, CoalesceWrites: true,
+		GRPCMaxConnsPerIP: 256, GRPCMaxUntrusted: 512, GRPCMaxUntrustedPerIP: 8, GRPCAcceptRatePerIP: 8,
+		NacosPush: server.NacosPushLimits{MaxPerAddr: nacos.DefaultPushMaxPerAddr, MaxPerPort: nacos.DefaultPushMaxPerPort,
+			ChangeBudget: nacos.DefaultPushChangeBudget}}
 	if got := node.options(t); !reflect.DeepEqual(got, want) {
 		t.Fatalf("options\n got %+v\nwant %+v", got, want)
 	}
@@ -195,8 +208,13 @@ func TestServer_InvalidSettingsExit2WithoutStarting(t *testing.T) {
 		{[]string{"dev", "--probe-deny", "127.0.0.1/x"}, nil, "probe deny list"},
 		{[]string{"server", "--node-id", "n1", "--data-dir", "/d", "--dns-domain", "."}, nil, "dns-domain"},
 		{[]string{"dev", "--dns-addr", "8600"}, nil, "dns-addr"},
+		{[]string{"server", "--node-id", "n1", "--data-dir", "/d", "--nacos-push-max-per-addr", "-1"}, nil,
+			"roster: --nacos-push-max-per-addr -1: must not be negative"},
 		{[]string{"dev"}, map[string]string{"ROSTER_DNS_MAX_ANSWERS": "-1"}, "dns-max-answers"},
 		{[]string{"server", "--node-id", "n1", "--data-dir", "/d", "--promote-after", "-1s"}, nil, "roster: --promote-after -1s: must not be negative"},
+		{[]string{"server", "--node-id", "n1", "--data-dir", "/d", "--grpc-max-untrusted-per-ip", "0"}, nil, "roster: --grpc-max-untrusted-per-ip 0: must be positive"},
+		{[]string{"dev", "--grpc-accept-rate-per-ip", "-1"}, nil, "roster: --grpc-accept-rate-per-ip -1: must be positive"},
+		{[]string{"dev"}, map[string]string{"ROSTER_GRPC_MAX_UNTRUSTED": "0"}, "--grpc-max-untrusted 0: must be positive"},
 	}
 	for _, tc := range cases {
 		a, _, stderr := newTestApp(t, tc.env)
@@ -415,5 +433,18 @@ func TestNodeOptions_ReadCacheSize(t *testing.T) {
 		if got := (nodeOptions{ReadCacheSize: c.flag}).readCacheSize(); got != c.want {
 			t.Errorf("--read-cache-size %d: server ReadCacheSize %d, want %d", c.flag, got, c.want)
 		}
+	}
+}
+
+// The push bounds and --refuse-confusable-names reach the server's configuration.
+func TestServerConfig_PushBoundsAndConfusableNames(t *testing.T) {
+	o := nodeOptions{NodeID: "n1", DataDir: "/d", RefuseConfusableNames: true,
+		NacosPush: server.NacosPushLimits{MaxPerAddr: 9, MaxPerPort: 3, ChangeBudget: 1000}}
+	cfg, err := serverConfig(o, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.RefuseConfusableNames || cfg.NacosPush != o.NacosPush {
+		t.Fatalf("server config RefuseConfusableNames=%v NacosPush=%+v", cfg.RefuseConfusableNames, cfg.NacosPush)
 	}
 }

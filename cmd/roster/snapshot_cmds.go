@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/client"
 	"github.com/rosterhq/roster/snapshot"
 )
@@ -208,27 +209,36 @@ func (a *app) snapshotInspectCmd() *cobra.Command {
 }
 
 func (a *app) snapshotRestoreCmd() *cobra.Command {
+	var aclFrom string
 	cmd := &cobra.Command{
 		Use:   "restore FILE",
 		Short: "Replace the whole cluster state with a backup archive",
 		Long: "Upload FILE to the cluster (any node forwards it to the leader), which checks the whole\n" +
 			"archive and then replaces the state of every member with it. Everything written since the\n" +
 			"archive was saved is lost. The archive is verified locally first (checksums), so a\n" +
-			"damaged file is refused before the upload. See docs/operations.md before using it.",
+			"damaged file is refused before the upload. The cluster keeps its own ACL tokens unless\n" +
+			"--acl archive (needs acl: write) restores the archive's. See docs/operations.md before using it.",
 		Example: "  roster snapshot restore /backups/roster-20261129-0300.snap --addr 10.0.0.1:8848",
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			switch aclFrom {
+			case api.RestoreACLCluster, api.RestoreACLArchive:
+			default:
+				return usagef("--acl must be %q or %q, got %q", api.RestoreACLCluster, api.RestoreACLArchive, aclFrom)
+			}
 			ctx, cancel := a.withTimeout(ctxOf(cmd))
 			defer cancel()
-			return a.restoreSnapshot(ctx, args[0])
+			return a.restoreSnapshot(ctx, args[0], aclFrom)
 		},
 	}
+	cmd.Flags().StringVar(&aclFrom, "acl", api.RestoreACLCluster,
+		"whose ACL tokens the restored cluster has: cluster (keep the current ones) or archive (the archive's; needs acl: write)")
 	a.snapshotFlags(cmd)
 	return cmd
 }
 
 // restoreSnapshot checks file's container and checksums locally, then uploads it.
-func (a *app) restoreSnapshot(ctx context.Context, file string) error {
+func (a *app) restoreSnapshot(ctx context.Context, file, aclFrom string) error {
 	f, err := os.Open(file)
 	if err != nil {
 		return err
@@ -250,7 +260,7 @@ func (a *app) restoreSnapshot(ctx context.Context, file string) error {
 	if p != nil {
 		r = p.Reader(f)
 	}
-	err = a.client().RestoreSnapshot(ctx, r)
+	res, err := a.client().RestoreSnapshotWith(ctx, r, client.RestoreOptions{ACL: aclFrom})
 	if p != nil {
 		p.Finish()
 	}
@@ -263,11 +273,12 @@ func (a *app) restoreSnapshot(ctx context.Context, file string) error {
 	rep := newArchiveReport(file, info.Size(), meta)
 	if a.output == outputJSON {
 		return writeJSON(a.stdout, struct {
-			Restored bool `json:"restored"`
+			Restored bool   `json:"restored"`
+			ACL      string `json:"acl"`
 			archiveReport
-		}{true, rep})
+		}{true, res.ACL, rep})
 	}
-	_, err = fmt.Fprintf(a.stdout, "restored %s: index %d, %d namespaces, %d services, %d instances\n",
-		file, meta.Index, meta.Counts.Namespaces, meta.Counts.Services, meta.Counts.Instances)
+	_, err = fmt.Fprintf(a.stdout, "restored %s: index %d, %d namespaces, %d services, %d instances; ACL tokens: the %s's\n",
+		file, meta.Index, meta.Counts.Namespaces, meta.Counts.Services, meta.Counts.Instances, res.ACL)
 	return err
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/buildinfo"
 	"github.com/rosterhq/roster/client"
 	"github.com/rosterhq/roster/server"
 	"github.com/rosterhq/roster/server/servertest"
@@ -70,7 +71,7 @@ func instanceCount(ctx context.Context, t *testing.T, c *client.Client, svc stri
 // save writes a verified archive and renames it into place; inspect reads it offline
 // (table and JSON); restore brings the saved state back.
 func TestSnapshotCLI_SaveInspectRestore(t *testing.T) {
-	c := servertest.New(t, 3, steadyTimeouts, func(cfg *server.Config) { cfg.Version = "v9.8.7" })
+	c := servertest.New(t, 3, steadyTimeouts)
 	leader := c.MustLeader()
 	ctx := cliCtx(t)
 	lc := c.Nodes[leader].Client()
@@ -89,7 +90,7 @@ func TestSnapshotCLI_SaveInspectRestore(t *testing.T) {
 	if _, err := os.Stat(file + ".tmp"); !os.IsNotExist(err) {
 		t.Fatalf("temporary file left behind: %v", err)
 	}
-	for _, want := range []string{"Instances       5", "Services        1", "Roster version  v9.8.7", file} {
+	for _, want := range []string{"Instances       5", "Services        1", "Roster version  " + buildinfo.Get().Version, file} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("save output lacks %q:\n%s", want, r.stdout)
 		}
@@ -102,7 +103,7 @@ func TestSnapshotCLI_SaveInspectRestore(t *testing.T) {
 		t.Fatalf("inspect -o json: %v\n%s", err, r.stdout)
 	}
 	if !rep.Verified || rep.Counts.Instances != 5 || rep.Counts.Namespaces != 1 || rep.Index < last ||
-		rep.RosterVersion != "v9.8.7" || rep.FormatVersion != 1 || rep.StateBytes == 0 || rep.ArchiveBytes == 0 {
+		rep.RosterVersion != buildinfo.Get().Version || rep.FormatVersion != 1 || rep.StateBytes == 0 || rep.ArchiveBytes == 0 {
 		t.Fatalf("inspect report %+v", rep)
 	}
 	r = runCLI(t, nil, "snapshot", "inspect", file)
@@ -118,8 +119,13 @@ func TestSnapshotCLI_SaveInspectRestore(t *testing.T) {
 	}
 	r = runCLI(t, nil, "snapshot", "restore", file, "--addr", follower)
 	wantExit(t, r, 0)
-	if !strings.Contains(r.stdout, "restored "+file) {
+	if !strings.Contains(r.stdout, "restored "+file) || !strings.Contains(r.stdout, "ACL tokens: the cluster's") {
 		t.Fatalf("restore output %q", r.stdout)
+	}
+	r = runCLI(t, nil, "snapshot", "restore", file, "--addr", follower, "--acl", "mine")
+	wantExit(t, r, 2)
+	if !strings.Contains(r.stderr, `--acl must be "cluster" or "archive"`) {
+		t.Fatalf("restore --acl mine: %q", r.stderr)
 	}
 	if n := instanceCount(ctx, t, lc, "orders"); n != 5 {
 		t.Fatalf("orders has %d instances after the restore, want 5", n)

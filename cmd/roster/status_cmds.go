@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"strconv"
 	"time"
@@ -10,7 +11,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/buildinfo"
 	"github.com/rosterhq/roster/client"
+	"github.com/rosterhq/roster/datadir"
+	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/snapshot"
 )
 
 func (a *app) leaderCmd() *cobra.Command {
@@ -67,7 +72,7 @@ func (a *app) membersCmd() *cobra.Command {
 			if a.output == outputJSON {
 				return writeJSON(a.stdout, res)
 			}
-			head := []string{"ID", "RAFT_ADDR", "HTTP_ADDR", "VOTER", "LEADER", "LAST_CONTACT"}
+			head := []string{"ID", "RAFT_ADDR", "HTTP_ADDR", "VOTER", "LEADER", "LAST_CONTACT", "VERSION", "NEWEST_COMMAND"}
 			if status {
 				head = append(head, "READY", "APPLIED", "LAG")
 			}
@@ -77,7 +82,9 @@ func (a *app) membersCmd() *cobra.Command {
 				if m.LastContactMillis >= 0 {
 					contact = (time.Duration(m.LastContactMillis) * time.Millisecond).String()
 				}
-				row := []string{m.ID, orDash(m.RaftAddr), orDash(m.HTTPAddr), strconv.FormatBool(m.Voter), strconv.FormatBool(m.Leader), contact}
+				version, newest := memberBuild(m)
+				row := []string{m.ID, orDash(m.RaftAddr), orDash(m.HTTPAddr), strconv.FormatBool(m.Voter), strconv.FormatBool(m.Leader), contact,
+					version, newest}
 				if status {
 					row = append(row, memberStatusCells(m.Status)...)
 				}
@@ -128,28 +135,70 @@ func (a *app) readyCmd() *cobra.Command {
 
 // buildInfo is what `roster version -o json` prints.
 type buildInfo struct {
-	Version string `json:"version"`
-	Go      string `json:"go"`
-	OS      string `json:"os"`
-	Arch    string `json:"arch"`
+	buildinfo.Info
+	OS   string `json:"os"`
+	Arch string `json:"arch"`
+	// NewestCommand is the newest state-machine command type this build applies; the
+	// leader writes a type only once every server announces at least it.
+	NewestCommand     uint8  `json:"newestCommand"`
+	NewestCommandName string `json:"newestCommandName"`
+	// DataFormat and SnapshotFormat are the newest data directory and snapshot archive
+	// formats this build reads (and the ones it writes).
+	DataFormat     int `json:"dataFormat"`
+	SnapshotFormat int `json:"snapshotFormat"`
+}
+
+func currentBuild() buildInfo {
+	return buildInfo{Info: buildinfo.Get(), OS: runtime.GOOS, Arch: runtime.GOARCH,
+		NewestCommand: uint8(fsm.NewestType), NewestCommandName: fsm.NewestType.String(),
+		DataFormat: datadir.Format, SnapshotFormat: snapshot.FormatVersion}
+}
+
+// writeVersion prints the build as `roster version` and `roster --version` do.
+func writeVersion(w io.Writer, bi buildInfo) error {
+	_, err := fmt.Fprintf(w, "roster %s\n  commit:          %s\n  go:              %s %s/%s\n"+
+		"  newest command:  %d (%s)\n  data format:     %d\n  snapshot format: %d\n",
+		bi.Version, bi.ShortCommit(), bi.GoVersion, bi.OS, bi.Arch,
+		bi.NewestCommand, bi.NewestCommandName, bi.DataFormat, bi.SnapshotFormat)
+	return err
 }
 
 func (a *app) versionCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "version",
-		Short: "Print the version",
-		Args:  exactArgs(0),
+		Short: "Print the version, commit, Go version and the formats this build reads",
+		Long: "Print this binary's release version, the git commit it was built from, the Go version\n" +
+			"that built it, the newest state-machine command type it applies (a leader writes a\n" +
+			"type only once every server applies it) and the newest data directory and snapshot\n" +
+			"formats it reads. `roster --version` prints the same.",
+		Args: exactArgs(0),
 		RunE: func(*cobra.Command, []string) error {
-			bi := buildInfo{Version: version, Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH}
+			bi := currentBuild()
 			if a.output == outputJSON {
 				return writeJSON(a.stdout, bi)
 			}
-			_, err := fmt.Fprintf(a.stdout, "roster %s (%s %s/%s)\n", bi.Version, bi.Go, bi.OS, bi.Arch)
-			return err
+			return writeVersion(a.stdout, bi)
 		},
 	}
 	cmd.Flags().StringVarP(&a.output, "output", "o", outputTable, "output format: table or json")
 	return cmd
+}
+
+// memberBuild is the VERSION and NEWEST_COMMAND cells of a member: what it said of itself
+// (--status), else what the answering node knows of it.
+func memberBuild(m api.Member) (string, string) {
+	if st := m.Status; st != nil && st.Build != nil {
+		return safeText(st.Build.Version), strconv.Itoa(int(st.Build.NewestCommand))
+	}
+	release := m.Release
+	if release == "" {
+		release = "-"
+	}
+	newest := "-"
+	if m.NewestCommand != 0 {
+		newest = strconv.Itoa(int(m.NewestCommand))
+	}
+	return safeText(release), newest
 }
 
 // memberStatusCells are the READY, APPLIED and LAG cells of a member's status.

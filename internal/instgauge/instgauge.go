@@ -103,11 +103,10 @@ func New(src Source, reg prometheus.Registerer, perService bool, logger *slog.Lo
 		health: make(healthMap),
 		counts: make(map[key]*[2]int),
 	}
-	if reg != nil {
-		var err error
-		if g.vec, err = prom.Register(reg, g.vec); err != nil {
-			return nil, err
-		}
+	pg := prom.On(reg)
+	prom.Add(pg, &g.vec)
+	if err := pg.Err(); err != nil {
+		return nil, err
 	}
 	return g, nil
 }

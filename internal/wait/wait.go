@@ -24,3 +24,27 @@ func For(t testing.TB, timeout time.Duration, what string, cond func() bool) tim
 	}
 	return time.Since(start)
 }
+
+// Until is For of a condition that says why it does not hold yet: the failure names
+// its last reason.
+func Until(t testing.TB, timeout time.Duration, what string, cond func() (ok bool, why string)) time.Duration {
+	t.Helper()
+	why := ""
+	d := For(&reasoned{TB: t, why: &why}, timeout, what, func() bool {
+		ok, w := cond()
+		why = w
+		return ok
+	})
+	return d
+}
+
+// reasoned adds the last reason to a failure of For.
+type reasoned struct {
+	testing.TB
+	why *string
+}
+
+func (r *reasoned) Fatalf(format string, args ...any) {
+	r.TB.Helper()
+	r.TB.Fatalf(format+": %s", append(args, *r.why)...)
+}

@@ -63,7 +63,7 @@ func TestNacosSDKv2_ACL(t *testing.T) {
 	cl := newClientWith(t, []constant.ClientOption{constant.WithUsername(app.AccessorID), constant.WithPassword(app.SecretID)}, f)
 	register(t, cl, svc, b1)
 	all, err := cl.SelectAllInstances(vo.SelectAllInstancesParam{ServiceName: svc})
-	if err != nil || !samePorts(all, b1.port) {
+	if err != nil || !samePorts(all, b1.Port()) {
 		t.Fatalf("SelectAllInstances: %v %+v", err, all)
 	}
 	cb := newCallbacks()
@@ -71,12 +71,12 @@ func TestNacosSDKv2_ACL(t *testing.T) {
 		t.Fatalf("Subscribe: %v", err)
 	}
 	register(t, cl, svc, b2)
-	cb.await(t, "the second instance", func(l []model.Instance) bool { return samePorts(l, b1.port, b2.port) })
-	ok, err := cl.DeregisterInstance(vo.DeregisterInstanceParam{Ip: "127.0.0.1", Port: uint64(b1.port), ServiceName: svc, Ephemeral: false})
+	cb.await(t, "the second instance", func(l []model.Instance) bool { return samePorts(l, b1.Port(), b2.Port()) })
+	ok, err := cl.DeregisterInstance(vo.DeregisterInstanceParam{Ip: "127.0.0.1", Port: uint64(b1.Port()), ServiceName: svc, Ephemeral: false})
 	if !ok || err != nil {
 		t.Fatalf("DeregisterInstance: %v %v", ok, err)
 	}
-	cb.await(t, "the first instance gone", func(l []model.Instance) bool { return samePorts(l, b2.port) })
+	cb.await(t, "the first instance gone", func(l []model.Instance) bool { return samePorts(l, b2.Port()) })
 	subs := metric(t, f.HTTPAddr, "roster_nacos_grpc_subscriptions")
 	if subs < 1 {
 		t.Fatalf("%v subscriptions on the follower", subs)
@@ -86,7 +86,7 @@ func TestNacosSDKv2_ACL(t *testing.T) {
 	bad := newClientWith(t, []constant.ClientOption{constant.WithUsername(app.AccessorID),
 		constant.WithPassword("00000000-0000-4000-8000-000000000000")}, f)
 	b3 := newBackend(t)
-	ok, err = bad.RegisterInstance(vo.RegisterInstanceParam{Ip: "127.0.0.1", Port: uint64(b3.port), ServiceName: svc,
+	ok, err = bad.RegisterInstance(vo.RegisterInstanceParam{Ip: "127.0.0.1", Port: uint64(b3.Port()), ServiceName: svc,
 		Weight: 1, Enable: true, Healthy: true, Ephemeral: false})
 	if ok || err == nil || !strings.Contains(err.Error(), "403") {
 		t.Fatalf("RegisterInstance with a wrong password: %v %v, want a 403", ok, err)
@@ -101,7 +101,7 @@ func TestNacosSDKv2_ACL(t *testing.T) {
 		t.Fatalf("subscriptions went from %v to %v with a wrong password", subs, got)
 	}
 	res, _, err := admin.Instances(ctx, "public", "DEFAULT_GROUP", svc, client.InstancesQuery{})
-	if err != nil || len(res.Instances) != 1 || res.Instances[0].Port != b2.port {
+	if err != nil || len(res.Instances) != 1 || res.Instances[0].Port != b2.Port() {
 		t.Fatalf("instances after the wrong password's attempts: %v %+v", err, res)
 	}
 }

@@ -3,7 +3,6 @@ package nacosgrpctest
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,35 +12,16 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/internal/testnet"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/server/servertest"
 )
 
-// backend is a TCP listener standing in for an instance, so that a TCP probe of it
-// succeeds while it is open.
-type backend struct {
-	ln   net.Listener
-	port int
-}
+// backend is a TCP listener on loopback standing in for an instance, so that a TCP
+// probe of it succeeds while it is open.
+type backend = testnet.Backend
 
-func newBackend(t *testing.T) backend {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.Close()
-		}
-	}()
-	return backend{ln: ln, port: ln.Addr().(*net.TCPAddr).Port}
-}
+func newBackend(t *testing.T) *backend { return testnet.New(t, "127.0.0.1") }
 
 // key is the service key of a DEFAULT_GROUP service in public.
 func key(svc string) model.ServiceKey {
@@ -65,12 +45,12 @@ func noneCluster(t *testing.T, c *servertest.Cluster, svc string) {
 }
 
 // register registers a persistent instance of a DEFAULT_GROUP service through client.
-func register(t *testing.T, client naming_client.INamingClient, svc string, b backend) {
+func register(t *testing.T, client naming_client.INamingClient, svc string, b *backend) {
 	t.Helper()
-	ok, err := client.RegisterInstance(vo.RegisterInstanceParam{Ip: "127.0.0.1", Port: uint64(b.port), ServiceName: svc,
+	ok, err := client.RegisterInstance(vo.RegisterInstanceParam{Ip: "127.0.0.1", Port: uint64(b.Port()), ServiceName: svc,
 		Weight: 1, Enable: true, Healthy: true, Ephemeral: false})
 	if !ok || err != nil {
-		t.Fatalf("RegisterInstance %s %d: %v %v", svc, b.port, ok, err)
+		t.Fatalf("RegisterInstance %s %d: %v %v", svc, b.Port(), ok, err)
 	}
 }
 

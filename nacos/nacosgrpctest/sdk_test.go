@@ -126,14 +126,14 @@ func TestNacosSDKv2_ThroughAFollower(t *testing.T) {
 	client := newClient(t, f)
 	const svc, group = "orders", "g1"
 	b1, b2, b3 := newBackend(t), newBackend(t), newBackend(t)
-	register := func(b backend, cluster string, weight float64, meta map[string]string) {
+	register := func(b *backend, cluster string, weight float64, meta map[string]string) {
 		t.Helper()
 		ok, err := client.RegisterInstance(vo.RegisterInstanceParam{
-			Ip: "127.0.0.1", Port: uint64(b.port), ServiceName: svc, GroupName: group, ClusterName: cluster,
+			Ip: "127.0.0.1", Port: uint64(b.Port()), ServiceName: svc, GroupName: group, ClusterName: cluster,
 			Weight: weight, Enable: true, Healthy: true, Ephemeral: false, Metadata: meta,
 		})
 		if !ok || err != nil {
-			t.Fatalf("RegisterInstance %d: %v %v", b.port, ok, err)
+			t.Fatalf("RegisterInstance %d: %v %v", b.Port(), ok, err)
 		}
 	}
 	// Probe c1 every second and take one failure as down, so that the probe test is quick.
@@ -151,24 +151,24 @@ func TestNacosSDKv2_ThroughAFollower(t *testing.T) {
 		t.Fatalf("GetService: %v %+v", err, svcInfo)
 	}
 	all, err := client.SelectAllInstances(vo.SelectAllInstancesParam{ServiceName: svc, GroupName: group})
-	if err != nil || !samePorts(all, b1.port, b2.port) {
+	if err != nil || !samePorts(all, b1.Port(), b2.Port()) {
 		t.Fatalf("SelectAllInstances: %v %+v", err, all)
 	}
 	got := byPort(all)
-	if in := got[b1.port]; in.Weight != 2 || in.ClusterName != "c1" || in.Metadata["zone"] != "a" || in.Ephemeral || !in.Healthy || !in.Enable ||
+	if in := got[b1.Port()]; in.Weight != 2 || in.ClusterName != "c1" || in.Metadata["zone"] != "a" || in.Ephemeral || !in.Healthy || !in.Enable ||
 		in.ServiceName != group+"@@"+svc || in.InstanceId == "" {
 		t.Fatalf("instance as the SDK sees it: %+v", in)
 	}
 	inC2, err := client.SelectAllInstances(vo.SelectAllInstancesParam{ServiceName: svc, GroupName: group, Clusters: []string{"c2"}})
-	if err != nil || !samePorts(inC2, b2.port) {
+	if err != nil || !samePorts(inC2, b2.Port()) {
 		t.Fatalf("SelectAllInstances of c2: %v %+v", err, inC2)
 	}
 	healthy, err := client.SelectInstances(vo.SelectInstancesParam{ServiceName: svc, GroupName: group, HealthyOnly: true})
-	if err != nil || !samePorts(healthy, b1.port, b2.port) {
+	if err != nil || !samePorts(healthy, b1.Port(), b2.Port()) {
 		t.Fatalf("SelectInstances healthy: %v %+v", err, healthy)
 	}
 	one, err := client.SelectOneHealthyInstance(vo.SelectOneHealthInstanceParam{ServiceName: svc, GroupName: group})
-	if err != nil || (int(one.Port) != b1.port && int(one.Port) != b2.port) {
+	if err != nil || (int(one.Port) != b1.Port() && int(one.Port) != b2.Port()) {
 		t.Fatalf("SelectOneHealthyInstance: %v %+v", err, one)
 	}
 	list, err := client.GetAllServicesInfo(vo.GetAllServiceInfoParam{GroupName: group, PageNo: 1, PageSize: 10})
@@ -182,28 +182,28 @@ func TestNacosSDKv2_ThroughAFollower(t *testing.T) {
 		t.Fatalf("Subscribe: %v", err)
 	}
 	register(b3, "c2", 1, nil)
-	cb.await(t, "the third instance", func(l []model.Instance) bool { return samePorts(l, b1.port, b2.port, b3.port) })
+	cb.await(t, "the third instance", func(l []model.Instance) bool { return samePorts(l, b1.Port(), b2.Port(), b3.Port()) })
 
 	// An update (the SDK re-registers).
-	ok, err := client.UpdateInstance(vo.UpdateInstanceParam{Ip: "127.0.0.1", Port: uint64(b2.port), ServiceName: svc, GroupName: group,
+	ok, err := client.UpdateInstance(vo.UpdateInstanceParam{Ip: "127.0.0.1", Port: uint64(b2.Port()), ServiceName: svc, GroupName: group,
 		ClusterName: "c2", Weight: 7, Enable: true, Ephemeral: false, Metadata: map[string]string{"zone": "b"}})
 	if !ok || err != nil {
 		t.Fatalf("UpdateInstance: %v %v", ok, err)
 	}
-	cb.await(t, "the new weight", func(l []model.Instance) bool { return byPort(l)[b2.port].Weight == 7 })
+	cb.await(t, "the new weight", func(l []model.Instance) bool { return byPort(l)[b2.Port()].Weight == 7 })
 
 	// The leader's probe finds b1 down once its listener closes.
-	_ = b1.ln.Close()
+	b1.Close()
 	cb.await(t, "b1 unhealthy", func(l []model.Instance) bool {
-		in, ok := byPort(l)[b1.port]
+		in, ok := byPort(l)[b1.Port()]
 		return ok && !in.Healthy
 	})
 
-	ok, err = client.DeregisterInstance(vo.DeregisterInstanceParam{Ip: "127.0.0.1", Port: uint64(b3.port), ServiceName: svc, GroupName: group, Cluster: "c2", Ephemeral: false})
+	ok, err = client.DeregisterInstance(vo.DeregisterInstanceParam{Ip: "127.0.0.1", Port: uint64(b3.Port()), ServiceName: svc, GroupName: group, Cluster: "c2", Ephemeral: false})
 	if !ok || err != nil {
 		t.Fatalf("DeregisterInstance: %v %v", ok, err)
 	}
-	cb.await(t, "b3 gone", func(l []model.Instance) bool { return samePorts(l, b1.port, b2.port) })
+	cb.await(t, "b3 gone", func(l []model.Instance) bool { return samePorts(l, b1.Port(), b2.Port()) })
 }
 
 // TestNacosSDKv2_UnsubscribeStopsCallbacks: after Unsubscribe a client gets no more
@@ -226,8 +226,8 @@ func TestNacosSDKv2_UnsubscribeStopsCallbacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	register(t, stayer, svc, b2)
-	cbQuit.await(t, "the second instance", func(l []model.Instance) bool { return samePorts(l, b1.port, b2.port) })
-	cbStay.await(t, "the second instance", func(l []model.Instance) bool { return samePorts(l, b1.port, b2.port) })
+	cbQuit.await(t, "the second instance", func(l []model.Instance) bool { return samePorts(l, b1.Port(), b2.Port()) })
+	cbStay.await(t, "the second instance", func(l []model.Instance) bool { return samePorts(l, b1.Port(), b2.Port()) })
 
 	if err := quitter.Unsubscribe(quitParam); err != nil {
 		t.Fatalf("Unsubscribe: %v", err)
@@ -236,7 +236,7 @@ func TestNacosSDKv2_UnsubscribeStopsCallbacks(t *testing.T) {
 		return metric(t, f.HTTPAddr, "roster_nacos_grpc_subscriptions") == 1
 	})
 	register(t, stayer, svc, b3)
-	cbStay.await(t, "the third instance", func(l []model.Instance) bool { return samePorts(l, b1.port, b2.port, b3.port) })
+	cbStay.await(t, "the third instance", func(l []model.Instance) bool { return samePorts(l, b1.Port(), b2.Port(), b3.Port()) })
 	select {
 	case l := <-cbQuit:
 		t.Fatalf("a callback after Unsubscribe: %v", ports(l))
@@ -266,7 +266,7 @@ func TestNacosSDKv2_ReconnectsAfterItsNodeRestarts(t *testing.T) {
 		return metric(t, c.Nodes[fi].HTTPAddr, "roster_nacos_grpc_subscriptions") == 1
 	})
 	register(t, writer, svc, b2)
-	cb.await(t, "the instance registered after the restart", func(l []model.Instance) bool { return samePorts(l, b1.port, b2.port) })
+	cb.await(t, "the instance registered after the restart", func(l []model.Instance) bool { return samePorts(l, b1.Port(), b2.Port()) })
 }
 
 // TestNacosSDKv2_EphemeralRefusedWithoutRetryStorm: an ephemeral registration goes
@@ -278,7 +278,7 @@ func TestNacosSDKv2_EphemeralRefusedWithoutRetryStorm(t *testing.T) {
 	f := c.Nodes[c.Followers()[0]]
 	client := newClient(t, f)
 	b := newBackend(t)
-	ok, err := client.RegisterInstance(vo.RegisterInstanceParam{Ip: "127.0.0.1", Port: uint64(b.port), ServiceName: "eph",
+	ok, err := client.RegisterInstance(vo.RegisterInstanceParam{Ip: "127.0.0.1", Port: uint64(b.Port()), ServiceName: "eph",
 		Weight: 1, Enable: true, Healthy: true, Ephemeral: true})
 	if ok {
 		t.Fatalf("ephemeral registration accepted (err %v)", err)

@@ -42,9 +42,9 @@ func TestNacosSDKv2_OverTLS(t *testing.T) {
 	}
 	b := newBackend(t)
 	register(t, client, "secure", b)
-	cb.await(t, "the registered instance", func(l []model.Instance) bool { return samePorts(l, b.port) })
+	cb.await(t, "the registered instance", func(l []model.Instance) bool { return samePorts(l, b.Port()) })
 	all, err := client.SelectAllInstances(vo.SelectAllInstancesParam{ServiceName: "secure"})
-	if err != nil || !samePorts(all, b.port) {
+	if err != nil || !samePorts(all, b.Port()) {
 		t.Fatalf("SelectAllInstances: %v %+v", err, all)
 	}
 }

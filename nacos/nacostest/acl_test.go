@@ -53,9 +53,9 @@ func TestNacosSDK_ACL(t *testing.T) {
 		t.Fatalf("create naming client: %v", err)
 	}
 	key := rmodel.ServiceKey{Namespace: "public", Group: "DEFAULT_GROUP", Service: "acl-orders"}
-	register := func(b backend) {
+	register := func(b *backend) {
 		t.Helper()
-		ok, err := client.RegisterInstance(vo.RegisterInstanceParam{Ip: "127.0.0.1", Port: uint64(b.port), ServiceName: key.Service,
+		ok, err := client.RegisterInstance(vo.RegisterInstanceParam{Ip: "127.0.0.1", Port: uint64(b.Port()), ServiceName: key.Service,
 			Weight: 1, Enable: true, Healthy: true, Ephemeral: false})
 		if !ok || err != nil {
 			t.Fatalf("RegisterInstance: %v %v", ok, err)
@@ -92,7 +92,7 @@ func TestNacosSDK_ACL(t *testing.T) {
 	}
 	register(b3)
 	awaitChange("the third instance", 3)
-	ok, err := client.DeregisterInstance(vo.DeregisterInstanceParam{Ip: "127.0.0.1", Port: uint64(b1.port), ServiceName: key.Service, Ephemeral: false})
+	ok, err := client.DeregisterInstance(vo.DeregisterInstanceParam{Ip: "127.0.0.1", Port: uint64(b1.Port()), ServiceName: key.Service, Ephemeral: false})
 	if !ok || err != nil {
 		t.Fatalf("DeregisterInstance: %v %v", ok, err)
 	}
@@ -121,7 +121,7 @@ func TestNacosSDK_ACL(t *testing.T) {
 		t.Fatal(err)
 	}
 	b4 := newBackend(t)
-	ok, err = anonClient.RegisterInstance(vo.RegisterInstanceParam{Ip: "127.0.0.1", Port: uint64(b4.port), ServiceName: key.Service,
+	ok, err = anonClient.RegisterInstance(vo.RegisterInstanceParam{Ip: "127.0.0.1", Port: uint64(b4.Port()), ServiceName: key.Service,
 		Weight: 1, Enable: true, Healthy: true, Ephemeral: false})
 	if ok || err == nil {
 		t.Fatalf("RegisterInstance without a token: %v %v, want a failure", ok, err)

@@ -3,41 +3,21 @@ package nacostest
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rosterhq/roster/internal/testnet"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/server/servertest"
 )
 
-// backend is a TCP listener standing in for an instance, so that a TCP probe of it
-// succeeds whenever the leader probes.
-type backend struct {
-	ln   net.Listener
-	port int
-}
+// backend is a TCP listener on loopback standing in for an instance, so that a TCP
+// probe of it succeeds while it is open.
+type backend = testnet.Backend
 
-func newBackend(t *testing.T) backend {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.Close()
-		}
-	}()
-	return backend{ln: ln, port: ln.Addr().(*net.TCPAddr).Port}
-}
+func newBackend(t *testing.T) *backend { return testnet.New(t, "127.0.0.1") }
 
 // newCluster starts an n-node cluster with short Raft timers and waits until it has a
 // leader every node knows and every member's HTTP address is recorded, so that no

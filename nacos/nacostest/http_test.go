@@ -33,7 +33,7 @@ func TestNacosHTTP_V2Lifecycle(t *testing.T) {
 	base := "http://" + c.Nodes[c.Followers()[0]].HTTPAddr + "/nacos/v2/ns"
 	key := model.ServiceKey{Namespace: "dev", Group: "g1", Service: "pay"}
 	b := newBackend(t)
-	port := "&port=" + strconv.Itoa(b.port)
+	port := "&port=" + strconv.Itoa(b.Port())
 
 	steps := []struct {
 		method, path, form string
@@ -98,10 +98,11 @@ func TestNacosHTTP_BadInputLeavesTheLogAlone(t *testing.T) {
 	c, leader := newCluster(t, 3)
 	follower := "http://" + c.Nodes[c.Followers()[0]].HTTPAddr
 	// A live backend: the leader's TCP probes succeed, so no health change is written.
-	inst := "serviceName=orders&ip=127.0.0.1&port=" + strconv.Itoa(newBackend(t).port)
+	inst := "serviceName=orders&ip=127.0.0.1&port=" + strconv.Itoa(newBackend(t).Port())
 	if r := call(t, http.MethodPost, follower+"/nacos/v1/ns/instance", inst+"&ephemeral=false"); r.body != "ok" {
 		t.Fatalf("register: %d %s", r.status, r.body)
 	}
+	c.WaitSettled() // the leader's own writes (identity, member records) are done
 	before := lastIndex(c, leader)
 
 	tests := []struct {

@@ -78,15 +78,15 @@ func TestNacosSDK_PersistentInstances(t *testing.T) {
 		t.Fatalf("create naming client: %v", err)
 	}
 	key := rmodel.ServiceKey{Namespace: "public", Group: "g1", Service: "orders"}
-	register := func(b backend, cluster string, ephemeral bool) (bool, error) {
+	register := func(b *backend, cluster string, ephemeral bool) (bool, error) {
 		return client.RegisterInstance(vo.RegisterInstanceParam{
-			Ip: "127.0.0.1", Port: uint64(b.port), ServiceName: "orders", GroupName: "g1", ClusterName: cluster,
+			Ip: "127.0.0.1", Port: uint64(b.Port()), ServiceName: "orders", GroupName: "g1", ClusterName: cluster,
 			Weight: 1, Enable: true, Healthy: true, Ephemeral: ephemeral, Metadata: map[string]string{"v": "1"},
 		})
 	}
 	b1, b2, b3, b4 := newBackend(t), newBackend(t), newBackend(t), newBackend(t)
 
-	for _, b := range []backend{b1, b2} {
+	for _, b := range []*backend{b1, b2} {
 		if ok, err := register(b, "", false); !ok || err != nil {
 			t.Fatalf("register persistent instance: %v %v", ok, err)
 		}
@@ -158,7 +158,7 @@ func TestNacosSDK_PersistentInstances(t *testing.T) {
 	if ok, err := register(b4, "manual", false); !ok || err != nil {
 		t.Fatalf("register into manual: %v %v", ok, err)
 	}
-	health := "serviceName=g1@@orders&ip=127.0.0.1&port=" + strconv.Itoa(b4.port) + "&healthy=false"
+	health := "serviceName=g1@@orders&ip=127.0.0.1&port=" + strconv.Itoa(b4.Port()) + "&healthy=false"
 	if r := call(t, "PUT", base+"/health/instance", health); r.body != "ok" {
 		t.Fatalf("PUT health: %d %s", r.status, r.body)
 	}
@@ -174,17 +174,17 @@ func TestNacosSDK_PersistentInstances(t *testing.T) {
 		return err == nil && samePorts(unhealthy, b4)
 	})
 	one, err := client.SelectOneHealthyInstance(vo.SelectOneHealthInstanceParam{ServiceName: "orders", GroupName: "g1"})
-	if err != nil || one.Port == uint64(b4.port) {
+	if err != nil || one.Port == uint64(b4.Port()) {
 		t.Fatalf("SelectOneHealthyInstance: %v %+v", err, one)
 	}
 
 	// Deregistration removes the persistent instance, with ephemeral=false and, unlike
 	// Nacos, with ephemeral=true too.
 	for _, d := range []struct {
-		b         backend
+		b         *backend
 		ephemeral bool
 	}{{b1, false}, {b2, true}} {
-		ok, err := client.DeregisterInstance(vo.DeregisterInstanceParam{Ip: "127.0.0.1", Port: uint64(d.b.port),
+		ok, err := client.DeregisterInstance(vo.DeregisterInstanceParam{Ip: "127.0.0.1", Port: uint64(d.b.Port()),
 			ServiceName: "orders", GroupName: "g1", Ephemeral: d.ephemeral})
 		if !ok || err != nil {
 			t.Fatalf("DeregisterInstance (ephemeral=%v): %v %v", d.ephemeral, ok, err)
@@ -195,7 +195,7 @@ func TestNacosSDK_PersistentInstances(t *testing.T) {
 		ports = append(ports, in.Port)
 	}
 	sort.Ints(ports)
-	want := []int{b3.port, b4.port}
+	want := []int{b3.Port(), b4.Port()}
 	sort.Ints(want)
 	if len(ports) != 2 || ports[0] != want[0] || ports[1] != want[1] {
 		t.Fatalf("after deregistration: ports %v, want %v", ports, want)
@@ -203,13 +203,13 @@ func TestNacosSDK_PersistentInstances(t *testing.T) {
 }
 
 // samePorts reports whether list holds exactly the backends' ports.
-func samePorts(list []model.Instance, bs ...backend) bool {
+func samePorts(list []model.Instance, bs ...*backend) bool {
 	if len(list) != len(bs) {
 		return false
 	}
 	want := map[uint64]bool{}
 	for _, b := range bs {
-		want[uint64(b.port)] = true
+		want[uint64(b.Port())] = true
 	}
 	for _, in := range list {
 		if !want[in.Port] {
@@ -295,8 +295,8 @@ func TestNacosSDK_PushBeforeAnyPoll(t *testing.T) {
 	follower := c.Followers()[0]
 	leaderAddr, followerAddr := c.Nodes[leader].HTTPAddr, c.Nodes[follower].HTTPAddr
 	b1, b2 := newBackend(t), newBackend(t)
-	for _, b := range []backend{b1, b2} {
-		form := "serviceName=orders&groupName=g1&ip=127.0.0.1&ephemeral=false&port=" + strconv.Itoa(b.port)
+	for _, b := range []*backend{b1, b2} {
+		form := "serviceName=orders&groupName=g1&ip=127.0.0.1&ephemeral=false&port=" + strconv.Itoa(b.Port())
 		if r := call(t, "POST", "http://"+leaderAddr+"/nacos/v1/ns/instance", form); r.body != "ok" {
 			t.Fatalf("register: %d %s", r.status, r.body)
 		}
@@ -333,7 +333,7 @@ func TestNacosSDK_PushBeforeAnyPoll(t *testing.T) {
 	}
 	before := map[string]float64{leaderAddr: listQueries(t, leaderAddr), followerAddr: listQueries(t, followerAddr)}
 
-	form := "serviceName=orders&groupName=g1&ip=127.0.0.1&ephemeral=false&port=" + strconv.Itoa(b2.port)
+	form := "serviceName=orders&groupName=g1&ip=127.0.0.1&ephemeral=false&port=" + strconv.Itoa(b2.Port())
 	if r := call(t, "DELETE", "http://"+leaderAddr+"/nacos/v1/ns/instance", form); r.body != "ok" {
 		t.Fatalf("deregister: %d %s", r.status, r.body)
 	}
@@ -342,7 +342,7 @@ func TestNacosSDK_PushBeforeAnyPoll(t *testing.T) {
 		for seen := false; !seen; {
 			select {
 			case got := <-s.changes:
-				seen = len(got) == 1 && got[0].Port == uint64(b1.port)
+				seen = len(got) == 1 && got[0].Port == uint64(b1.Port())
 			case <-deadline:
 				t.Fatalf("%s: the SDK saw no change within 30s", s.name)
 			}

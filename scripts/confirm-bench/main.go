@@ -38,6 +38,8 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/client"
+	"github.com/rosterhq/roster/internal/procstat"
+	"github.com/rosterhq/roster/internal/testnet"
 )
 
 const (
@@ -87,15 +89,7 @@ func (b *backend) up() error {
 	if err != nil {
 		return err
 	}
-	go func(ln net.Listener) {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.Close()
-		}
-	}(b.ln)
+	testnet.Serve(b.ln, nil)
 	return nil
 }
 
@@ -400,17 +394,10 @@ func followerCPU(cpu map[string]float64, nodes []*node, leader *node) string {
 	return strings.Join(parts, ", ")
 }
 
-// cpuSeconds is a process's user+system CPU time from /proc/PID/stat.
+// cpuSeconds is a process's user+system CPU time (0 if unavailable).
 func cpuSeconds(pid int) float64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(raw)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	utime, _ := strconv.ParseFloat(fields[11], 64)
-	stime, _ := strconv.ParseFloat(fields[12], 64)
-	return (utime + stime) / 100 // clock ticks (USER_HZ = 100)
+	d, _ := procstat.CPUTime(pid)
+	return d.Seconds()
 }
 
 // detect polls the leader until every closed instance is unhealthy and returns the time

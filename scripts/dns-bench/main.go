@@ -38,6 +38,7 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/client"
+	"github.com/rosterhq/roster/internal/procstat"
 	"github.com/rosterhq/roster/model"
 )
 
@@ -303,28 +304,13 @@ func register(httpAddr, name string, setup int) error {
 	return nil
 }
 
-// procCPU is the user+system CPU time of process pid, from /proc/PID/stat.
+// procCPU is the user+system CPU time of process pid (0 when there is no such process
+// to measure).
 func procCPU(pid int) (time.Duration, error) {
 	if pid == 0 {
 		return 0, nil
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the command name (which is in parentheses and may hold spaces).
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: bad CPU fields", pid)
-	}
-	const clockTicks = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+	return procstat.CPUTime(pid)
 }
 
 func selfCPU() time.Duration {

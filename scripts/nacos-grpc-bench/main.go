@@ -43,6 +43,8 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
 	"github.com/nacos-group/nacos-sdk-go/v2/model"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
+
+	"github.com/rosterhq/roster/internal/procstat"
 )
 
 func main() {
@@ -511,18 +513,13 @@ func metric(addr, sample string) float64 {
 	return -1
 }
 
+// rssKiB is a process's VmRSS in KiB (-1 if unavailable).
 func rssKiB(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	kb, err := procstat.StatusKiB(pid, "VmRSS")
 	if err != nil {
 		return -1
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			v, _ := strconv.ParseInt(f[1], 10, 64)
-			return v
-		}
-	}
-	return -1
+	return kb
 }
 
 // saveProfile writes a 10 s CPU profile of a node to file.
@@ -539,20 +536,10 @@ func saveProfile(addr, file string) {
 	}
 }
 
-// cpuTime is a process's user+system CPU time (/proc/PID/stat, in clock ticks of 10 ms).
+// cpuTime is a process's user+system CPU time (0 if unavailable).
 func cpuTime(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	k, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+k) * 10 * time.Millisecond
+	d, _ := procstat.CPUTime(pid)
+	return d
 }
 
 func splitPort(addr string) (string, uint64) {

@@ -41,6 +41,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/healthcheck"
+	"github.com/rosterhq/roster/internal/procstat"
+	"github.com/rosterhq/roster/internal/testnet"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
 )
@@ -123,15 +125,7 @@ func serveListeners(n int, serveHTTP bool) error {
 			srv := &http.Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), ReadHeaderTimeout: 10 * time.Second}
 			go func() { _ = srv.Serve(ln) }()
 		} else {
-			go func() {
-				for {
-					c, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					_ = c.Close()
-				}
-			}()
+			testnet.Serve(ln, nil)
 		}
 		fmt.Fprintln(w, ln.Addr().(*net.TCPAddr).Port)
 	}
@@ -453,19 +447,11 @@ func selfCPU() cpuTime {
 
 // procCPU reads another process's user+system CPU time from /proc (-1 if unavailable).
 func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	d, err := procstat.CPUTime(pid)
 	if err != nil {
 		return -1
 	}
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(fields) < 13 {
-		return -1
-	}
-	ut, _ := strconv.ParseInt(fields[11], 10, 64)
-	st, _ := strconv.ParseInt(fields[12], 10, 64)
-	const ticks = 100 // USER_HZ on Linux
-	return time.Duration(ut+st) * time.Second / ticks
+	return d
 }
 
 type families map[string]*dto.MetricFamily

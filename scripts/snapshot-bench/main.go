@@ -39,6 +39,7 @@ import (
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/client"
 	"github.com/rosterhq/roster/healthcheck"
+	"github.com/rosterhq/roster/internal/procstat"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/server"
 	"github.com/rosterhq/roster/snapshot"
@@ -113,7 +114,6 @@ func startCluster(dir string) (*cluster, error) {
 			HTTPAddr: a.http,
 			RaftAddr: a.raft,
 			Peers:    peers,
-			Version:  "snapshot-bench",
 			Logger:   log,
 			Health:   healthcheck.Config{Policy: loopbackOnly},
 			Raft: server.RaftTuning{
@@ -379,24 +379,11 @@ func observe(fn func() error) (time.Duration, memory, error) {
 
 // status reads a "kB" field of /proc/self/status, in bytes (0 if unavailable).
 func status(field string) int64 {
-	f, err := os.Open("/proc/self/status")
+	kb, err := procstat.StatusKiB(0, field)
 	if err != nil {
 		return 0
 	}
-	defer func() { _ = f.Close() }()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		name, rest, ok := strings.Cut(sc.Text(), ":")
-		if !ok || name != field {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-		if err != nil {
-			return 0
-		}
-		return kb << 10
-	}
-	return 0
+	return kb << 10
 }
 
 // writeProfile writes the heap profile (allocations since start included) to path;

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -320,4 +321,46 @@ func (c *Cluster) WaitApplied(ctx context.Context, idx uint64) error {
 		}
 	}
 	return nil
+}
+
+// WaitSettled waits until the leader has written what it writes by itself after an
+// election (the cluster's identity, every server's member record with its addresses and
+// newest command type) and every running node is ready and holds the whole log: a test
+// that asserts the log did not move starts from there.
+func (c *Cluster) WaitSettled() {
+	c.t.Helper()
+	wait.Until(c.t, 20*time.Second, "the cluster to settle", func() (bool, string) {
+		var last uint64
+		for _, nd := range c.Nodes {
+			if !nd.Running() {
+				continue
+			}
+			r := nd.Server.Node().Raft()
+			if last == 0 {
+				last = r.LastIndex()
+			}
+			ready, _ := nd.Server.Node().Ready()
+			switch {
+			case !ready:
+				return false, nd.ID + " is not ready"
+			case r.LastIndex() != last || r.CommitIndex() != last:
+				return false, fmt.Sprintf("%s holds the log to %d, committed %d, another node to %d", nd.ID, r.LastIndex(), r.CommitIndex(), last)
+			case nd.Server.Node().ClusterID() == "":
+				return false, nd.ID + " has no cluster identity yet"
+			}
+			for _, other := range c.Nodes {
+				if !other.Running() {
+					continue
+				}
+				m, found := nd.Server.Store().Member(other.ID)
+				// Each server's record carries its newest command type once its
+				// announcement to the current leader has committed (with TLS the
+				// record's address is https://host:port).
+				if !found || !strings.HasSuffix(m.HTTPAddr, other.HTTPAddr) || m.NewestCommand == 0 {
+					return false, fmt.Sprintf("%s records %s as %+v (found %v)", nd.ID, other.ID, m, found)
+				}
+			}
+		}
+		return true, ""
+	})
 }

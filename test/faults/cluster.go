@@ -24,11 +24,22 @@ import (
 )
 
 // BuildBinary builds cmd/roster (without the race detector, whatever the test binary
-// uses) into dir and returns its path. modDir is the module root.
+// uses) into dir and returns its path, its version and commit stamped as release
+// builds stamp them (git describe of the checkout; "dev" without git). modDir is the
+// module root.
 func BuildBinary(ctx context.Context, modDir, dir string) (string, error) {
 	bin := filepath.Join(dir, "roster")
+	version, commit := "dev", ""
+	if out, err := exec.CommandContext(ctx, "git", "-C", modDir, "describe", "--tags", "--match", "v*", "--always", "--dirty").Output(); err == nil {
+		version = strings.TrimSpace(string(out))
+	}
+	if out, err := exec.CommandContext(ctx, "git", "-C", modDir, "rev-parse", "HEAD").Output(); err == nil {
+		commit = strings.TrimSpace(string(out))
+	}
 	// `go test` puts its own Go first on PATH.
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/roster")
+	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags",
+		"-X github.com/rosterhq/roster/buildinfo.version="+version+" -X github.com/rosterhq/roster/buildinfo.commit="+commit,
+		"-o", bin, "./cmd/roster")
 	cmd.Dir = modDir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	out, err := cmd.CombinedOutput()
@@ -122,11 +133,14 @@ type Node struct {
 	// its data wiped).
 	joinVia string
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// binary is the roster binary the node's next start runs ("" : the cluster's).
+	binary   string
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	httpAddr string // real API address, "" while down
 	raftAddr string // real Raft address, "" while down
+	grpcAddr string // real Nacos gRPC address, "" while down
 	paused   bool
 	client   *client.Client
 	starts   int
@@ -194,6 +208,13 @@ func (n *Node) Client() *client.Client {
 }
 
 // Running reports whether the node's process is up (paused or not).
+// GRPCAddr is the node's Nacos gRPC address ("" while down).
+func (n *Node) GRPCAddr() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.grpcAddr
+}
+
 func (n *Node) Running() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -268,28 +289,43 @@ func (c *Cluster) startOnce(n *Node) error {
 		return fmt.Errorf("%s is already running", n.ID)
 	}
 	n.starts++
-	fmt.Fprintf(logf, "==== harness: start %d of %s at %s (http %s, raft %s)\n", n.starts, n.ID, time.Now().Format(time.RFC3339Nano), httpAddr, raftAddr)
+	bin := n.binary
+	if bin == "" {
+		bin = c.cfg.Binary
+	}
+	fmt.Fprintf(logf, "==== harness: start %d of %s at %s (http %s, raft %s, binary %s)\n", n.starts, n.ID, time.Now().Format(time.RFC3339Nano), httpAddr, raftAddr, bin)
+	flags, err := serverFlags(bin)
+	if err != nil {
+		n.mu.Unlock()
+		_ = logf.Close()
+		return err
+	}
 	args := []string{"server",
 		"--node-id", n.ID,
 		"--data-dir", n.DataDir,
 		"--http-addr", httpAddr,
 		"--http-advertise", n.http.Addr(),
 		"--raft-addr", raftAddr,
-		"--grpc-addr", grpcAddr,
 		"--raft-advertise", n.raft.Addr(),
 		"--log-level", "info",
-		"--probe-allow", "127.0.0.0/8,::1/128",
+	}
+	// Flags of later releases, for binaries that know them (an older release runs beside
+	// the current one in upgrade tests).
+	for _, f := range [][2]string{{"--grpc-addr", grpcAddr}, {"--probe-allow", "127.0.0.0/8,::1/128"}} {
+		if flags[f[0]] {
+			args = append(args, f[0], f[1])
+		}
 	}
 	if n.joinVia != "" {
 		args = append(args, "--join", n.joinVia)
 	} else {
 		args = append(args, "--peers", c.peers())
 	}
-	if c.cfg.PromoteAfter > 0 {
+	if c.cfg.PromoteAfter > 0 && flags["--promote-after"] {
 		args = append(args, "--promote-after", c.cfg.PromoteAfter.String())
 	}
 	args = append(args, c.cfg.Args[n.ID]...)
-	cmd := exec.Command(c.cfg.Binary, args...)
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), "GOTRACEBACK=all")
 	cmd.SysProcAttr = procAttr()
@@ -300,6 +336,7 @@ func (c *Cluster) startOnce(n *Node) error {
 	}
 	exited := make(chan struct{})
 	n.cmd, n.exited, n.paused = cmd, exited, false
+	n.grpcAddr = grpcAddr
 	n.httpAddr, n.raftAddr = httpAddr, raftAddr
 	n.client = client.New(httpAddr, client.WithTimeout(ClientTimeout), client.WithHTTPClient(c.httpClient()))
 	n.mu.Unlock()
@@ -333,6 +370,50 @@ func (c *Cluster) startOnce(n *Node) error {
 	}
 	c.Kill(n)
 	return fmt.Errorf("%s did not open its API within 15s (see %s)", n.ID, n.LogPath)
+}
+
+// SetBinary makes n's next starts run bin ("": the cluster's binary), as an operator
+// replaces a node's binary during a rolling upgrade or a rollback.
+func (c *Cluster) SetBinary(n *Node, bin string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.binary = bin
+}
+
+// Binary is the binary n's next start runs.
+func (c *Cluster) Binary(n *Node) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.binary == "" {
+		return c.cfg.Binary
+	}
+	return n.binary
+}
+
+var (
+	flagsMu    sync.Mutex
+	flagsOfBin = map[string]map[string]bool{}
+)
+
+// serverFlags lists the flags `bin server` accepts, from its help.
+func serverFlags(bin string) (map[string]bool, error) {
+	flagsMu.Lock()
+	defer flagsMu.Unlock()
+	if f, ok := flagsOfBin[bin]; ok {
+		return f, nil
+	}
+	out, err := exec.Command(bin, "server", "--help").CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("%s server --help: %v\n%s", bin, err, out)
+	}
+	f := map[string]bool{}
+	for _, w := range strings.Fields(string(out)) {
+		if strings.HasPrefix(w, "--") {
+			f[strings.TrimRight(w, ",=")] = true
+		}
+	}
+	flagsOfBin[bin] = f
+	return f, nil
 }
 
 // reap forgets a process that exited.

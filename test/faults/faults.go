@@ -36,7 +36,10 @@ type Env struct {
 	Rand     *rand.Rand
 	// TempDir receives scratch files.
 	TempDir string
-	Logf    func(string, ...any)
+	// PreviousBinary is the previous release's binary ("" when the run has none: the
+	// previous-release fault is then left out).
+	PreviousBinary string
+	Logf           func(string, ...any)
 }
 
 // AllFaults returns a fresh instance of every fault, in a fixed order. New faults are
@@ -54,6 +57,7 @@ func AllFaults() []Fault {
 		&DiskFull{},
 		&ReplaceMember{},
 		&RollingRestart{},
+		&OnPreviousRelease{},
 	}
 }
 

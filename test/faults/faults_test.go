@@ -17,8 +17,9 @@ import (
 	"github.com/anishathalye/porcupine"
 )
 
-// binary is the roster binary TestMain builds once for every test of the run.
-var binary string
+// binary is the roster binary TestMain builds once for every test of the run, into
+// binDir (which older releases are built into too).
+var binary, binDir string
 
 func TestMain(m *testing.M) {
 	os.Exit(runTests(m))
@@ -31,6 +32,7 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	binDir = dir
 	root, err := moduleRoot()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -144,6 +146,17 @@ func diskFaults(t *testing.T, registry func() []Fault) (func() []Fault, int64) {
 	}, 0
 }
 
+// previousReleaseFault builds the previous release (releaseBinary) when the registry
+// holds the previous-release fault.
+func previousReleaseFault(t *testing.T, registry func() []Fault) (func() []Fault, string) {
+	for _, f := range registry() {
+		if f.Name() == (&OnPreviousRelease{}).Name() {
+			return registry, releaseBinary(t, PreviousRelease)
+		}
+	}
+	return registry, ""
+}
+
 // fixedSeed is the seed of the short schedule's first round.
 const fixedSeed = 20240601
 
@@ -234,6 +247,7 @@ func TestFaults_Linearizable(t *testing.T) {
 	sizes := nodeCounts(t)
 	registry := faultRegistry(t)
 	registry, disk := diskFaults(t, registry)
+	registry, previous := previousReleaseFault(t, registry)
 	t.Logf("fault schedule: %s; seeds %v (random seed %d); cluster sizes %v; reproduce a round with %s=<seed>",
 		mode, seeds, random, sizes, envSeed)
 
@@ -254,7 +268,7 @@ func TestFaults_Linearizable(t *testing.T) {
 			seed = random + uint64(i)
 		}
 		nodes := sizes[i%len(sizes)]
-		cfg := RunConfig{Binary: binary, Dir: t.TempDir(), Nodes: nodes, DiskBytes: disk, Seed: seed, Faults: registry, Logf: t.Logf}
+		cfg := RunConfig{Binary: binary, PreviousBinary: previous, Dir: t.TempDir(), Nodes: nodes, DiskBytes: disk, Seed: seed, Faults: registry, Logf: t.Logf}
 		if mode == "long" {
 			cfg.Duration = min(round, max(duration-time.Since(start), 10*time.Second))
 		}

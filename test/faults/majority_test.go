@@ -2,13 +2,12 @@ package faults
 
 import (
 	"context"
-	"net"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/client"
+	"github.com/rosterhq/roster/internal/testnet"
 	"github.com/rosterhq/roster/internal/wait"
 )
 
@@ -47,7 +46,7 @@ func TestMajorityConfirmation_RealProcesses(t *testing.T) {
 	})
 	cl := c.Node("n2").Client()
 	// The leader asks the others at the HTTP addresses they announce after the
-	// election: until then a confirmation has nobody to ask.
+	// election: until then a confirmation finds no majority of the voters.
 	wait.For(t, 30*time.Second, "every member's HTTP address known", func() bool {
 		res, _, err := cl.Members(ctx, client.QueryOptions{})
 		if err != nil || len(res.Members) != 3 {
@@ -65,28 +64,8 @@ func TestMajorityConfirmation_RealProcesses(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	listen := func(ip string, port int) net.Listener {
-		t.Helper()
-		ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			for {
-				conn, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				_ = conn.Close()
-			}
-		}()
-		return ln
-	}
-	lnA, lnB := listen(ipA, 0), listen(ipB, 0)
-	defer func() { _ = lnA.Close(); _ = lnB.Close() }()
-	portA, portB := lnA.Addr().(*net.TCPAddr).Port, lnB.Addr().(*net.TCPAddr).Port
-	lnC := listen(ipC, 0)
-	portC := lnC.Addr().(*net.TCPAddr).Port
+	lnA, lnB, lnC := testnet.New(t, ipA), testnet.New(t, ipB), testnet.New(t, ipC)
+	portA, portB, portC := lnA.Port(), lnB.Port(), lnC.Port()
 	for _, in := range []struct {
 		ip   string
 		port int
@@ -128,13 +107,12 @@ func TestMajorityConfirmation_RealProcesses(t *testing.T) {
 		t.Fatalf("A is not healthy after its transition was overruled (healthy %v, read ok %v)", h, ok)
 	}
 
-	_ = lnC.Close()
+	lnC.Close()
 	wait.For(t, 30*time.Second, "C unhealthy once its listener closed", func() bool {
 		h, ok := healthy(ipC, portC)
 		return ok && !h
 	})
-	lnC = listen(ipC, portC)
-	defer func() { _ = lnC.Close() }()
+	lnC.Reopen()
 	wait.For(t, 30*time.Second, "C's recovery, seen by the leader alone, overruled", func() bool {
 		v := views(ipC)
 		return v != nil && v["n1"].Healthy && !v["n2"].Healthy && !v["n3"].Healthy

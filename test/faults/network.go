@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/raftnode"
 )
 
 // Network decides which directed node-to-node links carry traffic. Every node's Raft
@@ -191,6 +192,20 @@ func raftSender(r *bufio.Reader) (string, error) {
 	}
 	var req raft.WithRPCHeader
 	switch t {
+	case raftnode.PeerTag:
+		// The servers' peer RPC: the tag, then the sender's id (raftnode.DialPeer).
+		n, err := r.ReadByte()
+		if err != nil {
+			return "", err
+		}
+		id := make([]byte, n)
+		if _, err := io.ReadFull(r, id); err != nil {
+			return "", err
+		}
+		if n == 0 {
+			return "", errors.New("peer rpc without a sender id")
+		}
+		return string(id), nil
 	case rpcAppendEntries:
 		req = &raft.AppendEntriesRequest{}
 	case rpcRequestVote:

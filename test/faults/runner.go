@@ -17,6 +17,8 @@ import (
 type RunConfig struct {
 	// Binary is the roster binary; Dir the round's working directory.
 	Binary, Dir string
+	// PreviousBinary is the previous release's binary, for the previous-release fault.
+	PreviousBinary string
 	// Nodes is the cluster size.
 	Nodes int
 	// DiskBytes gives each node a file system of that size (ClusterConfig.DiskBytes;
@@ -133,7 +135,7 @@ func Run(ctx context.Context, cfg RunConfig) (res RunResult, err error) {
 	if err := w.Setup(ctx); err != nil {
 		return res, fmt.Errorf("workload setup: %w", err)
 	}
-	env := &Env{Cluster: c, History: h, Workload: w, Rand: rng, TempDir: filepath.Join(cfg.Dir, "scratch"), Logf: logf}
+	env := &Env{Cluster: c, History: h, Workload: w, Rand: rng, TempDir: filepath.Join(cfg.Dir, "scratch"), PreviousBinary: cfg.PreviousBinary, Logf: logf}
 	if err := os.MkdirAll(env.TempDir, 0o755); err != nil {
 		return res, err
 	}

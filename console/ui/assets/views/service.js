@@ -86,15 +86,14 @@ export function render(main, [ns, group, name], _query, ctx) {
     const list = view ? view.instances || [] : null;
     const total = list ? list.length : svc ? svc.instanceCount : undefined;
     const healthy = list ? list.filter((i) => i.healthy).length : svc ? svc.healthyCount : undefined;
-    const enabled = list ? list.filter((i) => i.enabled) : [];
-    const enabledHealthy = enabled.filter((i) => i.healthy).length;
     const threshold = typeof s.protectThreshold === 'number' ? s.protectThreshold : 0;
-    const reached = list && threshold > 0 && enabled.length > 0 && enabledHealthy / enabled.length <= threshold;
+    // The server applies the one protect-threshold rule; the unfiltered list reports it.
+    const reached = view ? view.protectThresholdReached === true : undefined;
     replace(facts,
       h('div', {}, h('dt', {}, 'Instances'), h('dd', { id: 'svc-counts' },
         Number.isInteger(total) ? `${total} (${healthy} healthy, ${total - healthy} unhealthy)` : DASH)),
       h('div', {}, h('dt', {}, 'Protect threshold'), h('dd', {}, String(threshold), ' ',
-        threshold === 0 ? h('span', { class: 'badge' }, 'off')
+        reached === undefined ? h('span', { class: 'muted' }, DASH)
           : reached ? h('span', { class: 'badge warn' }, 'reached: every enabled instance is returned')
             : h('span', { class: 'badge' }, 'not reached'))),
       h('div', {}, h('dt', {}, 'Last change'), h('dd', {}, 'index ', orDash(s.modifyIndex))),

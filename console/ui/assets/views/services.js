@@ -41,7 +41,7 @@ function protect(s) {
   const threshold = typeof s.protectThreshold === 'number' ? s.protectThreshold : 0;
   let state;
   if (s.protectThresholdReached === true) state = h('span', { class: 'badge warn' }, 'reached');
-  else if (s.protectThresholdReached === false) state = h('span', { class: 'badge' }, threshold > 0 ? 'not reached' : 'off');
+  else if (s.protectThresholdReached === false) state = h('span', { class: 'badge' }, 'not reached');
   else state = h('span', { class: 'muted' }, DASH);
   return h('td', {}, h('span', { class: 'num' }, String(threshold)), ' ', state);
 }

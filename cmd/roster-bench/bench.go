@@ -22,7 +22,7 @@ import (
 	"github.com/rosterhq/roster/tlsutil"
 )
 
-// benchOptions holds the flags of `roster bench`.
+// benchOptions holds the flags of `roster-bench`.
 type benchOptions struct {
 	system        string
 	endpoints     []string
@@ -49,12 +49,12 @@ type benchOptions struct {
 	tls           tlsutil.Files // --ca-file, --cert-file, --key-file
 }
 
-// newBenchCmd builds `roster bench` (load generator) with its `compare`, `failover` and
-// `failover-report` subcommands.
+// newBenchCmd builds `roster-bench` (load generator) with its `compare`, `failover`,
+// `failover-report` and `fanout` subcommands.
 func newBenchCmd() *cobra.Command {
 	o := &benchOptions{}
 	cmd := &cobra.Command{
-		Use:   "bench",
+		Use:   "roster-bench",
 		Short: "Closed-loop load generator for Roster and etcd",
 		Long: "Measure a running cluster with closed-loop HTTP workloads over keep-alive connections.\n\n" +
 			"Workloads: register (distinct instances across --services services), deregister (drains\n" +
@@ -337,7 +337,7 @@ func newBenchFailoverReportCmd() *cobra.Command {
 	var jsonPath string
 	cmd := &cobra.Command{
 		Use:   "failover-report TRIALS.jsonl...",
-		Short: "Median, min and max failover time per system from the lines `bench failover --json` appended",
+		Short: "Median, min and max failover time per system from the lines `roster-bench failover --json` appended",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var trials []bench.FailoverResult

@@ -1,0 +1,176 @@
+package peerrpc
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+
+	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/internal/wait"
+	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/registry"
+)
+
+// listen serves every accepted connection with serve (after the tag byte, as
+// raftnode's stream layer hands them over) and returns a client dialing it.
+func listen(t *testing.T, serve func(net.Conn)) (*Client, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go serve(c)
+		}
+	}()
+	addr := ln.Addr().String()
+	c := NewClient(dialAsN2, func() (string, string, bool) { return "n1", addr, true })
+	t.Cleanup(c.Close)
+	return c, addr
+}
+
+// dialAsN2 dials as raftnode.DialPeer does after the tag byte: the sender's id.
+func dialAsN2(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Write([]byte{2, 'n', '2'}); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func write(t *testing.T) registry.Forwarded {
+	t.Helper()
+	data, err := fsm.Encode(fsm.DeleteNamespaceRequest{ID: "dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return registry.Forwarded{Command: data, Secret: "s3cret", RequestID: "req-1", From: "n2"}
+}
+
+// A call reaches the handler with everything the forwarding node sent, and the
+// handler's error comes back matching what it matched (sentinels and typed errors).
+func TestClient_CallsAndRebuildsErrors(t *testing.T) {
+	var got atomic.Pointer[registry.Forwarded]
+	refuse := atomic.Bool{}
+	srv := NewServer(func(_ context.Context, f registry.Forwarded) (uint64, error) {
+		got.Store(&f)
+		if refuse.Load() {
+			return 0, errors.Join(&model.CASError{What: "instance", Expected: 3, Current: 7}, model.Invalid("weight", "too heavy"))
+		}
+		return 42, nil
+	}, nil)
+	t.Cleanup(srv.Close)
+	c, _ := listen(t, srv.ServeConn)
+	f := write(t)
+	idx, err := c.Forward(ctxT(t), "n1", f)
+	if err != nil || idx != 42 {
+		t.Fatalf("Forward: %d %v", idx, err)
+	}
+	if g := got.Load(); g == nil || string(g.Command) != string(f.Command) || g.Secret != f.Secret || g.RequestID != f.RequestID || g.From != f.From {
+		t.Fatalf("the handler got %+v, want %+v", g, f)
+	}
+	refuse.Store(true)
+	_, err = c.Forward(ctxT(t), "n1", f) // on the idle connection of the first call
+	var cas *model.CASError
+	var ve *model.ValidationError
+	if !errors.As(err, &cas) || cas.Current != 7 || !errors.Is(err, model.ErrCASMismatch) ||
+		!errors.As(err, &ve) || ve.Field != "weight" || !errors.Is(err, model.ErrInvalid) {
+		t.Fatalf("the refusal came back as %v (%T)", err, err)
+	}
+	var ans *registry.Answered
+	if !errors.As(err, &ans) {
+		t.Fatalf("a refusal is the leader's answer: %T", err)
+	}
+}
+
+// A server of a release without the peer RPC closes the connection on the tag byte
+// without a word: the write was not sent, and the client says the leader is legacy.
+func TestClient_LegacyLeaderAndBusyLeader(t *testing.T) {
+	c, _ := listen(t, func(conn net.Conn) { _ = conn.Close() })
+	if _, err := c.Forward(ctxT(t), "n1", write(t)); !errors.Is(err, registry.ErrLegacyLeader) {
+		t.Fatalf("a silent close: %v, want ErrLegacyLeader", err)
+	}
+	busy, _ := listen(t, func(conn net.Conn) { _, _ = conn.Write([]byte{GreetBusy}); _ = conn.Close() })
+	if _, err := busy.Forward(ctxT(t), "n1", write(t)); !errors.Is(err, registry.ErrNotSent) || errors.Is(err, registry.ErrLegacyLeader) {
+		t.Fatalf("a busy server: %v, want ErrNotSent", err)
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	refused := NewClient(dialAsN2, func() (string, string, bool) { return "n1", addr, true })
+	if _, err := refused.Forward(ctxT(t), "n1", write(t)); !errors.Is(err, registry.ErrNotSent) {
+		t.Fatalf("a refused connection: %v, want ErrNotSent", err)
+	}
+}
+
+// An idle connection the server closed is never written to: the next call opens a new
+// one, so a restarted leader does not turn a write into an unknown outcome.
+func TestClient_IdleConnectionClosedByTheServerIsNotUsed(t *testing.T) {
+	var conns atomic.Int32
+	// Each connection answers one call and is closed, as a leader that stops does.
+	answerOnce := func(conn net.Conn) {
+		conns.Add(1)
+		defer conn.Close()
+		h := newHandle()
+		r := bufio.NewReader(conn)
+		if _, err := r.Discard(3); err != nil { // the sender's id
+			return
+		}
+		w := bufio.NewWriter(conn)
+		_ = w.WriteByte(greetReady)
+		_ = w.Flush()
+		var req request
+		if codec.NewDecoder(r, h).Decode(&req) != nil {
+			return
+		}
+		_ = codec.NewEncoder(w, h).Encode(&response{Index: 1})
+		_ = w.Flush()
+	}
+	c, _ := listen(t, answerOnce)
+	if _, err := c.Forward(ctxT(t), "n1", write(t)); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 5*time.Second, "the idle connection to be closed by the server", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, l := range c.idle {
+			for _, cc := range l {
+				return peerClosed(cc.c)
+			}
+		}
+		return false
+	})
+	if _, err := c.Forward(ctxT(t), "n1", write(t)); err != nil {
+		t.Fatalf("the call after the server closed the idle connection: %v", err)
+	}
+	if n := conns.Load(); n != 2 {
+		t.Fatalf("%d connections, want 2 (the closed idle one was not reused)", n)
+	}
+}

@@ -1,0 +1,369 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rosterhq/roster/acl"
+	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/internal/prom"
+	"github.com/rosterhq/roster/model"
+)
+
+// Forwarding. A write that reaches a node which is not the leader is handed to the
+// leader here, typed: the registry encodes the write once, in the state machine's
+// encoding (the command, wrapped in a CAS command when conditional), and sends it with
+// the caller's token and request id over the servers' peer RPC (Peer; package peerrpc on
+// the Raft port, under the cluster's mutual TLS). The leader's registry authenticates
+// the token again and admits the write as if it had arrived there (ServeForwarded): the
+// follower decides nothing, so there is no confused deputy, and the rules of admission
+// are the leader's. The surfaces only translate: none of them sends anything to the
+// leader itself.
+//
+// A forward that never reached a leader — none known, the leader's port refused the
+// connection, or the leader answered that it no longer leads — was not applied: it
+// waits for the next leader, up to LeaderHold, and is sent again. One that may have
+// reached the leader and got no answer has an unknown outcome (ErrTimeout, or
+// ErrUnavailable) and is never sent twice.
+
+// Errors of the one vocabulary every surface renders.
+var (
+	// ErrNotLeader: the write must be applied by the leader and this node is not it;
+	// nothing was written.
+	ErrNotLeader = errors.New("not the leader")
+	// ErrNoLeader: no leader could be reached within the leader hold; nothing was
+	// written (errors that wrap it also wrap ErrNotLeader).
+	ErrNoLeader = fmt.Errorf("%w: no leader", ErrNotLeader)
+	// ErrNotSent marks a peer RPC that reached no leader (Peer.Forward): nothing was
+	// applied, so it may be sent again.
+	ErrNotSent = errors.New("not sent")
+	// ErrLegacyLeader marks a leader of a release without the peer RPC (nothing was
+	// sent): the surface hands the write over its own way during the rolling upgrade.
+	ErrLegacyLeader = errors.New("the leader runs a release without the peer RPC")
+	// ErrUnavailable: the write reached the leader, or may have, and no answer came:
+	// its outcome is unknown.
+	ErrUnavailable = errors.New("unavailable")
+	// ErrTimeout: the write did not finish before its deadline; one that was handed to
+	// the consensus layer may still be committed (the consensus layer's own timeout
+	// errors are rendered alike).
+	ErrTimeout = errors.New("timed out")
+)
+
+// Forwarded is a write handed over by another server.
+type Forwarded struct {
+	// Command is the write in the state machine's encoding (fsm.Encode).
+	Command []byte
+	// Secret is the token the caller presented ("" for none, or with ACLs off).
+	Secret string
+	// RequestID is the caller's request id (for the logs of both nodes).
+	RequestID string
+	// From is the id of the server that forwards it.
+	From string
+}
+
+// Peer carries forwarded writes to the leader (the server wires peerrpc).
+type Peer interface {
+	// Leader returns the id of the leader this node knows, ok false when it knows none.
+	Leader() (id string, ok bool)
+	// Forward sends f to the leader id and returns the index or the error its registry
+	// answered (rebuilt so that errors.Is and errors.As see what the leader saw). An
+	// error wrapping ErrNotSent reached no leader; one wrapping ErrLegacyLeader says the
+	// leader cannot take it (nothing sent); any other error of the transport has an
+	// unknown outcome.
+	Forward(ctx context.Context, leader string, f Forwarded) (uint64, error)
+}
+
+// forwardPoll is how often a forward waiting for a leader checks for one.
+const forwardPoll = 10 * time.Millisecond
+
+// DefaultLeaderHold bounds how long a write waits for a leader to send it to.
+const DefaultLeaderHold = 5 * time.Second
+
+// forwardedKey carries the forwardedWrite a leader serves for another server.
+type forwardedKey struct{}
+
+// requestIDKey carries the request id of the caller (WithRequestID).
+type requestIDKey struct{}
+
+// WithRequestID returns ctx carrying the caller's request id, which a forwarded write
+// takes to the leader.
+func WithRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey{}, id)
+}
+
+// RequestID returns the request id ctx carries ("" when none).
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+// forwardMetrics counts forwarded writes.
+type forwardMetrics struct {
+	sent     *prometheus.CounterVec // by result, on the forwarding node
+	served   *prometheus.CounterVec // by result, on the leader
+	attempts prometheus.Counter
+}
+
+func newForwardMetrics(reg prometheus.Registerer) (*forwardMetrics, error) {
+	m := &forwardMetrics{
+		sent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roster_registry_forwarded_total",
+			Help: "Writes this node handed to the leader over the peer RPC, by result: ok (the leader answered, success or refusal), not_sent (no leader reached within the hold), legacy (a leader of an older release: handed over by the surface), unknown (no answer: outcome unknown).",
+		}, []string{"result"}),
+		served: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roster_registry_forwards_served_total",
+			Help: "Writes other servers handed to this node as leader, by result: ok, refused (an error answered), bad (undecodable).",
+		}, []string{"result"}),
+		attempts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roster_registry_forward_attempts_total",
+			Help: "Peer RPC calls made to hand writes to the leader (more than roster_registry_forwarded_total when a write waited for a new leader).",
+		}),
+	}
+	g := prom.On(reg)
+	prom.Add(g, &m.sent, &m.served)
+	prom.Add(g, &m.attempts)
+	if err := g.Err(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// forward hands cmd to the leader when this node is not it and a Peer is configured:
+// handled is false when the caller must go on locally (this node leads, or became the
+// leader while the write waited, or the write is one the leader is serving for
+// another node).
+func (r *Registry) forward(ctx context.Context, cmd fsm.Command) (idx uint64, handled bool, err error) {
+	if !r.forwards(ctx) {
+		return 0, false, nil
+	}
+	data, err := fsm.Encode(cmd)
+	if err != nil {
+		return 0, true, fmt.Errorf("registry: encode command %s: %w", cmd.MessageType(), err)
+	}
+	f := Forwarded{Command: data, RequestID: RequestID(ctx), From: r.nodeID}
+	if a := acl.FromContext(ctx); a != nil {
+		f.Secret = a.Secret()
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.timeout+r.leaderHold)
+	defer cancel()
+	hold := time.NewTimer(r.leaderHold)
+	defer hold.Stop()
+	var last error
+	for {
+		if r.raft.IsLeader() {
+			return 0, false, nil
+		}
+		if id, ok := r.peer.Leader(); ok && id != r.nodeID {
+			r.fwdMet.attempts.Inc()
+			idx, err := r.peer.Forward(ctx, id, f)
+			switch {
+			case errors.Is(err, ErrLegacyLeader):
+				r.fwdMet.sent.WithLabelValues("legacy").Inc()
+				return 0, true, err
+			case errors.Is(err, ErrNotSent), isNotLeaderAnswer(err):
+				last = err // nothing applied: wait for the next leader
+			case err != nil && !isAnswer(err):
+				r.fwdMet.sent.WithLabelValues("unknown").Inc()
+				return 0, true, err
+			default:
+				r.fwdMet.sent.WithLabelValues("ok").Inc()
+				return idx, true, err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			r.fwdMet.sent.WithLabelValues("not_sent").Inc()
+			return 0, true, noLeaderErr(last, ctx.Err())
+		case <-hold.C:
+			r.fwdMet.sent.WithLabelValues("not_sent").Inc()
+			return 0, true, noLeaderErr(last, fmt.Errorf("none reached within %s", r.leaderHold))
+		case <-time.After(forwardPoll):
+		}
+	}
+}
+
+// noLeaderErr is the error of a write that reached no leader: not applied.
+func noLeaderErr(last, why error) error {
+	if last != nil {
+		return fmt.Errorf("%w: %v, so the write was not sent (not applied); last attempt: %w", ErrNoLeader, why, last)
+	}
+	return fmt.Errorf("%w: %v, so the write was not sent (not applied)", ErrNoLeader, why)
+}
+
+// Answered marks an error that is the leader's answer (Peer implementations wrap what
+// the leader's registry returned in it), as opposed to a failure of the transport.
+type Answered struct{ Err error }
+
+func (a *Answered) Error() string { return a.Err.Error() }
+
+// Unwrap returns the leader's error.
+func (a *Answered) Unwrap() error { return a.Err }
+
+func isAnswer(err error) bool {
+	var a *Answered
+	return errors.As(err, &a)
+}
+
+// isNotLeaderAnswer reports whether the leader answered that it no longer leads (before
+// it applied anything).
+func isNotLeaderAnswer(err error) bool { return isAnswer(err) && errors.Is(err, ErrNotLeader) }
+
+// ServeForwarded serves a write another server handed to this node as leader: it
+// authenticates the caller's token, decodes the write and runs it as this node's own
+// surface would, with the same checks and admission; the answer is the write's index
+// or its error.
+func (r *Registry) ServeForwarded(ctx context.Context, f Forwarded) (uint64, error) {
+	idx, err := r.serveForwarded(ctx, f)
+	switch {
+	case err == nil:
+		r.fwdMet.served.WithLabelValues("ok").Inc()
+	case errors.Is(err, errBadForward):
+		r.fwdMet.served.WithLabelValues("bad").Inc()
+	default:
+		r.fwdMet.served.WithLabelValues("refused").Inc()
+	}
+	return idx, err
+}
+
+// errBadForward refuses a forwarded write this release cannot read (a 400: nothing written).
+var errBadForward = fmt.Errorf("%w: bad forwarded write", model.ErrInvalid)
+
+func (r *Registry) serveForwarded(ctx context.Context, f Forwarded) (uint64, error) {
+	if !r.raft.IsLeader() {
+		return 0, fmt.Errorf("%w: %s does not lead (any more)", ErrNotLeader, r.nodeID)
+	}
+	if r.aclOn || f.Secret != "" {
+		a, err := r.Authenticate(f.Secret)
+		if err != nil {
+			return 0, err
+		}
+		ctx = acl.WithAuthorizer(ctx, a)
+	}
+	sent, write, cond, err := decodeForwarded(f.Command)
+	if err != nil {
+		return 0, err
+	}
+	ctx = context.WithValue(ctx, forwardedKey{}, forwardedWrite{cmd: sent, data: f.Command})
+	if f.RequestID != "" {
+		ctx = WithRequestID(ctx, f.RequestID)
+	}
+	switch c := write.(type) {
+	case fsm.RegisterInstanceRequest:
+		return r.RegisterInstance(ctx, c.Instance, cond)
+	case fsm.UpdateInstanceRequest:
+		return r.UpdateInstance(ctx, c.Ref, c.Patch, cond)
+	case fsm.DeregisterInstanceRequest:
+		return r.DeregisterInstance(ctx, c.Ref, cond)
+	case fsm.SetHealthManualRequest:
+		return r.SetInstanceHealth(ctx, c.Ref, c.Healthy)
+	case fsm.UpsertServiceRequest:
+		return r.UpsertService(ctx, c.Service, cond)
+	case fsm.DeleteServiceRequest:
+		return r.DeleteService(ctx, c.Key, cond)
+	case fsm.UpsertClusterRequest:
+		return r.UpsertCluster(ctx, c.Cluster, cond)
+	case fsm.UpsertNamespaceRequest:
+		return r.UpsertNamespace(ctx, c.Namespace)
+	case fsm.DeleteNamespaceRequest:
+		return r.DeleteNamespace(ctx, c.ID)
+	case fsm.UpdateSettingsRequest:
+		return r.UpdateSettings(ctx, c.Settings)
+	default:
+		return 0, fmt.Errorf("%w: %s is not a write a server forwards", errBadForward, write.MessageType())
+	}
+}
+
+// forwardable are the writes a server forwards (forward's callers), by type.
+var forwardable = map[fsm.MessageType]fsm.Command{
+	fsm.RegisterInstanceType:   fsm.RegisterInstanceRequest{},
+	fsm.UpdateInstanceType:     fsm.UpdateInstanceRequest{},
+	fsm.DeregisterInstanceType: fsm.DeregisterInstanceRequest{},
+	fsm.SetHealthManualType:    fsm.SetHealthManualRequest{},
+	fsm.UpsertServiceType:      fsm.UpsertServiceRequest{},
+	fsm.DeleteServiceType:      fsm.DeleteServiceRequest{},
+	fsm.UpsertClusterType:      fsm.UpsertClusterRequest{},
+	fsm.UpsertNamespaceType:    fsm.UpsertNamespaceRequest{},
+	fsm.DeleteNamespaceType:    fsm.DeleteNamespaceRequest{},
+	fsm.UpdateSettingsType:     fsm.UpdateSettingsRequest{},
+}
+
+// decodeForwarded decodes a forwarded write once: the command as sent (sent: the CAS
+// command of a conditional write), the write it carries and its condition.
+func decodeForwarded(data []byte) (sent, write fsm.Command, cond Condition, err error) {
+	if len(data) == 0 {
+		return nil, nil, cond, fmt.Errorf("%w: no command", errBadForward)
+	}
+	t, payload := fsm.MessageType(data[0]), data[1:]
+	if t == fsm.CASType {
+		var c fsm.CASRequest
+		if err := fsm.Decode(payload, &c); err != nil {
+			return nil, nil, cond, fmt.Errorf("%w: %v", errBadForward, err)
+		}
+		sent, cond, t, payload = c, Condition{set: true, onService: c.OnService, index: c.Index}, c.Type, c.Payload
+	}
+	proto, ok := forwardable[t]
+	if !ok {
+		return nil, nil, cond, fmt.Errorf("%w: %s is not a write a server forwards", errBadForward, t)
+	}
+	if _, conditional := proto.(fsm.Conditional); cond.set && !conditional {
+		return nil, nil, cond, fmt.Errorf("%w: %s cannot be conditional", errBadForward, t)
+	}
+	v := reflect.New(reflect.TypeOf(proto))
+	if err := fsm.Decode(payload, v.Interface()); err != nil {
+		return nil, nil, cond, fmt.Errorf("%w: %s: %v", errBadForward, t, err)
+	}
+	write = v.Elem().Interface().(fsm.Command)
+	if sent == nil {
+		sent = write
+	}
+	return sent, write, cond, nil
+}
+
+// conditional is cmd wrapped in a CAS command when cond is set: the form a write is
+// forwarded and applied in.
+func conditional(cmd fsm.Conditional, cond Condition) (fsm.Command, error) {
+	if !cond.set {
+		return cmd, nil
+	}
+	return fsm.NewCAS(cond.index, cond.onService, cmd)
+}
+
+// forwards reports whether a write in ctx goes to the leader: this node has a Peer,
+// does not lead, and is not serving the write for another server.
+func (r *Registry) forwards(ctx context.Context) bool {
+	return r.peer != nil && ctx.Value(forwardedKey{}) == nil && !r.raft.IsLeader()
+}
+
+// forwardWrite is forward of cmd, made conditional on cond.
+func (r *Registry) forwardWrite(ctx context.Context, cmd fsm.Conditional, cond Condition) (uint64, bool, error) {
+	if !r.forwards(ctx) {
+		return 0, false, nil
+	}
+	c, err := conditional(cmd, cond)
+	if err != nil {
+		return 0, true, err
+	}
+	return r.forward(ctx, c)
+}
+
+// forwardedWrite is a forwarded write as it arrived: decoded, and its bytes.
+type forwardedWrite struct {
+	cmd  fsm.Command
+	data []byte
+}
+
+// forwardedEncoding returns the bytes a forwarded write arrived in when cmd, the command
+// its admission built, is that write unchanged: the entry is then the forwarding node's
+// encoding, and the write is encoded once on its whole way.
+func forwardedEncoding(ctx context.Context, cmd fsm.Command) ([]byte, bool) {
+	w, ok := ctx.Value(forwardedKey{}).(forwardedWrite)
+	if !ok || !reflect.DeepEqual(w.cmd, cmd) {
+		return nil, false
+	}
+	return w.data, true
+}
