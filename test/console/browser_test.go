@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"sync"
 	"testing"
 	"time"
@@ -329,16 +330,25 @@ func (tb *tab) screenshot(name string) {
 }
 
 // saveDownloadsIn makes the browser save the files its pages download in dir, under
-// the names the pages suggest.
-func (tb *tab) saveDownloadsIn(dir string) {
+// the names the pages suggest; completed reports how many downloads the browser has
+// finished writing (the file exists, under its name, before it is complete).
+func (tb *tab) saveDownloadsIn(dir string) (completed func() int) {
 	tb.t.Helper()
+	var done atomic.Int32
+	eventsOn := true
+	chromedp.ListenBrowser(tb.ctx, func(ev any) {
+		if p, ok := ev.(*browser.EventDownloadProgress); ok && p.State == browser.DownloadProgressStateCompleted {
+			done.Add(1)
+		}
+	})
 	ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
 	defer cancel()
 	if _, err := chromedp.CallBrowser(ctx, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{
-		Behavior: browser.SetDownloadBehaviorBehaviorAllow, DownloadPath: dir,
+		Behavior: browser.SetDownloadBehaviorBehaviorAllow, DownloadPath: dir, EventsEnabled: &eventsOn,
 	}); err != nil {
 		tb.t.Fatalf("set the download directory: %v", err)
 	}
+	return func() int { return int(done.Load()) }
 }
 
 // press sends keys to the focused element, as a keyboard would.

@@ -356,10 +356,13 @@ func testSnapshot(ctx context.Context, t *testing.T, tb *tab, cl *client.Client)
 	if err := os.Mkdir(downloads, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	tb.saveDownloadsIn(downloads)
+	completed := tb.saveDownloadsIn(downloads)
 	tb.click(`#download`)
 	var got string
 	wait.For(t, 20*time.Second, "the downloaded archive in "+downloads, func() bool {
+		if completed() != 1 {
+			return false
+		}
 		m, _ := filepath.Glob(filepath.Join(downloads, "roster-*.snap"))
 		if len(m) == 1 {
 			got = m[0]
