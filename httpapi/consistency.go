@@ -22,9 +22,20 @@ func (s *server) defaultReadOptions() httpx.ReadOptions {
 	return httpx.ReadOptions{Mode: api.ConsistencyLinearizable, Wait: s.cfg.MaxWait}
 }
 
-// readRoute parses the read options (400 when invalid) and sends reads that need the
-// leader (linearizable, leader) to it when this node is a follower.
-func (s *server) readRoute(next http.Handler) http.Handler {
+// readRoute parses the read options (400 when invalid) and serves the read here unless
+// it needs the leader and the registry cannot reach it itself (httpx.ReadsHere).
+func (s *server) readRoute(next http.Handler) http.Handler { return s.readRouteOf(false)(next) }
+
+// leaderStateRoute is readRoute for a read of what only the leader knows besides the
+// replicated state (the members' progress and last contact): unless stale, it is served
+// by the leader, forwarded there from a follower.
+func (s *server) leaderStateRoute(next http.Handler) http.Handler { return s.readRouteOf(true)(next) }
+
+func (s *server) readRouteOf(leaderState bool) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler { return s.readRouteAt(leaderState, next) }
+}
+
+func (s *server) readRouteAt(leaderState bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if wantsStream(r) && streamable(r) {
 			// Streams are served from this node's state, never forwarded; the
@@ -38,7 +49,7 @@ func (s *server) readRoute(next http.Handler) http.Handler {
 			return
 		}
 		r = httpx.WithReadOptions(r, o)
-		if o.Mode == api.ConsistencyStale || s.node.IsLeader() {
+		if o.Mode == api.ConsistencyStale || s.node.IsLeader() || (!leaderState && httpx.ReadsHere(s.reg, o)) {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -219,15 +219,18 @@ func (c Config) withDefaults() (Config, error) {
 
 // server is the handler New returns.
 type server struct {
-	cfg      Config
-	id       string
-	store    Reader
-	node     Consensus
-	reg      *registry.Registry
-	log      *slog.Logger
-	router   *chi.Mux
-	fwd      *httpx.Forwarder
-	ownsFwd  bool
+	cfg     Config
+	id      string
+	store   Reader
+	node    Consensus
+	reg     *registry.Registry
+	log     *slog.Logger
+	router  *chi.Mux
+	fwd     *httpx.Forwarder
+	ownsFwd bool
+	// toLeader is the middleware of writes the registry applies: served here when the
+	// registry reaches the leader itself, else forwarded over HTTP (httpx.Forwarder.Writes).
+	toLeader func(http.Handler) http.Handler
 	metrics  *httpx.Metrics
 	streams  *streamMetrics
 	streamer *streamer
@@ -275,6 +278,7 @@ func New(cfg Config) (http.Handler, error) {
 		}
 		s.ownsFwd = true
 	}
+	s.toLeader = s.fwd.Writes(s.reg, s.writeError)
 	if s.console, err = console.New(); err != nil {
 		return nil, err
 	}
@@ -386,26 +390,27 @@ func (s *server) routes() *chi.Mux {
 			r.Get(service+"/instances", s.handle(s.listInstances))
 			r.Get(instance, s.handle(s.getInstance))
 		})
-		read(need(acl.OperatorRead)).Get("/v1/cluster/members", s.handle(s.listMembers))
+		r.With(need(acl.OperatorRead), s.leaderStateRoute).Get("/v1/cluster/members", s.handle(s.listMembers))
 		read(need(acl.OperatorRead)).Get("/v1/operator/settings", s.handle(s.getSettings))
 		read(need(acl.ACLRead)).Get("/v1/acl/tokens", s.handle(s.listTokens))
 		read(need(acl.ACLRead)).Get(token, s.handle(s.getToken))
 
-		// Writes: bounded JSON bodies, served by the leader; the permission is checked
-		// before the body is read, and a follower refuses a command type its leader lacks
-		// before it forwards (leaderApplies: a rolling upgrade's older leader).
+		// Writes: bounded JSON bodies; the permission is checked before the body is
+		// read. The registry hands a follower's write to the leader typed (s.toLeader);
+		// a follower refuses a command type its leader lacks before it hands it over
+		// (leaderApplies: a rolling upgrade's older leader).
 		write := func(perm func(http.Handler) http.Handler, cmd ...fsm.MessageType) chi.Router {
 			mw := []func(http.Handler) http.Handler{perm, httpx.BufferBodyWithin(s.cfg.MaxBodyBytes, s.cfg.BodyTimeout, httpx.JSONBodies, s.writeError)}
 			for _, t := range cmd {
 				mw = append(mw, s.leaderApplies(t, nil))
 			}
-			return r.With(append(mw, s.fwd.LeaderOnly(s.writeError))...)
+			return r.With(append(mw, s.toLeader)...)
 		}
 		write(need(acl.OperatorWrite)).Put(ns, s.handle(s.putNamespace))
 		write(need(acl.OperatorWrite)).Delete(ns, s.handle(s.deleteNamespace))
 		r.Group(func(r chi.Router) {
 			r.Use(nsNeed(acl.Write), httpx.BufferBodyWithin(s.cfg.MaxBodyBytes, s.cfg.BodyTimeout, httpx.JSONBodies, s.writeError),
-				s.casNeedsNewLeader, s.fwd.LeaderOnly(s.writeError))
+				s.casNeedsNewLeader, s.toLeader)
 			r.Put(service, s.handle(s.putService))
 			r.Delete(service, s.handle(s.deleteService))
 			r.Put(cluster, s.handle(s.putCluster))
@@ -457,7 +462,7 @@ func (s *server) handle(fn func(http.ResponseWriter, *http.Request) error) http.
 		if err == nil {
 			return
 		}
-		if httpx.IsNotLeader(err) && r.Header.Get(api.HeaderForwardedBy) == "" {
+		if httpx.HandOver(s.reg, r, err) {
 			s.fwd.Retried()
 			s.fwd.Forward(w, r, nil, s.writeError)
 			return

@@ -11,14 +11,10 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/model"
-	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/registry"
-	"github.com/rosterhq/roster/store"
 )
 
 // Errors the HTTP layer raises itself. Each maps to one status code in Classify.
@@ -34,11 +30,11 @@ var (
 	// ErrRouteNotFound: no route matches the path (404).
 	ErrRouteNotFound = errors.New("no such route")
 	// ErrNoLeader: no leader became known within the hold timeout (503 no_leader).
-	ErrNoLeader = errors.New("no leader")
+	ErrNoLeader = registry.ErrNoLeader
 	// ErrNotLeader: this node is not the leader and may not forward the request (503).
-	ErrNotLeader = errors.New("not the leader")
+	ErrNotLeader = registry.ErrNotLeader
 	// ErrUnavailable: the leader could not be reached (503).
-	ErrUnavailable = errors.New("unavailable")
+	ErrUnavailable = registry.ErrUnavailable
 )
 
 // Invalid is a 400 naming the offending field.
@@ -48,11 +44,7 @@ func Invalid(field, format string, args ...any) error {
 
 // IsNotLeader reports whether err says the request was not applied because this node is
 // not the leader or knows none; such a request may be sent on to the leader.
-func IsNotLeader(err error) bool {
-	return errors.Is(err, raft.ErrNotLeader) || errors.Is(err, ErrNotLeader) ||
-		errors.Is(err, raftnode.ErrNotLeader) || errors.Is(err, raftnode.ErrNoLeader) ||
-		errors.Is(err, registry.ErrNotLeader)
-}
+func IsNotLeader(err error) bool { return errors.Is(err, registry.ErrNotLeader) }
 
 // Classify maps an error to its status, its api error code and the field it names. It
 // is the only place that decides a status code from an error; the Nacos API maps the
@@ -85,7 +77,7 @@ func Classify(err error) (status int, code, field string) {
 		return http.StatusNotFound, api.CodeNotFound, ""
 	case errors.Is(err, model.ErrCASMismatch):
 		return http.StatusConflict, api.CodeCASMismatch, ""
-	case errors.Is(err, model.ErrConflict), errors.Is(err, raftnode.ErrClusterMismatch):
+	case errors.Is(err, model.ErrConflict):
 		return http.StatusConflict, api.CodeConflict, ""
 	case errors.Is(err, acl.ErrUnauthenticated), errors.Is(err, acl.ErrNotBootstrapped):
 		return http.StatusUnauthorized, api.CodeUnauthenticated, ""
@@ -93,21 +85,17 @@ func Classify(err error) (status int, code, field string) {
 		return http.StatusForbidden, api.CodePermissionDenied, ""
 	case errors.Is(err, acl.ErrMismatch):
 		return http.StatusServiceUnavailable, api.CodeACLMismatch, ""
-	case errors.Is(err, raftnode.ErrStorage):
+	case errors.Is(err, model.ErrStorage):
 		return http.StatusServiceUnavailable, api.CodeStorage, ""
-	case errors.Is(err, raftnode.ErrUpgradeRequired):
+	case errors.Is(err, model.ErrUpgradeRequired):
 		return http.StatusServiceUnavailable, api.CodeUpgradeInProgress, ""
-	case errors.Is(err, ErrNoLeader), errors.Is(err, raftnode.ErrNoLeader), errors.Is(err, registry.ErrNoLeader):
+	case errors.Is(err, registry.ErrNoLeader):
 		return http.StatusServiceUnavailable, api.CodeNoLeader, ""
 	case IsNotLeader(err):
 		return http.StatusServiceUnavailable, api.CodeNotLeader, ""
-	case errors.Is(err, ErrUnavailable), errors.Is(err, registry.ErrUnavailable), errors.Is(err, raft.ErrLeadershipLost),
-		errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, raft.ErrLeadershipTransferInProgress),
-		errors.Is(err, store.ErrClosed), errors.Is(err, context.Canceled),
-		errors.Is(err, raftnode.ErrLeadershipLost), errors.Is(err, raftnode.ErrShutdown):
+	case errors.Is(err, registry.ErrUnavailable), errors.Is(err, context.Canceled):
 		return http.StatusServiceUnavailable, api.CodeUnavailable, ""
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, raft.ErrEnqueueTimeout),
-		errors.Is(err, raftnode.ErrTimeout), errors.Is(err, registry.ErrTimeout):
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, registry.ErrTimeout):
 		return http.StatusGatewayTimeout, api.CodeTimeout, ""
 	default:
 		return http.StatusInternalServerError, api.CodeInternal, ""

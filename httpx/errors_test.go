@@ -10,8 +10,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/raftnode"
@@ -42,12 +40,9 @@ func TestClassify_MapsEveryErrorKind(t *testing.T) {
 		{"no leader (own)", wrap(ErrNoLeader), 503, api.CodeNoLeader, ""},
 		{"no leader (consensus)", wrap(raftnode.ErrNoLeader), 503, api.CodeNoLeader, ""},
 		{"not leader (consensus)", wrap(raftnode.ErrNotLeader), 503, api.CodeNotLeader, ""},
-		{"not leader (raft)", wrap(raft.ErrNotLeader), 503, api.CodeNotLeader, ""},
 		{"not leader (own)", wrap(ErrNotLeader), 503, api.CodeNotLeader, ""},
 		{"leadership lost (consensus)", wrap(raftnode.ErrLeadershipLost), 503, api.CodeUnavailable, ""},
-		{"leadership lost (raft)", wrap(raft.ErrLeadershipLost), 503, api.CodeUnavailable, ""},
 		{"shutdown (consensus)", wrap(raftnode.ErrShutdown), 503, api.CodeUnavailable, ""},
-		{"shutdown (raft)", wrap(raft.ErrRaftShutdown), 503, api.CodeUnavailable, ""},
 		{"store closed", wrap(store.ErrClosed), 503, api.CodeUnavailable, ""},
 		{"proxy failure", wrap(ErrUnavailable), 503, api.CodeUnavailable, ""},
 		{"cancelled", wrap(context.Canceled), 503, api.CodeUnavailable, ""},
@@ -56,7 +51,6 @@ func TestClassify_MapsEveryErrorKind(t *testing.T) {
 		{"no leader (registry)", wrap(registry.ErrNoLeader), 503, api.CodeNoLeader, ""},
 		{"outcome unknown (registry)", wrap(registry.ErrUnavailable), 503, api.CodeUnavailable, ""},
 		{"timeout (context)", wrap(context.DeadlineExceeded), 504, api.CodeTimeout, ""},
-		{"timeout (raft)", wrap(raft.ErrEnqueueTimeout), 504, api.CodeTimeout, ""},
 		{"leader's disk", wrap(&raftnode.DiskError{Op: "cannot write the Raft log", Err: syscall.ENOSPC}), 503, api.CodeStorage, ""},
 		{"corrupt", wrap(store.ErrCorrupt), 500, api.CodeInternal, ""},
 		{"anything else", errors.New("boom"), 500, api.CodeInternal, ""},

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/registry"
 )
 
 // leaderPoll is how often a request waiting for a leader checks for one.
@@ -26,7 +27,7 @@ const leaderPoll = 10 * time.Millisecond
 // leader any more; it asks forward for a retry at the new leader.
 var errLeaderMoved = errors.New("the leader answered that it is not the leader")
 
-// Node is what forwarding needs of the consensus layer (*raftnode.Node implements it).
+// Node is what forwarding needs of the node (the server wires the consensus layer).
 type Node interface {
 	// IsLeader reports whether this node is the leader now.
 	IsLeader() bool
@@ -167,6 +168,33 @@ type proxyStateKey struct{}
 func stateOf(r *http.Request) *proxyState {
 	st, _ := r.Context().Value(proxyStateKey{}).(*proxyState)
 	return st
+}
+
+// Writes serves a write where it arrived when reg reaches the leader itself (the write
+// goes to the leader typed, registry.Peer); otherwise it is LeaderOnly.
+func (f *Forwarder) Writes(reg *registry.Registry, fail ErrorWriter) func(http.Handler) http.Handler {
+	if reg.ReachesLeader() {
+		return func(next http.Handler) http.Handler { return next }
+	}
+	return f.LeaderOnly(fail)
+}
+
+// ReadsHere reports whether a read under o is served by this node: a stale read, a read
+// on the leader, or any read when reg reaches the leader itself (a consistent read asks
+// it for a read index). Otherwise the read is forwarded to the leader.
+func ReadsHere(reg *registry.Registry, o ReadOptions) bool {
+	return o.Mode == api.ConsistencyStale || reg.IsLeader() || reg.ReachesLeader()
+}
+
+// HandOver reports whether a request that failed with err is sent on to the leader over
+// HTTP: a leader of an older release cannot take it typed (registry.ErrLegacyLeader), or,
+// when reg does not reach the leader itself, this node turned out not to lead. A request
+// forwarded already is never sent on (one hop at most).
+func HandOver(reg *registry.Registry, r *http.Request, err error) bool {
+	if r.Header.Get(api.HeaderForwardedBy) != "" {
+		return false
+	}
+	return errors.Is(err, registry.ErrLegacyLeader) || (!reg.ReachesLeader() && IsNotLeader(err))
 }
 
 // LeaderOnly serves a request on the leader and forwards it from a follower (fail

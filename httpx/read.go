@@ -9,7 +9,6 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/registry"
-	"github.com/rosterhq/roster/store"
 )
 
 // ReadOptions are the query parameters every read accepts.
@@ -106,7 +105,7 @@ func SetIndex(w http.ResponseWriter, idx uint64) {
 // def) and sets the read headers: X-Roster-Consistency, -Known-Leader, -Last-Contact
 // and, on success, X-Roster-Index.
 func Read(w http.ResponseWriter, r *http.Request, reg *registry.Registry, n LeaderInfo, def ReadOptions,
-	fn func(ws *store.WatchSet) (uint64, error)) (uint64, error) {
+	fn func(ws *registry.WatchSet) (uint64, error)) (uint64, error) {
 	return ReadIn(w, r, reg, n, def, "", fn)
 }
 
@@ -114,7 +113,7 @@ func Read(w http.ResponseWriter, r *http.Request, reg *registry.Registry, n Lead
 // to the namespace fn reads (registry.ReadOptions.Namespace), whatever the route's
 // permission named, as well as the route's.
 func ReadIn(w http.ResponseWriter, r *http.Request, reg *registry.Registry, n LeaderInfo, def ReadOptions, ns string,
-	fn func(ws *store.WatchSet) (uint64, error)) (uint64, error) {
+	fn func(ws *registry.WatchSet) (uint64, error)) (uint64, error) {
 	o := ReadOptionsOf(r, def)
 	SetLeaderHeaders(w, n, o.Mode)
 	ro := o.Registry()

@@ -10,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/registry"
 )
 
 // HeaderRequestID carries a request's id: a client may send one, every answer has one,
@@ -22,18 +23,14 @@ const MaxRequestIDLen = 64
 // LogKeyRequestID is the log attribute of a request's id.
 const LogKeyRequestID = "request_id"
 
-type requestIDKey struct{}
-
-// WithRequestID returns ctx carrying request id id.
+// WithRequestID returns ctx carrying request id id: the registry's, which a write or a
+// read the registry hands to the leader takes along.
 func WithRequestID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, requestIDKey{}, id)
+	return registry.WithRequestID(ctx, id)
 }
 
 // RequestIDOf is the request id ctx carries ("" when none).
-func RequestIDOf(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey{}).(string)
-	return id
-}
+func RequestIDOf(ctx context.Context) string { return registry.RequestID(ctx) }
 
 // ValidRequestID reports whether a client's request id can be kept: 1 to
 // MaxRequestIDLen characters of A-Z, a-z, 0-9, '.', '_' and '-'.

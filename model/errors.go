@@ -20,6 +20,44 @@ var (
 	ErrCASMismatch = errors.New("cas mismatch")
 )
 
+// The outcomes of reaching the leader and its log: one vocabulary for every layer. The
+// consensus layer's errors (raftnode) and the store's wrap these, the registry answers
+// in them (registry.ErrNotLeader and the rest are these values), and the surfaces
+// render them, none of them knowing the layers below the registry.
+var (
+	// ErrNotLeader: the request must be served by the leader and this node is not it;
+	// nothing was written, so it may be sent to the leader.
+	ErrNotLeader = errors.New("not the leader")
+	// ErrNoLeader: no leader is known or could be reached; nothing was written. Errors
+	// that wrap it also wrap ErrNotLeader.
+	ErrNoLeader = Sentinel("no leader", ErrNotLeader)
+	// ErrUnavailable: the request could not be served now (the leader was lost while it
+	// ran, the node is stopping, or no answer came): a write's outcome is unknown.
+	ErrUnavailable = errors.New("unavailable")
+	// ErrTimeout: the request did not finish before its deadline; a write handed to the
+	// consensus layer may still be committed.
+	ErrTimeout = errors.New("timed out")
+	// ErrStorage: the leader could not write the entry to its own log; not applied.
+	ErrStorage = errors.New("cannot write to the node's storage")
+	// ErrUpgradeRequired: a server of the cluster runs a release that cannot apply the
+	// write; nothing was written.
+	ErrUpgradeRequired = errors.New("upgrade in progress")
+)
+
+// Sentinel returns a sentinel error with its own text that also matches parent with
+// errors.Is: a layer's more precise error of one of the vocabulary's outcomes.
+func Sentinel(text string, parent error) error { return &sentinel{text: text, parent: parent} }
+
+type sentinel struct {
+	text   string
+	parent error
+}
+
+func (e *sentinel) Error() string { return e.text }
+
+// Unwrap returns the outcome the sentinel is a case of.
+func (e *sentinel) Unwrap() error { return e.parent }
+
 // CASError is a conditional write refused because the object's modify index was not the
 // expected one (Expected 0: the object had to be absent). Current is the object's
 // modify index, 0 when it does not exist. It matches ErrCASMismatch with errors.Is.

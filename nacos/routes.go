@@ -65,7 +65,7 @@ func (s *handler) routes() *chi.Mux {
 				r.Get(base+"/service/list", s.nacos(nacosService, s.nacosListServices))
 			})
 			r.Group(func(r chi.Router) {
-				r.Use(s.nsNeed(acl.Write), s.fwd.LeaderOnly(fail))
+				r.Use(s.nsNeed(acl.Write), s.fwd.Writes(s.reg, fail))
 				r.Post(base+"/instance", s.nacos(nacosInstance, s.nacosRegister))
 				r.Put(base+"/instance", s.nacos(nacosInstance, s.nacosUpdate))
 				r.Patch(base+"/instance", s.nacos(nacosInstance, s.nacosPatch))
@@ -164,7 +164,7 @@ func (s *handler) nacos(res nacosResource, fn nacosHandlerFunc) http.HandlerFunc
 			out, err = fn(w, r, p)
 		}
 		if err != nil {
-			if httpx.IsNotLeader(err) && r.Header.Get(api.HeaderForwardedBy) == "" {
+			if httpx.HandOver(s.reg, r, err) {
 				s.fwd.Retried()
 				s.fwd.Forward(w, r, nil, func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, res) })
 				return
@@ -193,7 +193,7 @@ func (s *handler) nacosReadRouteWith(before func(http.Handler) http.Handler) fun
 	return func(next http.Handler) http.Handler {
 		var serve http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			o := httpx.ReadOptionsOf(r, httpx.ReadOptions{})
-			if o.Mode == api.ConsistencyStale || s.node.IsLeader() {
+			if httpx.ReadsHere(s.reg, o) {
 				next.ServeHTTP(w, r)
 				return
 			}

@@ -1,5 +1,6 @@
 // Package peerrpc is the servers' own RPC: a follower hands a typed write to the leader
-// over it (registry.Peer), on the Raft port and under the cluster's mutual TLS
+// over it, and asks the leader for the index a consistent read must have applied
+// (registry.Peer), on the Raft port and under the cluster's mutual TLS
 // (raftnode.Node.DialPeer and ServePeer share the port with hashicorp/raft, told apart
 // by the connection's first byte).
 //
@@ -31,6 +32,7 @@ import (
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 
+	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/registry"
 )
 
@@ -49,12 +51,22 @@ const idleTimeout = 2 * time.Minute
 // again (each ask makes it log an error).
 const legacyFor = 10 * time.Second
 
-// request is a forwarded write on the wire.
+// Calls: a forwarded write (the zero Op, so that the first release's requests read as
+// writes), or a read index.
+const (
+	opWrite     = ""
+	opReadIndex = "read_index"
+)
+
+// request is a call on the wire.
 type request struct {
-	Command   []byte
-	Secret    string
-	RequestID string
-	From      string
+	Op string
+	// Consistency is a read index's mode (registry.Consistency).
+	Consistency string
+	Command     []byte
+	Secret      string
+	RequestID   string
+	From        string
 	// TimeoutMillis bounds the leader's work on it.
 	TimeoutMillis int64
 }
@@ -138,6 +150,39 @@ func (c *Client) Forward(ctx context.Context, id string, f registry.Forwarded) (
 		}
 		return 0, fmt.Errorf("%w: the write was sent to the leader %s and no answer came, so its outcome is unknown: %v",
 			registry.ErrUnavailable, id, err)
+	}
+	c.put(addr, cc)
+	return resp.Index, resp.Err.decode()
+}
+
+// ReadIndex asks the leader id for the index a read in mode must have applied here
+// (registry.Peer). A read changes nothing, so any failure may be retried by the caller.
+func (c *Client) ReadIndex(ctx context.Context, id string, mode registry.Consistency) (uint64, error) {
+	lid, addr, ok := c.leaders()
+	if !ok || lid != id {
+		return 0, fmt.Errorf("%w: the leader changed before the read index was asked", registry.ErrNotSent)
+	}
+	if c.isLegacy(addr) {
+		return 0, fmt.Errorf("%w: %s at %s", registry.ErrLegacyLeader, id, addr)
+	}
+	req := request{Op: opReadIndex, Consistency: string(mode), RequestID: registry.RequestID(ctx)}
+	if dl, ok := ctx.Deadline(); ok {
+		req.TimeoutMillis = max(1, time.Until(dl).Milliseconds())
+	}
+	cc, err := c.get(ctx, addr)
+	if err != nil {
+		if errors.Is(err, registry.ErrLegacyLeader) {
+			c.markLegacy(addr)
+		}
+		return 0, err
+	}
+	resp, sent, err := cc.call(ctx, req)
+	if err != nil {
+		_ = cc.c.Close()
+		if !sent {
+			return 0, fmt.Errorf("%w: %s: %v", registry.ErrNotSent, id, err)
+		}
+		return 0, fmt.Errorf("%w: no read index from the leader %s: %v", registry.ErrUnavailable, id, err)
 	}
 	c.put(addr, cc)
 	return resp.Index, resp.Err.decode()
@@ -248,8 +293,13 @@ func (c *Client) Close() {
 	}
 }
 
-// Handler serves one forwarded write (registry.Registry.ServeForwarded).
-type Handler func(ctx context.Context, f registry.Forwarded) (uint64, error)
+// Handler serves the calls (*registry.Registry implements it).
+type Handler interface {
+	// ServeForwarded serves a forwarded write: its index or its error.
+	ServeForwarded(ctx context.Context, f registry.Forwarded) (uint64, error)
+	// ServeReadIndex answers the index a read in mode must have applied.
+	ServeReadIndex(ctx context.Context, mode registry.Consistency) (uint64, error)
+}
 
 // Server answers the peer RPC connections a node accepts.
 type Server struct {
@@ -297,7 +347,8 @@ func (s *Server) ServeConn(c net.Conn) {
 	if err != nil {
 		return
 	}
-	if _, err := io.ReadFull(r, make([]byte, n)); err != nil {
+	sender := make([]byte, n)
+	if _, err := io.ReadFull(r, sender); err != nil {
 		return
 	}
 	if err := w.WriteByte(greetReady); err != nil {
@@ -318,10 +369,13 @@ func (s *Server) ServeConn(c net.Conn) {
 			timeout = registry.DefaultRequestTimeout
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		idx, err := s.handle(ctx, registry.Forwarded{Command: req.Command, Secret: req.Secret, RequestID: req.RequestID, From: req.From})
+		if req.From == "" {
+			req.From = string(sender)
+		}
+		idx, err := s.serve(ctx, req)
 		cancel()
 		if err != nil && !errors.Is(err, registry.ErrNotLeader) {
-			s.log.Debug("a forwarded write was refused", "from", req.From, "request_id", req.RequestID, "err", err)
+			s.log.Debug("a peer call was refused", "from", req.From, "request_id", req.RequestID, "err", err)
 		}
 		_ = c.SetWriteDeadline(time.Now().Add(timeout))
 		if err := enc.Encode(&response{Index: idx, Err: encodeError(err)}); err != nil {
@@ -331,6 +385,23 @@ func (s *Server) ServeConn(c net.Conn) {
 			return
 		}
 		_ = c.SetWriteDeadline(time.Time{})
+	}
+}
+
+// serve runs one call.
+func (s *Server) serve(ctx context.Context, req request) (uint64, error) {
+	if req.RequestID != "" {
+		ctx = registry.WithRequestID(ctx, req.RequestID)
+	}
+	switch req.Op {
+	case opWrite:
+		s.log.DebugContext(ctx, "peer call: a forwarded write", "from", req.From, "bytes", len(req.Command))
+		return s.handle.ServeForwarded(ctx, registry.Forwarded{Command: req.Command, Secret: req.Secret, RequestID: req.RequestID, From: req.From})
+	case opReadIndex:
+		s.log.DebugContext(ctx, "peer call: a read index", "from", req.From, "consistency", req.Consistency)
+		return s.handle.ServeReadIndex(ctx, registry.Consistency(req.Consistency))
+	default:
+		return 0, fmt.Errorf("%w: unknown peer call %q", model.ErrInvalid, req.Op)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -72,16 +73,67 @@ func write(t *testing.T) registry.Forwarded {
 
 // A call reaches the handler with everything the forwarding node sent, and the
 // handler's error comes back matching what it matched (sentinels and typed errors).
+// handlerFuncs is a Handler of functions (nil: the call is refused).
+type handlerFuncs struct {
+	write func(context.Context, registry.Forwarded) (uint64, error)
+	read  func(context.Context, registry.Consistency) (uint64, error)
+}
+
+func (h handlerFuncs) ServeForwarded(ctx context.Context, f registry.Forwarded) (uint64, error) {
+	if h.write == nil {
+		return 0, errors.New("no write expected")
+	}
+	return h.write(ctx, f)
+}
+
+func (h handlerFuncs) ServeReadIndex(ctx context.Context, mode registry.Consistency) (uint64, error) {
+	if h.read == nil {
+		return 0, errors.New("no read index expected")
+	}
+	return h.read(ctx, mode)
+}
+
+// A read index call reaches the handler with its mode and request id, and the leader's
+// refusal comes back as its answer (a not-leader answer tells the caller to ask again).
+func TestClient_ReadIndex(t *testing.T) {
+	var mode atomic.Value
+	var rid atomic.Value
+	notLeader := atomic.Bool{}
+	srv := NewServer(handlerFuncs{read: func(ctx context.Context, m registry.Consistency) (uint64, error) {
+		mode.Store(m)
+		rid.Store(registry.RequestID(ctx))
+		if notLeader.Load() {
+			return 0, fmt.Errorf("%w: n1 does not lead", registry.ErrNotLeader)
+		}
+		return 77, nil
+	}}, nil)
+	t.Cleanup(srv.Close)
+	c, _ := listen(t, srv.ServeConn)
+	idx, err := c.ReadIndex(registry.WithRequestID(ctxT(t), "req-9"), "n1", registry.Leader)
+	if err != nil || idx != 77 || mode.Load() != registry.Leader || rid.Load() != "req-9" {
+		t.Fatalf("ReadIndex: %d %v (mode %v, request id %v)", idx, err, mode.Load(), rid.Load())
+	}
+	notLeader.Store(true)
+	_, err = c.ReadIndex(ctxT(t), "n1", registry.Linearizable)
+	var ans *registry.Answered
+	if !errors.Is(err, registry.ErrNotLeader) || !errors.As(err, &ans) {
+		t.Fatalf("a not-leader answer came back as %v (%T)", err, err)
+	}
+	if _, err := c.ReadIndex(ctxT(t), "n3", registry.Linearizable); !errors.Is(err, registry.ErrNotSent) {
+		t.Fatalf("a read index for a server that does not lead: %v, want not sent", err)
+	}
+}
+
 func TestClient_CallsAndRebuildsErrors(t *testing.T) {
 	var got atomic.Pointer[registry.Forwarded]
 	refuse := atomic.Bool{}
-	srv := NewServer(func(_ context.Context, f registry.Forwarded) (uint64, error) {
+	srv := NewServer(handlerFuncs{write: func(_ context.Context, f registry.Forwarded) (uint64, error) {
 		got.Store(&f)
 		if refuse.Load() {
 			return 0, errors.Join(&model.CASError{What: "instance", Expected: 3, Current: 7}, model.Invalid("weight", "too heavy"))
 		}
 		return 42, nil
-	}, nil)
+	}}, nil)
 	t.Cleanup(srv.Close)
 	c, _ := listen(t, srv.ServeConn)
 	f := write(t)

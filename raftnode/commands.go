@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/model"
 )
 
 // commandsCheckInterval is how long the computed newest type of all servers is reused.
@@ -20,7 +21,7 @@ const commandsCheckInterval = time.Second
 // ErrUpgradeRequired refuses a write that some server of the cluster cannot apply, in
 // any encoding, while a rolling upgrade is under way: nothing was written. Errors that
 // wrap it are *UpgradeRequiredError.
-var ErrUpgradeRequired = errors.New("upgrade in progress")
+var ErrUpgradeRequired = model.ErrUpgradeRequired
 
 // ServerBuild is what a server says of its build: the release version and commit (empty
 // for releases before servers reported them) and the newest command type it applies.

@@ -12,34 +12,35 @@ import (
 )
 
 // Sentinel errors. Every error a Node returns for one of these conditions wraps the
-// sentinel, so callers map them with errors.Is.
+// sentinel, so callers map them with errors.Is; each is, or is a case of, one of the
+// outcomes of model's vocabulary, which is all the layers above need to know.
 var (
 	// ErrNotLeader means the operation must run on the leader and this node is not
 	// it. Nothing was written; the caller may retry on the leader.
-	ErrNotLeader = errors.New("not the leader")
+	ErrNotLeader = model.ErrNotLeader
 	// ErrNoLeader means no leader is known to this node. Errors that wrap it also
 	// wrap ErrNotLeader.
-	ErrNoLeader = errors.New("no known leader")
+	ErrNoLeader = model.ErrNoLeader
 	// ErrLeadershipLost means the node lost leadership while the operation was in
 	// flight: the write may or may not have been committed.
-	ErrLeadershipLost = errors.New("leadership lost")
+	ErrLeadershipLost = model.Sentinel("leadership lost", model.ErrUnavailable)
 	// ErrTimeout means the operation did not finish before its deadline. A write that
 	// timed out after it was enqueued may still be committed.
-	ErrTimeout = errors.New("timed out")
+	ErrTimeout = model.ErrTimeout
 	// ErrShutdown means the node is shut down or shutting down.
-	ErrShutdown = errors.New("raft node is shut down")
+	ErrShutdown = model.Sentinel("raft node is shut down", model.ErrUnavailable)
 	// ErrInvalidConfig marks a Config that Validate rejected; the error is a *ConfigError.
 	ErrInvalidConfig = errors.New("invalid raft configuration")
 	// ErrNodeRunning means Recover found the node's Raft storage locked by a running
 	// process; nothing was changed.
 	ErrNodeRunning = errors.New("node appears to be running")
 	// ErrClusterMismatch refuses a join from a server of another cluster.
-	ErrClusterMismatch = errors.New("the server belongs to another cluster")
+	ErrClusterMismatch = model.Sentinel("the server belongs to another cluster", model.ErrConflict)
 	// ErrStorage means the leader could not write the entry to its own Raft log (a full
 	// or failing disk): the entry was neither stored nor sent to any other server, so
 	// the write was not applied. The leader steps down; the caller may retry once
 	// another server leads. Errors that wrap it are *DiskError.
-	ErrStorage = errors.New("cannot write to the node's storage")
+	ErrStorage = model.ErrStorage
 )
 
 // ConfigError names the Config field (or the peer entry) that is wrong.

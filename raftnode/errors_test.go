@@ -25,8 +25,10 @@ func TestMapRaftErr(t *testing.T) {
 		want error
 	}{
 		{"leadership lost", raft.ErrLeadershipLost, ErrLeadershipLost},
+		{"leadership lost: the outcome is unknown", raft.ErrLeadershipLost, model.ErrUnavailable},
 		{"enqueue timeout", raft.ErrEnqueueTimeout, ErrTimeout},
 		{"shutdown", raft.ErrRaftShutdown, ErrShutdown},
+		{"shutdown: unavailable", raft.ErrRaftShutdown, model.ErrUnavailable},
 		{"deadline", context.DeadlineExceeded, ErrTimeout},
 		{"transfer timeout", fmt.Errorf("leadership transfer timeout"), ErrTimeout},
 		{"no transfer target", fmt.Errorf("cannot find peer"), model.ErrConflict},

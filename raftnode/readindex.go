@@ -2,6 +2,7 @@ package raftnode
 
 import (
 	"context"
+	"fmt"
 	"sync"
 )
 
@@ -76,4 +77,26 @@ func (n *Node) runRound(r *verifyRound) {
 	if v.next != nil {
 		n.startRoundLocked()
 	}
+}
+
+// ReadIndex serves a read on another server (registry.FollowerReads): on the leader, it
+// returns the state index that server must have applied for a read of its own state to
+// be linearizable (linearizable: the commit index of a quorum-confirmed moment after the
+// call began, as ConsistentRead's) or to see this leader's state (otherwise: the commit
+// index of a ready leader, as LeaderRead's). It fails as ConsistentRead and LeaderRead do.
+func (n *Node) ReadIndex(ctx context.Context, linearizable bool) (uint64, error) {
+	term, err := n.waitLeaderReady(ctx)
+	if err != nil {
+		return 0, err
+	}
+	commit := n.raft.CommitIndex()
+	if linearizable {
+		if commit, err = n.confirm(ctx); err != nil {
+			return 0, err
+		}
+	}
+	if n.raft.CurrentTerm() != term {
+		return 0, fmt.Errorf("%w: term changed during the read", ErrLeadershipLost)
+	}
+	return n.stateIndex(commit), nil
 }

@@ -135,28 +135,45 @@ func (r *Registry) Bootstrap(ctx context.Context, secret string) (acl.Token, str
 // own: acl.Authorizer.CheckGrant, a 403 naming the right the caller lacks). It returns
 // the token and its secret, which exists nowhere else.
 func (r *Registry) CreateToken(ctx context.Context, description string, rules acl.Rules) (acl.Token, string, uint64, error) {
-	if err := r.Authorize(ctx, acl.ACLWrite); err != nil {
-		return acl.Token{}, "", 0, err
-	}
 	if err := acl.ValidateDescription(description); err != nil {
 		return acl.Token{}, "", 0, err
 	}
 	if err := rules.Validate(); err != nil {
 		return acl.Token{}, "", 0, err
 	}
-	if err := r.checkGrant(ctx, "create", acl.Token{Rules: rules}); err != nil {
-		return acl.Token{}, "", 0, err
-	}
+	// The ids are drawn where the request arrived (the secret is answered from here);
+	// the checks run where the token is written, the leader.
 	t, secret, err := newToken(description, rules, false)
 	if err != nil {
 		return acl.Token{}, "", 0, err
 	}
-	idx, err := r.submit(ctx, fsm.CreateTokenRequest{Token: t})
+	idx, err := r.write(ctx, fsm.CreateTokenRequest{Token: t}, Condition{}, func() (uint64, error) { return r.createToken(ctx, t) })
 	if err != nil {
 		return acl.Token{}, "", 0, err
 	}
 	t.CreateIndex = idx
 	return t, secret, idx, nil
+}
+
+// createToken checks and writes a new token t (CreateToken's, or one another server
+// forwarded: its fields are checked again here).
+func (r *Registry) createToken(ctx context.Context, t acl.Token) (uint64, error) {
+	if err := r.Authorize(ctx, acl.ACLWrite); err != nil {
+		return 0, err
+	}
+	if t.Management || t.CreateIndex != 0 || !acl.IsID(t.AccessorID) || t.SecretHash == "" {
+		return 0, fmt.Errorf("%w: a created token is a new one that is not a management token", errBadForward)
+	}
+	if err := acl.ValidateDescription(t.Description); err != nil {
+		return 0, err
+	}
+	if err := t.Rules.Validate(); err != nil {
+		return 0, err
+	}
+	if err := r.checkGrant(ctx, "create", acl.Token{Rules: t.Rules}); err != nil {
+		return 0, err
+	}
+	return r.submit(ctx, fsm.CreateTokenRequest{Token: t})
 }
 
 // DeleteToken deletes a token by accessor id (acl: write, and the token's rights
@@ -165,10 +182,19 @@ func (r *Registry) CreateToken(ctx context.Context, description string, rules ac
 // that a cluster with ACLs always keeps a token that may do everything. Every node
 // refuses a deleted token from the moment it applies the deletion.
 //
-// The checks read this node's state, which on the leader (where writes run) holds every
-// token write it acknowledged; deletions on one node are serialized, so two deletions
-// of the last two management tokens cannot both pass the check.
+// The checks read the leader's state, which holds every token write it acknowledged
+// (a follower hands the deletion to it); deletions on one node are serialized, so two
+// deletions of the last two management tokens cannot both pass the check.
 func (r *Registry) DeleteToken(ctx context.Context, accessor string) (uint64, error) {
+	if !acl.IsID(accessor) {
+		return 0, model.Invalid("accessorId", "must be a UUID")
+	}
+	return r.write(ctx, fsm.DeleteTokenRequest{AccessorID: accessor}, Condition{}, func() (uint64, error) {
+		return r.deleteToken(ctx, accessor)
+	})
+}
+
+func (r *Registry) deleteToken(ctx context.Context, accessor string) (uint64, error) {
 	if err := r.Authorize(ctx, acl.ACLWrite); err != nil {
 		return 0, err
 	}

@@ -31,27 +31,28 @@ import (
 // reached the leader and got no answer has an unknown outcome (ErrTimeout, or
 // ErrUnavailable) and is never sent twice.
 
-// Errors of the one vocabulary every surface renders.
+// Errors of the one vocabulary every surface renders: model's outcomes, which the
+// consensus layer's and the store's errors wrap, and the transport's two of its own.
 var (
 	// ErrNotLeader: the write must be applied by the leader and this node is not it;
 	// nothing was written.
-	ErrNotLeader = errors.New("not the leader")
+	ErrNotLeader = model.ErrNotLeader
 	// ErrNoLeader: no leader could be reached within the leader hold; nothing was
 	// written (errors that wrap it also wrap ErrNotLeader).
-	ErrNoLeader = fmt.Errorf("%w: no leader", ErrNotLeader)
+	ErrNoLeader = model.ErrNoLeader
 	// ErrNotSent marks a peer RPC that reached no leader (Peer.Forward): nothing was
 	// applied, so it may be sent again.
 	ErrNotSent = errors.New("not sent")
 	// ErrLegacyLeader marks a leader of a release without the peer RPC (nothing was
-	// sent): the surface hands the write over its own way during the rolling upgrade.
+	// sent): the surface hands the request over its own way during the rolling upgrade.
 	ErrLegacyLeader = errors.New("the leader runs a release without the peer RPC")
 	// ErrUnavailable: the write reached the leader, or may have, and no answer came:
-	// its outcome is unknown.
-	ErrUnavailable = errors.New("unavailable")
+	// its outcome is unknown (the consensus layer's lost leadership and shutdown are
+	// cases of it).
+	ErrUnavailable = model.ErrUnavailable
 	// ErrTimeout: the write did not finish before its deadline; one that was handed to
-	// the consensus layer may still be committed (the consensus layer's own timeout
-	// errors are rendered alike).
-	ErrTimeout = errors.New("timed out")
+	// the consensus layer may still be committed.
+	ErrTimeout = model.ErrTimeout
 )
 
 // Forwarded is a write handed over by another server.
@@ -66,7 +67,8 @@ type Forwarded struct {
 	From string
 }
 
-// Peer carries forwarded writes to the leader (the server wires peerrpc).
+// Peer carries forwarded writes and read-index requests to the leader (the server wires
+// peerrpc).
 type Peer interface {
 	// Leader returns the id of the leader this node knows, ok false when it knows none.
 	Leader() (id string, ok bool)
@@ -76,6 +78,21 @@ type Peer interface {
 	// leader cannot take it (nothing sent); any other error of the transport has an
 	// unknown outcome.
 	Forward(ctx context.Context, leader string, f Forwarded) (uint64, error)
+	// ReadIndex asks the leader id for the index this node must have applied for a read
+	// of its own state to be as consistent as mode (Linearizable: the leader confirmed
+	// its leadership with a quorum after the request arrived; Leader: the leader's
+	// state). Errors are classified as Forward's, but a read may always be asked again.
+	ReadIndex(ctx context.Context, leader string, mode Consistency) (uint64, error)
+}
+
+// FollowerReads is what a registry with a Peer needs of the consensus layer besides
+// Raft, to serve consistent reads on a follower (*raftnode.Node implements it).
+type FollowerReads interface {
+	// ReadIndex, on the leader, returns the index a read elsewhere must have applied:
+	// confirmed with a quorum when linearizable, the leader's committed state otherwise.
+	ReadIndex(ctx context.Context, linearizable bool) (uint64, error)
+	// CatchUp returns once this node has applied every entry up to min.
+	CatchUp(ctx context.Context, min uint64) error
 }
 
 // forwardPoll is how often a forward waiting for a leader checks for one.
@@ -107,6 +124,9 @@ type forwardMetrics struct {
 	sent     *prometheus.CounterVec // by result, on the forwarding node
 	served   *prometheus.CounterVec // by result, on the leader
 	attempts prometheus.Counter
+	moved    prometheus.Counter     // local writes refused as not-leader, then forwarded
+	reads    *prometheus.CounterVec // read indexes asked, by result, on a follower
+	readsSrv *prometheus.CounterVec // read indexes answered, by result, on the leader
 }
 
 func newForwardMetrics(reg prometheus.Registerer) (*forwardMetrics, error) {
@@ -124,9 +144,21 @@ func newForwardMetrics(reg prometheus.Registerer) (*forwardMetrics, error) {
 			Help: "Peer RPC calls made to hand writes to the leader (more than roster_registry_forwarded_total when a write waited for a new leader).",
 		}),
 	}
+	m.moved = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "roster_registry_leader_moved_total",
+		Help: "Writes this node began to apply as leader and handed to the new leader, because leadership moved before their entry was appended (nothing written).",
+	})
+	m.reads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "roster_registry_read_index_total",
+		Help: "Consistent reads this node served from its own state after asking the leader for a read index, by result: ok, no_leader (none reached within the hold), legacy (a leader of an older release: the surface forwards the read), error (the leader refused, or this node did not catch up in time).",
+	}, []string{"result"})
+	m.readsSrv = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "roster_registry_read_index_served_total",
+		Help: "Read indexes this node answered other servers as leader, by result: ok, refused.",
+	}, []string{"result"})
 	g := prom.On(reg)
-	prom.Add(g, &m.sent, &m.served)
-	prom.Add(g, &m.attempts)
+	prom.Add(g, &m.sent, &m.served, &m.reads, &m.readsSrv)
+	prom.Add(g, &m.attempts, &m.moved)
 	if err := g.Err(); err != nil {
 		return nil, err
 	}
@@ -154,12 +186,14 @@ func (r *Registry) forward(ctx context.Context, cmd fsm.Command) (idx uint64, ha
 	hold := time.NewTimer(r.leaderHold)
 	defer hold.Stop()
 	var last error
+	refused := refusedHere(ctx)
 	for {
-		if r.raft.IsLeader() {
+		if !refused && r.raft.IsLeader() {
 			return 0, false, nil
 		}
 		if id, ok := r.peer.Leader(); ok && id != r.nodeID {
 			r.fwdMet.attempts.Inc()
+			r.log.DebugContext(ctx, "handing the write to the leader", "leader", id, "command", cmd.MessageType().String())
 			idx, err := r.peer.Forward(ctx, id, f)
 			switch {
 			case errors.Is(err, ErrLegacyLeader):
@@ -172,6 +206,9 @@ func (r *Registry) forward(ctx context.Context, cmd fsm.Command) (idx uint64, ha
 				return 0, true, err
 			default:
 				r.fwdMet.sent.WithLabelValues("ok").Inc()
+				if err == nil {
+					r.noteForwarded(idx)
+				}
 				return idx, true, err
 			}
 		}
@@ -273,12 +310,19 @@ func (r *Registry) serveForwarded(ctx context.Context, f Forwarded) (uint64, err
 		return r.DeleteNamespace(ctx, c.ID)
 	case fsm.UpdateSettingsRequest:
 		return r.UpdateSettings(ctx, c.Settings)
+	case fsm.CreateTokenRequest:
+		return r.createToken(ctx, c.Token)
+	case fsm.DeleteTokenRequest:
+		return r.deleteToken(ctx, c.AccessorID)
 	default:
 		return 0, fmt.Errorf("%w: %s is not a write a server forwards", errBadForward, write.MessageType())
 	}
 }
 
-// forwardable are the writes a server forwards (forward's callers), by type.
+// forwardable are the writes a server forwards (forward's callers), by type. A leader
+// answers a type missing here as a bad forward (400, nothing written): a type added
+// here later must be forwarded only to leaders whose build serves it (gated like a new
+// command type), or the follower's surface must hand it over its own way.
 var forwardable = map[fsm.MessageType]fsm.Command{
 	fsm.RegisterInstanceType:   fsm.RegisterInstanceRequest{},
 	fsm.UpdateInstanceType:     fsm.UpdateInstanceRequest{},
@@ -290,6 +334,8 @@ var forwardable = map[fsm.MessageType]fsm.Command{
 	fsm.UpsertNamespaceType:    fsm.UpsertNamespaceRequest{},
 	fsm.DeleteNamespaceType:    fsm.DeleteNamespaceRequest{},
 	fsm.UpdateSettingsType:     fsm.UpdateSettingsRequest{},
+	fsm.CreateTokenType:        fsm.CreateTokenRequest{},
+	fsm.DeleteTokenType:        fsm.DeleteTokenRequest{},
 }
 
 // decodeForwarded decodes a forwarded write once: the command as sent (sent: the CAS
@@ -334,10 +380,17 @@ func conditional(cmd fsm.Conditional, cond Condition) (fsm.Command, error) {
 }
 
 // forwards reports whether a write in ctx goes to the leader: this node has a Peer,
-// does not lead, and is not serving the write for another server.
+// does not lead (or refused the write as not-leader while it still holds leadership:
+// stopping, it hands leadership over), and is not serving the write for another server.
 func (r *Registry) forwards(ctx context.Context) bool {
-	return r.peer != nil && ctx.Value(forwardedKey{}) == nil && !r.raft.IsLeader()
+	return r.peer != nil && ctx.Value(forwardedKey{}) == nil && (refusedHere(ctx) || !r.raft.IsLeader())
 }
+
+// refusedHereKey marks a write this node refused as not-leader: it goes to another
+// server, whatever this node's Raft says.
+type refusedHereKey struct{}
+
+func refusedHere(ctx context.Context) bool { return ctx.Value(refusedHereKey{}) != nil }
 
 // forwardWrite is forward of cmd, made conditional on cond.
 func (r *Registry) forwardWrite(ctx context.Context, cmd fsm.Conditional, cond Condition) (uint64, bool, error) {
@@ -366,4 +419,104 @@ func forwardedEncoding(ctx context.Context, cmd fsm.Command) ([]byte, bool) {
 		return nil, false
 	}
 	return w.data, true
+}
+
+// noteForwarded records the index of a write the leader acknowledged (LastForwarded).
+func (r *Registry) noteForwarded(idx uint64) {
+	for {
+		cur := r.lastForwarded.Load()
+		if idx <= cur || r.lastForwarded.CompareAndSwap(cur, idx) {
+			return
+		}
+	}
+}
+
+// LastForwarded is the highest index of a write this node handed to the leader and saw
+// acknowledged: once this node has applied it, a read here sees every write made
+// through this node.
+func (r *Registry) LastForwarded() uint64 { return r.lastForwarded.Load() }
+
+// readsAtLeader reports whether a consistent read here asks the leader for a read index:
+// this node has a Peer and does not lead.
+func (r *Registry) readsAtLeader() bool { return r.peer != nil && r.reads != nil && !r.raft.IsLeader() }
+
+// followerRead makes this follower's state safe to read in mode: it asks the leader for
+// a read index (waiting for a leader within the hold, as a write does) and waits until
+// this node has applied it. A leader of an older release cannot answer: the error then
+// wraps ErrLegacyLeader and ErrNotLeader, and the surface sends the read to the leader
+// its own way. If this node becomes the leader meanwhile, the read is checked here.
+func (r *Registry) followerRead(ctx context.Context, mode Consistency) error {
+	hold := time.NewTimer(r.leaderHold)
+	defer hold.Stop()
+	var last error
+	for {
+		if r.raft.IsLeader() {
+			return r.localConsistency(ctx, mode)
+		}
+		if id, ok := r.peer.Leader(); ok && id != r.nodeID {
+			idx, err := r.peer.ReadIndex(ctx, id, mode)
+			switch {
+			case err == nil:
+				if err := r.reads.CatchUp(ctx, idx); err != nil {
+					r.fwdMet.reads.WithLabelValues("error").Inc()
+					return err
+				}
+				r.fwdMet.reads.WithLabelValues("ok").Inc()
+				return nil
+			case errors.Is(err, ErrLegacyLeader):
+				r.fwdMet.reads.WithLabelValues("legacy").Inc()
+				return fmt.Errorf("%w: %w", ErrNotLeader, err)
+			case isAnswer(err) && !errors.Is(err, ErrNotLeader):
+				r.fwdMet.reads.WithLabelValues("error").Inc()
+				return err // the leader could not confirm: its error, as a local read's
+			}
+			last = err // not sent, not leading any more, or no answer: ask again
+		}
+		select {
+		case <-ctx.Done():
+			r.fwdMet.reads.WithLabelValues("no_leader").Inc()
+			return noLeaderReadErr(last, ctx.Err())
+		case <-hold.C:
+			r.fwdMet.reads.WithLabelValues("no_leader").Inc()
+			return noLeaderReadErr(last, fmt.Errorf("none reached within %s", r.leaderHold))
+		case <-time.After(forwardPoll):
+		}
+	}
+}
+
+func noLeaderReadErr(last, why error) error {
+	if last != nil {
+		return fmt.Errorf("%w: %v, so a consistent read cannot be served; last attempt: %w", ErrNoLeader, why, last)
+	}
+	return fmt.Errorf("%w: %v, so a consistent read cannot be served", ErrNoLeader, why)
+}
+
+// ServeReadIndex answers, as leader, the index a read on another server must have
+// applied to be as consistent as mode. The index reveals nothing of the data, and the
+// caller checked the reader's permission before it asked.
+func (r *Registry) ServeReadIndex(ctx context.Context, mode Consistency) (uint64, error) {
+	idx, err := r.serveReadIndex(ctx, mode)
+	if err != nil {
+		r.fwdMet.readsSrv.WithLabelValues("refused").Inc()
+	} else {
+		r.fwdMet.readsSrv.WithLabelValues("ok").Inc()
+	}
+	return idx, err
+}
+
+func (r *Registry) serveReadIndex(ctx context.Context, mode Consistency) (uint64, error) {
+	if !r.raft.IsLeader() {
+		return 0, fmt.Errorf("%w: %s does not lead (any more)", ErrNotLeader, r.nodeID)
+	}
+	if r.reads == nil {
+		return 0, fmt.Errorf("%w: this server serves no read indexes", model.ErrInvalid)
+	}
+	switch mode {
+	case Linearizable, "":
+		return r.reads.ReadIndex(ctx, true)
+	case Leader:
+		return r.reads.ReadIndex(ctx, false)
+	default:
+		return 0, model.Invalid("consistency", "a read index is for %q or %q reads, not %q", Linearizable, Leader, mode)
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -92,8 +93,10 @@ type Config struct {
 	// Logger receives the registry's warnings (nil: none).
 	Logger *slog.Logger
 	// Peer, when set, hands the writes that reach this node while it does not lead to
-	// the leader (forward.go); nil: such writes fail with the consensus layer's
-	// not-leader error and the surface forwards them.
+	// the leader, and asks the leader for the read index of a consistent read served
+	// here (forward.go); nil: such writes and reads fail with the consensus layer's
+	// not-leader error and the surface forwards them. With Peer, Raft must implement
+	// FollowerReads.
 	Peer Peer
 	// NodeID is this node's server id (required with Peer).
 	NodeID string
@@ -101,6 +104,10 @@ type Config struct {
 	// DefaultLeaderHold).
 	LeaderHold time.Duration
 }
+
+// WatchSet is what a read registers to be woken by changes of what it read (a blocking
+// query's; the store's type, named here so that the surfaces need not know the store).
+type WatchSet = store.WatchSet
 
 // ErrStateMismatch refuses reads on a node whose state differs from its peers'.
 var ErrStateMismatch = errors.New("state_mismatch")
@@ -125,6 +132,11 @@ type Registry struct {
 	nodeID     string
 	leaderHold time.Duration
 	fwdMet     *forwardMetrics
+	// reads is Raft's FollowerReads (nil without a Peer).
+	reads FollowerReads
+	// lastForwarded is the highest index of a write the leader acknowledged to this node.
+	lastForwarded atomic.Uint64
+	log           *slog.Logger
 }
 
 // New returns a Registry.
@@ -147,13 +159,23 @@ func New(cfg Config) (*Registry, error) {
 	if cfg.Peer != nil && cfg.NodeID == "" {
 		return nil, errors.New("registry: Config.NodeID is required with Peer")
 	}
+	var reads FollowerReads
+	if cfg.Peer != nil {
+		var ok bool
+		if reads, ok = cfg.Raft.(FollowerReads); !ok {
+			return nil, errors.New("registry: with Config.Peer, Config.Raft must implement FollowerReads")
+		}
+	}
 	if cfg.LeaderHold <= 0 {
 		cfg.LeaderHold = DefaultLeaderHold
 	}
 	r := &Registry{settings: cfg.Settings, raft: cfg.Raft, timeout: cfg.RequestTimeout, alarm: cfg.StateAlarm,
 		watchers: cfg.Watchers, aclOn: cfg.ACLEnabled, tokens: cfg.Tokens, clusters: cfg.Clusters,
 		confusable: newConfusables(cfg.RefuseConfusableNames, cfg.Logger),
-		peer:       cfg.Peer, nodeID: cfg.NodeID, leaderHold: cfg.LeaderHold}
+		peer:       cfg.Peer, nodeID: cfg.NodeID, leaderHold: cfg.LeaderHold, reads: reads, log: cfg.Logger}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
 	met, err := newForwardMetrics(cfg.Metrics)
 	if err != nil {
 		return nil, err
@@ -169,11 +191,18 @@ func New(cfg Config) (*Registry, error) {
 	return r, nil
 }
 
-// IsLeader reports whether this node is the leader: writes and reads that are not stale
-// must be sent to the leader when it is not.
+// IsLeader reports whether this node is the leader.
 func (r *Registry) IsLeader() bool { return r.raft.IsLeader() }
 
-// NeedsLeader reports whether a read under mode must be served by the leader.
+// ReachesLeader reports whether this registry reaches the leader itself (a Peer is
+// configured): it hands writes to the leader and serves consistent reads from this
+// node's state after asking the leader for a read index, so the surfaces serve every
+// request where it arrived. Without it, writes and reads that are not stale must be
+// sent to the leader by the surface.
+func (r *Registry) ReachesLeader() bool { return r.peer != nil && r.reads != nil }
+
+// NeedsLeader reports whether a read under mode must be served by the leader when the
+// node reading cannot reach it itself (ReachesLeader false).
 func NeedsLeader(mode Consistency) bool { return mode != Stale }
 
 // Settings returns the cluster-wide settings as this node's state has them.
@@ -227,22 +256,29 @@ type ReadOptions struct {
 // passes o.MinIndex for a blocking query. fn registers what it read in ws (nil for a
 // plain read) and returns the index of the data it read; the last run's data is what
 // the caller answers with.
-func (r *Registry) Read(ctx context.Context, o ReadOptions, fn func(ws *store.WatchSet) (uint64, error)) (uint64, error) {
-	if o.Permission == (acl.Permission{}) && o.Namespace == "" && r.aclOn {
-		return 0, fmt.Errorf("%w: the read names no permission", acl.ErrPermissionDenied)
+func (r *Registry) Read(ctx context.Context, o ReadOptions, fn func(ws *WatchSet) (uint64, error)) (uint64, error) {
+	if err := r.authorizeRead(ctx, o); err != nil {
+		return 0, err
 	}
-	if o.Namespace != "" {
-		if err := r.Authorize(ctx, acl.NamespacePermission(o.Namespace, acl.Read)); err != nil {
-			return 0, err
-		}
-	}
-	if o.Permission != (acl.Permission{}) {
-		if err := r.Authorize(ctx, o.Permission); err != nil {
-			return 0, err
-		}
-	}
+	atLeader := o.Consistency != Stale && r.readsAtLeader()
 	if err := r.CheckConsistency(ctx, o.Consistency); err != nil {
 		return 0, err
+	}
+	if atLeader && r.aclOn {
+		// This follower has applied the leader's read index: check the caller's token
+		// again as this state has it, so that the read honours a token change the
+		// leader committed before the read began, as a read at the leader would.
+		a := acl.FromContext(ctx)
+		if a == nil {
+			return 0, fmt.Errorf("%w: no token", acl.ErrUnauthenticated)
+		}
+		fresh, err := r.Authenticate(a.Secret())
+		if err != nil {
+			return 0, err
+		}
+		if err := r.authorizeRead(acl.WithAuthorizer(ctx, fresh), o); err != nil {
+			return 0, err
+		}
 	}
 	if !o.Blocking {
 		return fn(nil)
@@ -265,6 +301,22 @@ func (r *Registry) Read(ctx context.Context, o ReadOptions, fn func(ws *store.Wa
 	}
 }
 
+// authorizeRead checks the permissions a read under o needs.
+func (r *Registry) authorizeRead(ctx context.Context, o ReadOptions) error {
+	if o.Permission == (acl.Permission{}) && o.Namespace == "" && r.aclOn {
+		return fmt.Errorf("%w: the read names no permission", acl.ErrPermissionDenied)
+	}
+	if o.Namespace != "" {
+		if err := r.Authorize(ctx, acl.NamespacePermission(o.Namespace, acl.Read)); err != nil {
+			return err
+		}
+	}
+	if o.Permission != (acl.Permission{}) {
+		return r.Authorize(ctx, o.Permission)
+	}
+	return nil
+}
+
 // HoldWatcher takes a place for a stream under the node's watcher bound; release gives
 // it back. It fails with ErrTooManyWatchers when the node holds its limit.
 func (r *Registry) HoldWatcher() (release func(), err error) {
@@ -275,15 +327,27 @@ func (r *Registry) HoldWatcher() (release func(), err error) {
 }
 
 // CheckConsistency waits, within the request timeout, until reading the local state is
-// allowed in mode (for reads that do not go through Read, such as a snapshot's).
+// allowed in mode (for reads that do not go through Read, such as a snapshot's). On a
+// follower with a Peer, a consistent read asks the leader for its read index and waits
+// until this node has applied it.
 func (r *Registry) CheckConsistency(ctx context.Context, mode Consistency) error {
 	if r.alarm != nil {
 		if err := r.alarm(); err != nil {
 			return fmt.Errorf("%w: this node serves no reads: %v", ErrStateMismatch, err)
 		}
 	}
+	if mode != Stale && r.readsAtLeader() {
+		ctx, cancel := context.WithTimeout(ctx, r.timeout+r.leaderHold)
+		defer cancel()
+		return r.followerRead(ctx, mode)
+	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
+	return r.localConsistency(ctx, mode)
+}
+
+// localConsistency is CheckConsistency's check of this node's own standing.
+func (r *Registry) localConsistency(ctx context.Context, mode Consistency) error {
 	switch mode {
 	case Linearizable, "":
 		return r.raft.ConsistentRead(ctx)

@@ -1,6 +1,9 @@
 package server_test
 
 import (
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,4 +74,97 @@ func instanceOn(t *testing.T, nd *servertest.Node, ref model.InstanceRef) (model
 		return found
 	})
 	return out, found
+}
+
+// Native REST and Nacos HTTP requests at a follower are served there: writes go to the
+// leader typed (one peer call each, none forwarded over HTTP), and a consistent read
+// asks the leader for a read index, then reads the follower's own state, so it sees a
+// write the leader acknowledged a moment before.
+func TestForward_HTTPAtAFollowerIsServedThere(t *testing.T) {
+	c := servertest.New(t, 3, steadyTimeouts)
+	leader := c.Nodes[c.MustLeader()]
+	c.WaitSettled()
+	ctx := ctxT(t, 60*time.Second)
+	f := c.Nodes[c.Followers()[0]]
+	const svc = "/v1/namespaces/public/groups/g/services/orders"
+	do := func(nd *servertest.Node, method, target, contentType, body string) (int, string, http.Header) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, "http://"+nd.HTTPAddr+target, strings.NewReader(body))
+		noErr(t, err)
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		noErr(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		noErr(t, err)
+		return resp.StatusCode, string(b), resp.Header
+	}
+	metric := func(nd *servertest.Node, series string) float64 { return metricValue(ctx, t, nd, series) }
+	httpForwards := func() float64 {
+		var n float64
+		for _, o := range []string{"ok", "retry", "error", "no_leader", "loop"} {
+			n += metric(f, `roster_http_forwarded_total{outcome="`+o+`"}`)
+		}
+		return n
+	}
+	fwd0, att0 := httpForwards(), metric(f, "roster_registry_forward_attempts_total")
+	ri0 := metric(f, `roster_registry_read_index_total{result="ok"}`)
+
+	writes := []struct{ method, target, contentType, body string }{
+		{"PUT", svc + "/clusters/c1", "application/json", `{"healthCheck":{"type":"NONE"}}`},
+		{"PUT", svc + "/instances/127.0.0.1:7001", "application/json", `{"cluster":"c1"}`},
+		{"PATCH", svc + "/instances/127.0.0.1:7001", "application/json", `{"weight":3}`},
+		{"POST", "/nacos/v1/ns/instance", "application/x-www-form-urlencoded",
+			"serviceName=orders&groupName=g&ip=127.0.0.1&port=7002&clusterName=c1&ephemeral=false"},
+		{"PUT", "/nacos/v1/ns/instance", "application/x-www-form-urlencoded",
+			"serviceName=orders&groupName=g&ip=127.0.0.1&port=7002&clusterName=c1&weight=5&ephemeral=false"},
+		{"DELETE", svc + "/instances/127.0.0.1:7001", "", ""},
+	}
+	for _, w := range writes {
+		code, body, h := do(f, w.method, w.target, w.contentType, w.body)
+		if code != http.StatusOK {
+			t.Fatalf("%s %s at the follower: %d %s", w.method, w.target, code, body)
+		}
+		if by := h.Get(api.HeaderServedBy); by != f.ID {
+			t.Fatalf("%s %s: served by %q, want the follower %s", w.method, w.target, by, f.ID)
+		}
+	}
+	// A write at the leader, then reads at the follower in every mode that is not stale.
+	code, body, _ := do(leader, "PUT", svc+"/instances/127.0.0.1:7003", "application/json", `{"cluster":"c1"}`)
+	if code != http.StatusOK {
+		t.Fatalf("a write at the leader: %d %s", code, body)
+	}
+	reads := []string{
+		svc + "/instances/127.0.0.1:7003",
+		svc + "/instances/127.0.0.1:7003?consistency=leader",
+		"/nacos/v1/ns/instance?serviceName=orders&groupName=g&ip=127.0.0.1&port=7003&cluster=c1",
+	}
+	for _, target := range reads {
+		code, body, h := do(f, "GET", target, "", "")
+		if code != http.StatusOK || !strings.Contains(body, "127.0.0.1") {
+			t.Fatalf("GET %s at the follower right after the leader's write: %d %s", target, code, body)
+		}
+		if by := h.Get(api.HeaderServedBy); by != f.ID {
+			t.Fatalf("GET %s: served by %q, want the follower", target, by)
+		}
+	}
+	if n := httpForwards() - fwd0; n != 0 {
+		t.Fatalf("%v requests forwarded over HTTP, want none", n)
+	}
+	// Nacos's update and deregistration read the service first (a leader-mode read).
+	if n := metric(f, "roster_registry_forward_attempts_total") - att0; n != float64(len(writes)) {
+		t.Fatalf("%v peer calls for %d writes", n, len(writes))
+	}
+	if n := metric(f, `roster_registry_read_index_total{result="ok"}`) - ri0; n < float64(len(reads)) {
+		t.Fatalf("%v read indexes for %d reads", n, len(reads))
+	}
+	in, found := instanceOn(t, leader, model.InstanceRef{Namespace: "public", Group: "g", Service: "orders", IP: "127.0.0.1", Port: 7002})
+	if !found || in.Weight != 5 {
+		t.Fatalf("the leader holds %+v (found %v)", in, found)
+	}
+	if _, _, err := leader.Server.Store().Instance(nil, model.InstanceRef{Namespace: "public", Group: "g", Service: "orders", IP: "127.0.0.1", Port: 7001}); err == nil {
+		t.Fatal("the deregistered instance is still on the leader")
+	}
 }

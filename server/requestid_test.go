@@ -73,13 +73,16 @@ func TestRequestID_ForwardedAndLoggedOnBothNodes(t *testing.T) {
 	if got := resp.Header.Get("X-Request-Id"); got != sane {
 		t.Fatalf("X-Request-Id %q, want the client's %q", got, sane)
 	}
-	if by := resp.Header.Get(api.HeaderServedBy); by != leader.ID {
-		t.Fatalf("served by %q, want the leader %s (the follower forwards)", by, leader.ID)
+	if by := resp.Header.Get(api.HeaderServedBy); by != follower.ID {
+		t.Fatalf("served by %q, want the follower %s (it hands the write to the leader typed and answers)", by, follower.ID)
 	}
 	wait.For(t, 10*time.Second, "the follower to log the request id", loggedOn(follower, sane))
 	wait.For(t, 10*time.Second, "the leader to log the request id", loggedOn(leader, sane))
-	if fl := logs[follower.ID].String(); !strings.Contains(fl, "forwarding the request to the leader") {
+	if fl := logs[follower.ID].String(); !strings.Contains(fl, `msg="handing the write to the leader"`) {
 		t.Errorf("the follower logged no forwarding line:\n%s", fl)
+	}
+	if ll := logs[leader.ID].String(); !strings.Contains(ll, `msg="peer call: a forwarded write" node=`+leader.ID+` from=`+follower.ID) {
+		t.Errorf("the leader logged no peer call from the follower:\n%s", ll)
 	}
 
 	// Insane ids (too long, characters outside the set) are replaced by a generated

@@ -418,7 +418,7 @@ func New(cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.peerSrv = peerrpc.NewServer(s.registry.ServeForwarded, s.log)
+	s.peerSrv = peerrpc.NewServer(s.registry, s.log)
 	s.node.ServePeer(s.peerSrv.ServeConn)
 	closers = append(closers, func() error { s.node.ServePeer(nil); s.peerSrv.Close(); return nil })
 	if cfg.DNS.Addr != "" {
@@ -471,8 +471,10 @@ func New(cfg Config) (_ *Server, err error) {
 		s.grpc, err = nacos.NewGRPC(nacos.GRPCConfig{
 			API: s.nacosAPI, Store: s.store, Watch: s.hub, HTTPAddr: httpAdv,
 			Registerer: s.metrics, Logger: s.log, Alarm: s.fsm.Alarm,
-			CatchUp: func(ctx context.Context) error { return s.node.CatchUp(ctx, s.fwd.LastWriteIndex()) },
-			TLS:     s.grpcTLS(),
+			CatchUp: func(ctx context.Context) error {
+				return s.node.CatchUp(ctx, max(s.fwd.LastWriteIndex(), s.registry.LastForwarded()))
+			},
+			TLS: s.grpcTLS(),
 			// Bounded well below the file descriptor limit, so that a flood of the
 			// port leaves descriptors for HTTPS and Raft (docs/security.md).
 			MaxTransports:     cmp.Or(cfg.GRPCMaxConns, DefaultMaxGRPCTransports()),

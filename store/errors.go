@@ -12,8 +12,8 @@ import (
 var (
 	// ErrCorrupt marks a state file that cannot be read as Roster state.
 	ErrCorrupt = errors.New("corrupt state")
-	// ErrClosed is returned by a store that was closed.
-	ErrClosed = errors.New("store closed")
+	// ErrClosed is returned by a store that was closed (a case of model.ErrUnavailable).
+	ErrClosed = model.Sentinel("store closed", model.ErrUnavailable)
 	// ErrNewerSchema marks a state file written by a newer Roster, in a schema this build
 	// does not read. It is not ErrCorrupt: such a file is refused and left untouched,
 	// never moved aside or rebuilt.
