@@ -97,6 +97,25 @@ func (g *GRPCServer) catchUp(ctx context.Context) {
 	}
 }
 
+// read runs fn, a read of this node's state, through the registry once this node has
+// caught up: registry.Read decides the state alarm, the ACL gate and the namespace's
+// read permission (ctx carries the caller's rights: authorizeIn), as for every surface.
+// The read is stale: Nacos clients read each server's own memory. A refusal is answered
+// as Nacos answers it; ok is false then.
+func (g *GRPCServer) read(ctx context.Context, ns string, fn func() error) (rpcResponse, bool) {
+	g.catchUp(ctx)
+	_, err := g.api.reg.Read(ctx, registry.ReadOptions{Namespace: ns, Consistency: registry.Stale},
+		func(*registry.WatchSet) (uint64, error) { return 0, fn() })
+	if err == nil {
+		return rpcResponse{}, true
+	}
+	ne := g.api.nacosClassify(err, nacosOther)
+	if ne.auth {
+		return rpcFail(rpcCodeNoRight, ne.msg), false
+	}
+	return rpcFail(ne.status, ne.msg), false
+}
+
 // view reads a service's list for a clusters filter from this node's state.
 func (g *GRPCServer) view(key model.ServiceKey, clusters string, healthyOnly bool) (rpcView, error) {
 	_, sv, err := g.cfg.Store.ServiceView(nil, key)
@@ -126,7 +145,8 @@ func (g *GRPCServer) subscribeService(ctx context.Context, s *rpcSession, md *na
 		return t, v
 	}
 	perm := rpcNamespacePermission(req.rpcNamingBase, acl.Read)
-	if refused, ok := g.authorize(md, perm); !ok {
+	ctx, refused, ok := g.authorizeIn(ctx, md, perm)
+	if !ok {
 		return rpcSubscribeServiceResponse, rpcServiceInfoAnswer{rpcResponse: refused}
 	}
 	key, err := rpcServiceKey(req.rpcNamingBase)
@@ -136,13 +156,15 @@ func (g *GRPCServer) subscribeService(ctx context.Context, s *rpcSession, md *na
 	if err != nil {
 		return rpcSubscribeServiceResponse, rpcServiceInfoAnswer{rpcResponse: paramInvalid(err)}
 	}
-	g.catchUp(ctx)
 	var v rpcView
 	if req.Subscribe {
+		g.catchUp(ctx)
 		v, err = s.push.subscribe(key, req.Clusters, g.api.stillAllowed(rpcToken(md), perm))
 	} else {
 		s.push.unsubscribe(key, req.Clusters)
-		v, err = g.view(key, req.Clusters, false)
+		if refused, ok := g.read(ctx, key.Namespace, func() (err error) { v, err = g.view(key, req.Clusters, false); return err }); !ok {
+			return rpcSubscribeServiceResponse, rpcServiceInfoAnswer{rpcResponse: refused}
+		}
 	}
 	if err != nil {
 		code := http.StatusInternalServerError
@@ -161,7 +183,8 @@ func (g *GRPCServer) queryService(ctx context.Context, _ *rpcSession, md *nacosp
 	if t, v, ok := decode(body, &req); !ok {
 		return t, v
 	}
-	if refused, ok := g.authorize(md, rpcNamespacePermission(req.rpcNamingBase, acl.Read)); !ok {
+	ctx, refused, ok := g.authorizeIn(ctx, md, rpcNamespacePermission(req.rpcNamingBase, acl.Read))
+	if !ok {
 		return rpcQueryServiceResponse, rpcServiceInfoAnswer{rpcResponse: refused}
 	}
 	key, err := rpcServiceKey(req.rpcNamingBase)
@@ -171,10 +194,9 @@ func (g *GRPCServer) queryService(ctx context.Context, _ *rpcSession, md *nacosp
 	if err != nil {
 		return rpcQueryServiceResponse, rpcServiceInfoAnswer{rpcResponse: paramInvalid(err)}
 	}
-	g.catchUp(ctx)
-	v, err := g.view(key, req.Cluster, req.HealthyOnly)
-	if err != nil {
-		return rpcQueryServiceResponse, rpcServiceInfoAnswer{rpcResponse: rpcFail(http.StatusInternalServerError, httpx.Message(err))}
+	var v rpcView
+	if refused, ok := g.read(ctx, key.Namespace, func() (err error) { v, err = g.view(key, req.Cluster, req.HealthyOnly); return err }); !ok {
+		return rpcQueryServiceResponse, rpcServiceInfoAnswer{rpcResponse: refused}
 	}
 	return g.serviceInfoAnswer(rpcQueryServiceResponse, v)
 }
@@ -187,7 +209,8 @@ func (g *GRPCServer) serviceList(ctx context.Context, _ *rpcSession, md *nacospb
 	if t, v, ok := decode(body, &req); !ok {
 		return t, v
 	}
-	if refused, ok := g.authorize(md, rpcNamespacePermission(req.rpcNamingBase, acl.Read)); !ok {
+	ctx, refused, ok := g.authorizeIn(ctx, md, rpcNamespacePermission(req.rpcNamingBase, acl.Read))
+	if !ok {
 		return rpcServiceListResponse, rpcServiceListAnswer{rpcResponse: refused}
 	}
 	ns, group := req.Namespace, req.GroupName
@@ -214,13 +237,16 @@ func (g *GRPCServer) serviceList(ctx context.Context, _ *rpcSession, md *nacospb
 	if _, err := httpx.PageOffset("pageNo", page, size); err != nil {
 		return rpcServiceListResponse, rpcServiceListAnswer{rpcResponse: paramInvalid(err)}
 	}
-	g.catchUp(ctx)
-	_, list, total, err := g.cfg.Store.Services(nil, ns, group, page, size)
-	if errors.Is(err, model.ErrNotFound) {
-		list, total, err = nil, 0, nil
-	}
-	if err != nil {
-		return rpcServiceListResponse, rpcServiceListAnswer{rpcResponse: rpcFail(http.StatusInternalServerError, httpx.Message(err))}
+	var list []model.Service
+	var total int
+	if refused, ok := g.read(ctx, ns, func() (err error) {
+		_, list, total, err = g.cfg.Store.Services(nil, ns, group, page, size)
+		if errors.Is(err, model.ErrNotFound) {
+			list, total, err = nil, 0, nil
+		}
+		return err
+	}); !ok {
+		return rpcServiceListResponse, rpcServiceListAnswer{rpcResponse: refused}
 	}
 	names := make([]string, 0, len(list))
 	for _, svc := range list {
