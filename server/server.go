@@ -234,56 +234,62 @@ type Server struct {
 	grpc     *nacos.GRPCServer // nil: no gRPC
 	grpcLn   net.Listener
 	hub      *fanout.Hub // watch fan-out of this node's state
-	observer *raft.Observer
-	stopObs  func() // ends observeLeader's goroutine
 	ln       net.Listener
 	http     *http.Server
 	httpAddr string
+	httpAdv  string // the HTTP address the others reach this node at
 
-	stopDisk   func() // ends the disk-space watch
-	stopGauges func() // ends the instance gauges' feed
-	stopChecks func() // ends the comparison of state checks
-	stopACL    func() // ends the watch of the ACL agreement (aclwatch.go)
+	// life holds what New opened and the goroutines the node runs (lifecycle.go).
+	life *lifecycle
 
 	aclHandoff aclHandoff // the last hand-over for lack of --acl-enabled
 
 	closeOnce sync.Once
 	closeErr  error
-	serveDone chan struct{}
 
 	certs *tlsutil.NodeCerts // the node's TLS material; nil: TLS is off
 }
 
 // New opens the node's state and Raft log and binds the HTTP listener; Start begins
-// serving. On error everything opened so far is closed again.
+// serving. It runs in ordered steps (openState, openRaft, startServices, buildAPI), each
+// registering what it opened with the node's lifecycle; on error everything opened so far
+// is closed again, in reverse order, and every goroutine started is waited for.
 func New(cfg Config) (_ *Server, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	// Lines logged with a request's context carry its id (httpx.RequestIDs).
 	log := slog.New(httpx.RequestIDLogs(cfg.Logger.Handler())).With("node", cfg.NodeID)
-	s := &Server{cfg: cfg, log: log, serveDone: make(chan struct{})}
+	s := &Server{cfg: cfg, log: log, life: newLifecycle()}
 	if s.certs, err = loadTLS(cfg.TLS); err != nil {
 		return nil, err
 	}
-	var closers []func() error
 	defer func() {
 		if err != nil {
-			for i := len(closers) - 1; i >= 0; i-- {
-				_ = closers[i]()
-			}
+			s.life.undo()
 		}
 	}()
+	// The steps complete s.cfg (openState chooses the snapshot directory).
+	for _, step := range []func(*Config) error{s.openState, s.openRaft, s.startServices, s.buildAPI} {
+		if err := step(&s.cfg); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
 
+// openState opens the data directory and the state file, and binds the HTTP listener.
+func (s *Server) openState(cfg *Config) error {
 	// Before anything in the directory is opened: a directory in a newer format is refused
 	// untouched (a downgrade past a format change).
 	if err := datadir.Stamp(cfg.DataDir, buildinfo.Get().Version); err != nil {
-		return nil, fmt.Errorf("data-dir: %w", err)
+		return fmt.Errorf("data-dir: %w", err)
 	}
 	// Everything in it is private to this user, whatever wrote it (docs/security.md).
 	if err := datadir.Tighten(cfg.DataDir); err != nil {
-		return nil, fmt.Errorf("data-dir: %w", err)
+		return fmt.Errorf("data-dir: %w", err)
 	}
+	var err error
 	s.store, err = store.Open(raftnode.StatePath(cfg.DataDir), store.Options{
 		NoSync:        cfg.NoSync,
 		SyncInterval:  max(cfg.StateSyncInterval, 0),
@@ -291,14 +297,14 @@ func New(cfg Config) (_ *Server, err error) {
 		Logger:        s.log,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open state: %w", err)
+		return fmt.Errorf("open state: %w", err)
 	}
-	closers = append(closers, s.store.Close)
+	s.life.onUndo(s.store.Close)
 	if cfg.Snapshot.Dir == "" {
 		// Emptied only now that the state file's lock shows no other process uses DataDir.
 		cfg.Snapshot.Dir = filepath.Join(cfg.DataDir, snapshotTempDir)
 		if err := resetDir(cfg.Snapshot.Dir); err != nil {
-			return nil, fmt.Errorf("data-dir: %w", err)
+			return fmt.Errorf("data-dir: %w", err)
 		}
 	}
 	s.fsm = fsm.New(s.store, s.log)
@@ -312,25 +318,30 @@ func New(cfg Config) (_ *Server, err error) {
 
 	s.ln, err = net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
-		return nil, fmt.Errorf("http-addr: %w", err)
+		return fmt.Errorf("http-addr: %w", err)
 	}
-	closers = append(closers, s.ln.Close)
+	s.life.onUndo(s.ln.Close)
 	s.httpAddr = s.ln.Addr().String()
+	return nil
+}
 
+// openRaft opens the Raft node on the state, and the node's metrics.
+func (s *Server) openRaft(cfg *Config) error {
 	advertiseFn := advertise
 	if s.certs != nil {
 		advertiseFn = tlsAdvertise
 		if err := checkTLSJoin(cfg.Join); err != nil {
-			return nil, fmt.Errorf("join: %w", err)
+			return fmt.Errorf("join: %w", err)
 		}
 	}
-	httpAdv, err := advertiseFn(cfg.HTTPAdvertise, s.httpAddr, cfg.RaftAdvertise, cfg.RaftAddr)
+	var err error
+	s.httpAdv, err = advertiseFn(cfg.HTTPAdvertise, s.httpAddr, cfg.RaftAdvertise, cfg.RaftAddr)
 	if err != nil {
-		return nil, fmt.Errorf("http-advertise: %w", err)
+		return fmt.Errorf("http-advertise: %w", err)
 	}
 
 	s.joinHTTP = newJoinHTTPClient(s.peerTLS())
-	closers = append(closers, func() error { s.joinHTTP.CloseIdleConnections(); return nil })
+	s.life.onUndo(func() error { s.joinHTTP.CloseIdleConnections(); return nil })
 	s.node, err = raftnode.New(raftnode.Config{
 		NodeID:             cfg.NodeID,
 		DataDir:            cfg.DataDir,
@@ -338,7 +349,7 @@ func New(cfg Config) (_ *Server, err error) {
 		RaftListener:       cfg.RaftListener,
 		TLS:                s.raftTLS(),
 		RaftAdvertise:      cfg.RaftAdvertise,
-		HTTPAdvertise:      httpAdv,
+		HTTPAdvertise:      s.httpAdv,
 		Peers:              cfg.Peers,
 		Join:               cfg.Join,
 		NonVoter:           cfg.NonVoter,
@@ -355,42 +366,41 @@ func New(cfg Config) (_ *Server, err error) {
 		Logger:             s.log,
 	}, s.fsm)
 	if err != nil {
-		return nil, fmt.Errorf("raft: %w", err)
+		return fmt.Errorf("raft: %w", err)
 	}
-	closers = append(closers, s.node.Shutdown)
+	s.life.onUndo(s.node.Shutdown)
 
 	s.metrics = prometheus.NewRegistry()
 	s.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildInfoGauge())
 	if err := s.node.RegisterMetrics(s.metrics); err != nil {
-		return nil, fmt.Errorf("raft metrics: %w", err)
+		return fmt.Errorf("raft metrics: %w", err)
 	}
 	diskMetrics(s.metrics, cfg.DataDir)
 	if err := s.store.RegisterMetrics(s.metrics); err != nil {
-		return nil, fmt.Errorf("read cache metrics: %w", err)
+		return fmt.Errorf("read cache metrics: %w", err)
 	}
-	s.metrics.MustRegister(newAutopilotCollector(s.node))
-	diskStop := make(chan struct{})
-	go watchDisk(cfg.DataDir, s.log, diskStop)
-	closers = append(closers, func() error { close(diskStop); return nil })
-	s.stopDisk = func() { close(diskStop) }
+	s.metrics.MustRegister(newAutopilotCollector(s.node), stateCorruptGauge(s.fsm), haltedGauge(s.fsm))
+	return nil
+}
 
+// startServices builds the registry and what runs beside the APIs: the peer RPC, the
+// health checks, DNS, the watch fan-out and the node's background loops.
+func (s *Server) startServices(cfg *Config) error {
+	dataDir := cfg.DataDir
+	s.life.loop(func(ctx context.Context) { watchDisk(dataDir, s.log, ctx.Done()) })
 	gauges, err := instgauge.New(s.store, s.metrics, !cfg.InstanceMetricsByNamespace, s.log)
 	if err != nil {
-		return nil, fmt.Errorf("instance metrics: %w", err)
+		return fmt.Errorf("instance metrics: %w", err)
 	}
-	gaugeStop, gaugeDone := make(chan struct{}), make(chan struct{})
-	go func() { defer close(gaugeDone); gauges.Run(gaugeStop) }()
-	var gaugeOnce sync.Once
-	s.stopGauges = func() { gaugeOnce.Do(func() { close(gaugeStop); <-gaugeDone }) }
-	closers = append(closers, func() error { s.stopGauges(); return nil })
+	s.life.loop(func(ctx context.Context) { gauges.Run(ctx.Done()) })
 
 	hcfg := cfg.Health
 	hcfg.Registerer = s.metrics
 	hcfg.Confirmer, hcfg.NodeID = confirmer{s: s}, cfg.NodeID
 	s.health, err = healthcheck.NewManager(hcfg, s.store, s.node, s.log)
 	if err != nil {
-		return nil, fmt.Errorf("health checks: %w", err)
+		return fmt.Errorf("health checks: %w", err)
 	}
 	// Connections are file descriptors: take what the hard limit allows before the
 	// bounds below are sized from it.
@@ -401,7 +411,7 @@ func New(cfg Config) (_ *Server, err error) {
 	}
 	watchers, err := registry.NewWatchers(maxWatchers, s.metrics)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	rcfg := registry.Config{Settings: s.store, Raft: s.node, StateAlarm: s.fsm.Alarm, Watchers: watchers,
 		ACLEnabled: cfg.ACLEnabled, Tokens: s.store, Metrics: s.metrics,
@@ -409,67 +419,61 @@ func New(cfg Config) (_ *Server, err error) {
 	if !cfg.NoWriteCoalescing {
 		rcfg.Coalesce = proposer{s.node}
 	}
-	// Writes that reach a follower go to the leader typed, over the peer RPC on the Raft
-	// port (registry/forward.go, peerrpc).
+	// Writes and consistent reads that reach a follower go to the leader typed, over the
+	// peer RPC on the Raft port (registry/forward.go, peerrpc).
 	s.peer = peerrpc.NewClient(s.node.DialPeer, s.node.LeaderPeer)
-	closers = append(closers, func() error { s.peer.Close(); return nil })
+	s.life.onUndo(func() error { s.peer.Close(); return nil })
 	rcfg.Peer, rcfg.NodeID, rcfg.LeaderHold = s.peer, cfg.NodeID, httpapi.DefaultLeaderHold
 	s.registry, err = registry.New(rcfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.peerSrv = peerrpc.NewServer(s.registry, s.log)
 	s.node.ServePeer(s.peerSrv.ServeConn)
-	closers = append(closers, func() error { s.node.ServePeer(nil); s.peerSrv.Close(); return nil })
+	s.life.onUndo(func() error { s.node.ServePeer(nil); s.peerSrv.Close(); return nil })
 	if cfg.DNS.Addr != "" {
 		s.dns, err = dnsapi.New(cfg.DNS, dnsapi.Options{
 			Store: s.store, Staleness: s.node.LastContact, Alarm: s.fsm.Alarm, Registerer: s.metrics, Logger: s.log,
 		})
 		switch {
 		case err == nil:
-			closers = append(closers, s.dns.Close)
+			s.life.onUndo(s.dns.Close)
 		case cfg.DNSOptional && errors.Is(err, dnsapi.ErrListen):
 			s.log.Warn("serving no DNS: its address cannot be bound", "addr", cfg.DNS.Addr, "err", err)
 			s.dns = nil
 		default:
-			return nil, err
+			return err
 		}
 	}
 	s.hub, err = fanout.New(s.store, fanout.Options{Metrics: s.metrics, Logger: s.log})
 	if err != nil {
-		return nil, fmt.Errorf("watch fan-out: %w", err)
+		return fmt.Errorf("watch fan-out: %w", err)
 	}
-	closers = append(closers, func() error { s.hub.Close(); return nil })
+	s.life.onUndo(func() error { s.hub.Close(); return nil })
 	s.observeLeader()
-	closers = append(closers, func() error { s.stopObs(); return nil })
 	s.node.OnLeadership(s.health.Run)
 	s.node.OnLeadership(s.seedSettings)
 	s.node.OnLeadership(s.proposeStateChecks)
 	s.node.OnLeadership(s.handOffWhileMismatched)
-	aclCtx, aclCancel := context.WithCancel(context.Background())
-	aclDone := make(chan struct{})
-	go func() { defer close(aclDone); s.watchACLAgreement(aclCtx) }()
-	var aclOnce sync.Once
-	s.stopACL = func() { aclOnce.Do(func() { aclCancel(); <-aclDone }) }
-	closers = append(closers, func() error { s.stopACL(); return nil })
-	s.metrics.MustRegister(stateCorruptGauge(s.fsm), haltedGauge(s.fsm))
-	checkStop := make(chan struct{})
-	go s.compareStateChecks(checkStop)
-	closers = append(closers, func() error { close(checkStop); return nil })
-	s.stopChecks = func() { close(checkStop) }
+	s.life.loop(s.watchACLAgreement)
+	s.life.loop(func(ctx context.Context) { s.compareStateChecks(ctx.Done()) })
 	s.log.Info("health probe policy", "policy", cfg.Health.Policy.String())
+	return nil
+}
 
-	handler, err := s.newAPI(cfg)
+// buildAPI builds the HTTP APIs, the Nacos gRPC server and the HTTP server.
+func (s *Server) buildAPI(cfg *Config) error {
+	handler, err := s.newAPI(*cfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if cfg.GRPCAddr != "" {
 		if s.grpcLn, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
-			return nil, fmt.Errorf("grpc-addr: %w", err)
+			return fmt.Errorf("grpc-addr: %w", err)
 		}
-		closers = append(closers, s.grpcLn.Close)
+		s.life.onUndo(s.grpcLn.Close)
 		s.grpc, err = nacos.NewGRPC(nacos.GRPCConfig{
-			API: s.nacosAPI, Store: s.store, Watch: s.hub, HTTPAddr: httpAdv,
+			API: s.nacosAPI, Store: s.store, Watch: s.hub, HTTPAddr: s.httpAdv,
 			Registerer: s.metrics, Logger: s.log, Alarm: s.fsm.Alarm,
 			CatchUp: func(ctx context.Context) error {
 				return s.node.CatchUp(ctx, max(s.fwd.LastWriteIndex(), s.registry.LastForwarded()))
@@ -484,7 +488,7 @@ func New(cfg Config) (_ *Server, err error) {
 			AcceptRatePerIP:   cfg.GRPCAcceptRatePerIP,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("nacos grpc: %w", err)
+			return fmt.Errorf("nacos grpc: %w", err)
 		}
 	}
 	if cfg.Pprof {
@@ -514,7 +518,7 @@ func New(cfg Config) (_ *Server, err error) {
 			"so it cannot announce its addresses nor ask them to confirm health transitions (while it leads, the health transitions " +
 			"of clusters with confirm: majority find no majority of the voters and are not committed)")
 	}
-	return s, nil
+	return nil
 }
 
 // advertise picks the address peers use to reach the HTTP API.
@@ -549,8 +553,7 @@ func advertise(explicit, bound, raftAdv, raftBind string) (string, error) {
 
 // Start serves the HTTP API until Close.
 func (s *Server) Start() error {
-	go func() {
-		defer close(s.serveDone)
+	s.life.serve(func() {
 		serve := s.http.Serve
 		if s.certs != nil {
 			serve = func(ln net.Listener) error { return s.http.ServeTLS(ln, "", "") }
@@ -558,16 +561,16 @@ func (s *Server) Start() error {
 		if err := serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http server stopped", "err", err)
 		}
-	}()
+	})
 	if s.dns != nil {
 		s.dns.Start()
 	}
 	if s.grpc != nil {
-		go func() {
+		s.life.serve(func() {
 			if err := s.grpc.Serve(s.grpcLn); err != nil {
 				s.log.Error("nacos grpc server stopped", "err", err)
 			}
-		}()
+		})
 	}
 	s.log.Info("serving", "http", s.httpAddr, "raft", s.cfg.RaftAddr, "dns", s.DNSAddr(), "grpc", s.GRPCAddr())
 	return nil
@@ -608,10 +611,8 @@ func (s *Server) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
 		defer cancel()
 		errs := []error{}
-		s.stopDisk()
-		s.stopChecks()
-		s.stopGauges()
-		s.stopACL()
+		// The background loops first (they read the state and talk to the others).
+		s.life.stopLoops()
 		// A leader hands leadership over before anything stops serving: writes that
 		// arrive meanwhile wait here and are sent on to the next leader, and the
 		// requests still being answered below can be forwarded to it.
@@ -627,7 +628,6 @@ func (s *Server) Close() error {
 			gcancel()
 		}
 		// Ending the watch streams first lets the HTTP server's shutdown find them done.
-		s.stopObs()
 		s.hub.Close()
 		if s.dns != nil {
 			if err := s.dns.Close(); err != nil {
@@ -638,6 +638,7 @@ func (s *Server) Close() error {
 			errs = append(errs, fmt.Errorf("http: %w", err))
 			_ = s.http.Close()
 		}
+		s.life.waitServes() // the HTTP and gRPC servers' Serve calls have returned
 		s.fwd.CloseIdleConnections()
 		s.node.ServePeer(nil)
 		s.peerSrv.Close()
@@ -674,31 +675,22 @@ const snapshotTempDir = "snapshot-tmp"
 // change (on followers too): a watcher then holds what the new term's node serves.
 func (s *Server) observeLeader() {
 	ch := make(chan raft.Observation, 8)
-	s.observer = raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
 		_, ok := o.Data.(raft.LeaderObservation)
 		return ok
 	})
-	s.node.Raft().RegisterObserver(s.observer)
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
+	s.node.Raft().RegisterObserver(obs)
+	s.life.loop(func(ctx context.Context) {
+		defer s.node.Raft().DeregisterObserver(obs)
 		for {
 			select {
 			case <-ch:
 				s.hub.Resync("leadership")
-			case <-stop:
+			case <-ctx.Done():
 				return
 			}
 		}
-	}()
-	var once sync.Once
-	s.stopObs = func() {
-		once.Do(func() {
-			s.node.Raft().DeregisterObserver(s.observer)
-			close(stop)
-			<-done
-		})
-	}
+	})
 }
 
 // resetDir creates dir, or empties it if it exists.
