@@ -1,9 +1,10 @@
-// Package nacos serves the Nacos Open API (/nacos/v1/ns/..., /nacos/v2/ns/...) for
-// persistent instances, so that Nacos 1.x HTTP clients and the HTTP writes of 2.x
-// clients work against Roster unchanged (docs/nacos-compatibility.md). It is a thin
-// adapter over the registry service: it parses Nacos's forms into model types, calls
-// the registry, and answers in Nacos's shapes (v1 text or bare JSON, v2 envelope with
-// Nacos's result codes). Forwarding, read options and error classes come from httpx.
+// Package nacos is everything Nacos clients speak to Roster, for persistent instances,
+// in Nacos's shapes and result codes (docs/nacos-compatibility.md): the Open API over
+// HTTP (/nacos/v1/ns/..., /nacos/v2/ns/...: handler.go, routes.go and the resource
+// files), UDP pushes to Nacos 1.x clients (push.go, subscribe.go), and the Nacos 2.x
+// gRPC server with its pushes (grpc_*.go). Each protocol parses its wire format into
+// model types, calls the registry, which decides every write and read (and hands a
+// follower's to the leader), and renders the result; HTTP plumbing comes from httpx.
 package nacos
 
 import (

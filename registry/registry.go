@@ -1,15 +1,16 @@
 // Package registry is Roster's application service: the one place where a request to
 // change or read the registry becomes a Raft command or a consistency-checked read.
 //
-// Every surface — the native REST API, the Nacos HTTP API, and what later speaks to
-// consumers — is a thin adapter over a Registry: it parses its own wire format into
-// model types, calls the Registry, and renders the result. The Registry admits writes
-// (the model's Admit* rules, under the cluster-wide settings held in the replicated
-// state; the state machine applies entries under the Validate* rules only), builds the
-// typed command, wraps it in a conditional (CAS) command when asked, and submits it
-// through Raft; it runs reads under the requested consistency, as blocking queries when
-// asked, and says when a request must be served by the leader. The health prober's
-// transitions keep their own path (healthcheck submits SetHealth itself).
+// Every surface — the native REST API, the Nacos HTTP and gRPC APIs — only translates
+// for a Registry: it parses its own wire format into model types, calls the Registry,
+// and renders the result. The Registry admits writes (the model's Admit* rules, under
+// the cluster-wide settings held in the replicated state; the state machine applies
+// entries under the Validate* rules only), builds the typed command, wraps it in a
+// conditional (CAS) command when asked, and submits it through Raft, or, on a
+// follower, hands it to the leader's Registry (forward.go); it runs reads under the
+// requested consistency, asking the leader for a read index on a follower, as blocking
+// queries when asked. The health prober's transitions keep their own path (healthcheck
+// submits SetHealth itself).
 package registry
 
 import (

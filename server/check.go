@@ -1,9 +1,9 @@
 package server
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +11,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/rosterhq/roster/raftnode"
+	"github.com/rosterhq/roster/statecheck"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -64,23 +65,23 @@ func CheckDataDir(dir string) (DataDirCheck, error) {
 			c.Problems = append(c.Problems, fmt.Sprintf("state file: %v", err))
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, stateCheckFile)); err == nil {
-		var rec shutdownRecord
-		if err := json.Unmarshal(b, &rec); err != nil {
-			c.Problems = append(c.Problems, fmt.Sprintf("%s: %v", stateCheckFile, err))
-		} else if c.StateHash != "" {
-			c.ShutdownChecked = true
-			switch {
-			case rec.AppliedIndex != c.StateApplied:
-				c.Problems = append(c.Problems, fmt.Sprintf("state_mismatch: the clean shutdown recorded applied index %d, the state file is at %d", rec.AppliedIndex, c.StateApplied))
-			case rec.Hash != c.StateHash:
-				c.Problems = append(c.Problems, fmt.Sprintf("state_mismatch: the state file changed after the clean shutdown (hash %s, recorded %s)", c.StateHash, rec.Hash))
-			}
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return c, err
-	} else {
+	rec, err := statecheck.ReadShutdownRecord(dir)
+	var readErr *fs.PathError
+	switch {
+	case errors.Is(err, os.ErrNotExist):
 		c.Notes = append(c.Notes, "no clean-shutdown record: the state file cannot be compared with the state the node last served (the node crashed, or already started since)")
+	case errors.As(err, &readErr):
+		return c, err
+	case err != nil:
+		c.Problems = append(c.Problems, err.Error())
+	case c.StateHash != "":
+		c.ShutdownChecked = true
+		switch {
+		case rec.AppliedIndex != c.StateApplied:
+			c.Problems = append(c.Problems, fmt.Sprintf("state_mismatch: the clean shutdown recorded applied index %d, the state file is at %d", rec.AppliedIndex, c.StateApplied))
+		case rec.Hash != c.StateHash:
+			c.Problems = append(c.Problems, fmt.Sprintf("state_mismatch: the state file changed after the clean shutdown (hash %s, recorded %s)", c.StateHash, rec.Hash))
+		}
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "cluster-id")); err == nil && c.ClusterID != "" {
 		if got := strings.TrimSpace(string(b)); got != c.ClusterID {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/httpx"
@@ -68,4 +69,43 @@ func (s *Server) peerJSON(ctx context.Context, method, httpAddr, path string, bo
 		}
 	}
 	return fmt.Errorf("%s %s: HTTP %d: %.200s", method, path, resp.StatusCode, raw)
+}
+
+// stateCheckPeerWait bounds how long a node waits for a peer to have applied a state check.
+const stateCheckPeerWait = 30 * time.Second
+
+// peerStateCheck fetches a peer's hash at index, waiting while the peer has not applied
+// it yet ("" when it never answers with one).
+func (s *Server) peerStateCheck(ctx context.Context, httpAddr string, index uint64) (string, error) {
+	if httpAddr == "" {
+		return "", errors.New("no HTTP address recorded")
+	}
+	ctx, cancel := context.WithTimeout(ctx, stateCheckPeerWait)
+	defer cancel()
+	path := fmt.Sprintf("/v1/status/state-check?index=%d", index)
+	for wait := 100 * time.Millisecond; ; wait = min(wait*2, 2*time.Second) {
+		var sc api.StateCheck
+		err := s.peerJSON(ctx, http.MethodGet, httpAddr, path, nil, &sc, http.StatusOK)
+		switch {
+		case err == nil && sc.Index == index:
+			return sc.Hash, nil
+		case err == nil:
+			return "", fmt.Errorf("unreadable state check: index %d where %d was asked for", sc.Index, index)
+		case errors.Is(err, errUnreadableAnswer):
+			return "", err
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// peerReady asks a peer for its readiness (GET /v1/status/ready, which answers 503 with
+// the same body when the peer is not ready).
+func (s *Server) peerReady(ctx context.Context, httpAddr string) (api.Ready, error) {
+	var rd api.Ready
+	err := s.peerJSON(ctx, http.MethodGet, httpAddr, "/v1/status/ready", nil, &rd, http.StatusOK, http.StatusServiceUnavailable)
+	return rd, err
 }

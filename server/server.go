@@ -38,6 +38,7 @@ import (
 	"github.com/rosterhq/roster/peerrpc"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/registry"
+	"github.com/rosterhq/roster/statecheck"
 	"github.com/rosterhq/roster/store"
 	"github.com/rosterhq/roster/tlsutil"
 )
@@ -98,7 +99,7 @@ type Config struct {
 	// (0: DefaultMaxWatchers(); negative: no bound). Beyond it they are answered 429.
 	MaxWatchers int
 	// StateCheckInterval is how often the leader has every node hash its state for the
-	// nodes to compare (default DefaultStateCheckInterval; integrity.go).
+	// nodes to compare (default DefaultStateCheckInterval; package statecheck).
 	StateCheckInterval time.Duration
 	// Snapshot configures the backup routes; an empty Dir means DataDir/snapshot-tmp.
 	Snapshot httpapi.SnapshotConfig
@@ -212,6 +213,10 @@ func (c *Config) Validate() error {
 // settings were never set.
 const DefaultMetadataMaxBytes = model.DefaultMetadataSize
 
+// DefaultStateCheckInterval is how often the leader asks the nodes to compare their
+// states by default.
+const DefaultStateCheckInterval = statecheck.DefaultInterval
+
 // DefaultStateSyncInterval is how often the state file is fsynced by default.
 const DefaultStateSyncInterval = time.Second
 
@@ -308,7 +313,7 @@ func (s *Server) openState(cfg *Config) error {
 		}
 	}
 	s.fsm = fsm.New(s.store, s.log)
-	switch alarm, err := verifyShutdownState(cfg.DataDir, s.store); {
+	switch alarm, err := statecheck.VerifyShutdown(cfg.DataDir, s.store); {
 	case err != nil:
 		s.log.Warn("the state recorded at the last clean shutdown cannot be checked", "error", err)
 	case alarm != nil:
@@ -380,7 +385,8 @@ func (s *Server) openRaft(cfg *Config) error {
 	if err := s.store.RegisterMetrics(s.metrics); err != nil {
 		return fmt.Errorf("read cache metrics: %w", err)
 	}
-	s.metrics.MustRegister(newAutopilotCollector(s.node), stateCorruptGauge(s.fsm), haltedGauge(s.fsm))
+	s.metrics.MustRegister(newAutopilotCollector(s.node))
+	s.metrics.MustRegister(statecheck.Collectors(s.fsm)...)
 	return nil
 }
 
@@ -453,10 +459,12 @@ func (s *Server) startServices(cfg *Config) error {
 	s.observeLeader()
 	s.node.OnLeadership(s.health.Run)
 	s.node.OnLeadership(s.seedSettings)
-	s.node.OnLeadership(s.proposeStateChecks)
+	checks := statecheck.New(statecheck.Config{NodeID: cfg.NodeID, Interval: cfg.StateCheckInterval, Node: s.node,
+		FSM: s.fsm, PeerHash: s.peerStateCheck, Logger: s.log})
+	s.node.OnLeadership(checks.Propose)
 	s.node.OnLeadership(s.handOffWhileMismatched)
 	s.life.loop(s.watchACLAgreement)
-	s.life.loop(func(ctx context.Context) { s.compareStateChecks(ctx.Done()) })
+	s.life.loop(checks.Compare)
 	s.log.Info("health probe policy", "policy", cfg.Health.Policy.String())
 	return nil
 }
@@ -649,7 +657,7 @@ func (s *Server) Close() error {
 		s.joinHTTP.CloseIdleConnections()
 		if s.fsm.Alarm() == nil {
 			// The next start checks that the state file did not change meanwhile.
-			if err := recordShutdownState(s.cfg.DataDir, s.store); err != nil {
+			if err := statecheck.RecordShutdown(s.cfg.DataDir, s.store); err != nil {
 				s.log.Warn("recording the state at shutdown failed", "error", err)
 			}
 		}
