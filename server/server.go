@@ -247,8 +247,6 @@ type Server struct {
 	// life holds what New opened and the goroutines the node runs (lifecycle.go).
 	life *lifecycle
 
-	aclHandoff aclHandoff // the last hand-over for lack of --acl-enabled
-
 	closeOnce sync.Once
 	closeErr  error
 
@@ -462,8 +460,13 @@ func (s *Server) startServices(cfg *Config) error {
 	checks := statecheck.New(statecheck.Config{NodeID: cfg.NodeID, Interval: cfg.StateCheckInterval, Node: s.node,
 		FSM: s.fsm, PeerHash: s.peerStateCheck, Logger: s.log})
 	s.node.OnLeadership(checks.Propose)
-	s.node.OnLeadership(s.handOffWhileMismatched)
-	s.life.loop(s.watchACLAgreement)
+	agreement, err := s.registry.NewACLAgreement(func() bool { ready, _ := s.node.Ready(); return ready },
+		func(ctx context.Context) error { return s.node.TransferLeadership(ctx, "") })
+	if err != nil {
+		return err
+	}
+	s.node.OnLeadership(agreement.HandOffWhileMismatched)
+	s.life.loop(agreement.WatchAgreement)
 	s.life.loop(checks.Compare)
 	s.log.Info("health probe policy", "policy", cfg.Health.Policy.String())
 	return nil

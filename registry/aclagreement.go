@@ -1,4 +1,4 @@
-package server
+package registry
 
 import (
 	"context"
@@ -12,21 +12,21 @@ import (
 )
 
 // Agreement on ACLs. Every node of a cluster must run with --acl-enabled, or none.
-// registry.ACLGate refuses every request of a node started without the flag once the
-// replicated state says the cluster's ACLs are bootstrapped; what is here makes that
-// visible and keeps such a node from stalling the cluster:
+// ACLGate refuses every request of a node started without the flag once the replicated
+// state says the cluster's ACLs are bootstrapped; what is here makes that visible and
+// keeps such a node from stalling the cluster (the server runs both: ACLAgreement):
 //
-//   - watchACLAgreement follows the replicated ACL state (not the requests, so an
+//   - WatchAgreement follows the replicated ACL state (not the requests, so an
 //     idle node reports too) and logs each change of this node's agreement once: an
 //     ERROR when the node refuses to serve because it lacks the flag, a WARN while a
 //     node with the flag waits for the cluster's bootstrap (it answers 401), an INFO
 //     when that wait ends.
-//   - handOffWhileMismatched runs on every leadership term: a leader that refuses to
+//   - HandOffWhileMismatched runs on every leadership term: a leader that refuses to
 //     serve would make the whole cluster refuse writes (followers forward them to it),
 //     so it hands leadership to another voter, retrying while that fails (the first
 //     attempt of a term is logged at ERROR, later ones at DEBUG).
 
-// aclRecheck is how often watchACLAgreement looks again at a node that has not caught
+// aclRecheck is how often WatchAgreement looks again at a node that has not caught
 // up with the leader yet: what its copy of the ACL state says is not the cluster's word
 // before that.
 const aclRecheck = time.Second
@@ -48,18 +48,18 @@ const (
 
 // aclAgreementNow reads the agreement from the node's state (the bootstrap index is
 // held in memory, so this costs no transaction); gate is the ACL gate's error.
-func (s *Server) aclAgreementNow() (aclAgreement, uint64, error) {
-	if gate := s.registry.ACLGate(); gate != nil {
+func (s *ACLAgreement) aclAgreementNow() (aclAgreement, uint64, error) {
+	if gate := s.reg.ACLGate(); gate != nil {
 		if errors.Is(gate, acl.ErrMismatch) {
-			boot, _ := s.store.ACLBootstrapIndex()
+			boot, _ := s.reg.tokens.ACLBootstrapIndex()
 			return aclMismatch, boot, gate
 		}
 		return aclAgree, 0, gate
 	}
-	if !s.registry.ACLEnabled() {
+	if !s.reg.ACLEnabled() {
 		return aclAgree, 0, nil
 	}
-	boot, err := s.store.ACLBootstrapIndex()
+	boot, err := s.reg.tokens.ACLBootstrapIndex()
 	if err != nil {
 		return aclAgree, 0, err
 	}
@@ -72,13 +72,13 @@ func (s *Server) aclAgreementNow() (aclAgreement, uint64, error) {
 // watchACLChanges adds to ws the watch of the replicated ACL state: it fires on every
 // bootstrap, token change and restore. Call it before reading the state, so that a
 // change in between wakes ws.
-func (s *Server) watchACLChanges(ws *store.WatchSet) error {
-	_, _, err := s.store.Tokens(ws)
+func (s *ACLAgreement) watchACLChanges(ws *store.WatchSet) error {
+	_, _, err := s.reg.tokens.Tokens(ws)
 	return err
 }
 
-// watchACLAgreement logs every change of this node's ACL agreement, once, until ctx ends.
-func (s *Server) watchACLAgreement(ctx context.Context) {
+// WatchAgreement logs every change of this node's ACL agreement, once, until ctx ends.
+func (s *ACLAgreement) WatchAgreement(ctx context.Context) {
 	logged := aclAgree
 	for {
 		ws := store.NewWatchSet()
@@ -103,7 +103,7 @@ func (s *Server) watchACLAgreement(ctx context.Context) {
 		case state == aclNotBootstrap:
 			// A node that has not caught up yet may simply not have received the
 			// bootstrap: say it only once its state is the cluster's.
-			if ready, _ := s.node.Ready(); !ready {
+			if !s.ready() {
 				wctx, cancel = context.WithTimeout(ctx, aclRecheck)
 				break
 			}
@@ -128,6 +128,26 @@ func (s *Server) watchACLAgreement(ctx context.Context) {
 	}
 }
 
+// ACLAgreement watches this node's agreement with the cluster on ACLs and hands
+// leadership away while it refuses to serve for lack of --acl-enabled.
+type ACLAgreement struct {
+	reg      *Registry
+	log      *slog.Logger
+	ready    func() bool                     // this node has applied what it knows is committed
+	transfer func(ctx context.Context) error // hands leadership to another voter
+	last     aclHandoff
+}
+
+// NewACLAgreement returns the ACL agreement of r's node: ready reports whether the node
+// has caught up with the cluster, transfer hands its leadership to another voter. r must
+// read the replicated tokens (Config.Tokens).
+func (r *Registry) NewACLAgreement(ready func() bool, transfer func(ctx context.Context) error) (*ACLAgreement, error) {
+	if r.tokens == nil {
+		return nil, errors.New("registry: the ACL agreement needs Config.Tokens")
+	}
+	return &ACLAgreement{reg: r, log: r.log, ready: ready, transfer: transfer}, nil
+}
+
 // aclHandoff remembers when this node last handed leadership away for lack of
 // --acl-enabled (leadership terms may briefly overlap their callbacks).
 type aclHandoff struct {
@@ -135,13 +155,13 @@ type aclHandoff struct {
 	last time.Time
 }
 
-// handOffWhileMismatched runs for each leadership term of this node (raftnode's
+// HandOffWhileMismatched runs for each leadership term of this node (raftnode's
 // OnLeadership). While the node refuses to serve for lack of --acl-enabled, every
 // request the followers forward to it is refused too, so the whole cluster could not
 // write: it hands leadership to another voter, and tries again every
 // aclHandoffInterval while it fails (a single-node cluster, the other voters down).
 // ctx ends with the term.
-func (s *Server) handOffWhileMismatched(ctx context.Context) {
+func (s *ACLAgreement) HandOffWhileMismatched(ctx context.Context) {
 	attempts := 0
 	for {
 		ws := store.NewWatchSet()
@@ -164,14 +184,14 @@ func (s *Server) handOffWhileMismatched(ctx context.Context) {
 // aclHandoffInterval ago; it returns how long to wait before trying again. attempts
 // counts the term's attempts: only the first is logged at ERROR, so that a node that
 // cannot hand over (no other voter) does not fill the log.
-func (s *Server) handOff(ctx context.Context, attempts *int) time.Duration {
-	s.aclHandoff.mu.Lock()
-	if wait := time.Until(s.aclHandoff.last.Add(aclHandoffInterval)); wait > 0 {
-		s.aclHandoff.mu.Unlock()
+func (s *ACLAgreement) handOff(ctx context.Context, attempts *int) time.Duration {
+	s.last.mu.Lock()
+	if wait := time.Until(s.last.last.Add(aclHandoffInterval)); wait > 0 {
+		s.last.mu.Unlock()
 		return wait
 	}
-	s.aclHandoff.last = time.Now()
-	s.aclHandoff.mu.Unlock()
+	s.last.last = time.Now()
+	s.last.mu.Unlock()
 	*attempts++
 	level := slog.LevelError
 	if *attempts > 1 {
@@ -179,7 +199,7 @@ func (s *Server) handOff(ctx context.Context, attempts *int) time.Duration {
 	}
 	s.log.Log(ctx, level, "ACL mismatch: this node leads but refuses every request for lack of --acl-enabled, so the cluster could not write; "+
 		"handing leadership to another voter", "attempt", *attempts)
-	if err := s.node.TransferLeadership(ctx, ""); err != nil {
+	if err := s.transfer(ctx); err != nil {
 		if ctx.Err() == nil {
 			s.log.Log(ctx, level, "ACL mismatch: handing leadership away failed; the cluster refuses writes while this node leads",
 				"err", err, "retry_in", aclHandoffInterval.String())
