@@ -304,7 +304,7 @@ func (n *Node) requireServersApply(ctx context.Context, t fsm.MessageType) error
 // has not announced itself to this leadership yet, or announceGrace (or ctx) runs out;
 // it returns check's last answer.
 func (n *Node) whileAnnouncing(ctx context.Context, check func() error) error {
-	for stale := false; ; {
+	for stale, last := false, false; ; {
 		err := check()
 		var up *UpgradeRequiredError
 		if errors.As(err, &up) && len(up.Servers) == 0 && !stale {
@@ -319,8 +319,18 @@ func (n *Node) whileAnnouncing(ctx context.Context, check func() error) error {
 			return err
 		}
 		left := time.Until(n.leadingSince().Add(announceGrace))
-		if left <= 0 || !n.IsLeader() {
+		if !n.IsLeader() {
 			return err
+		}
+		if left <= 0 {
+			if last {
+				return err
+			}
+			// The grace ended between the check and now: a server still unrecorded
+			// no longer counts as old (ServerBuilds), so decide once more.
+			last = true
+			n.commands.invalidate()
+			continue
 		}
 		t := time.NewTimer(min(left, 50*time.Millisecond))
 		select {
