@@ -124,48 +124,28 @@ type clientConn struct {
 
 // Forward sends f to the leader id (registry.Peer).
 func (c *Client) Forward(ctx context.Context, id string, f registry.Forwarded) (uint64, error) {
-	lid, addr, ok := c.leaders()
-	if !ok || lid != id {
-		return 0, fmt.Errorf("%w: the leader changed before the write was sent", registry.ErrNotSent)
-	}
-	if c.isLegacy(addr) {
-		return 0, fmt.Errorf("%w: %s at %s", registry.ErrLegacyLeader, id, addr)
-	}
 	req := request{Command: f.Command, Secret: f.Secret, RequestID: f.RequestID, From: f.From}
-	if dl, ok := ctx.Deadline(); ok {
-		req.TimeoutMillis = max(1, time.Until(dl).Milliseconds())
-	}
-	cc, err := c.get(ctx, addr)
-	if err != nil {
-		if errors.Is(err, registry.ErrLegacyLeader) {
-			c.markLegacy(addr)
-		}
-		return 0, err
-	}
-	resp, sent, err := cc.call(ctx, req)
-	if err != nil {
-		_ = cc.c.Close()
-		if !sent {
-			return 0, fmt.Errorf("%w: %s: %v", registry.ErrNotSent, id, err)
-		}
-		return 0, fmt.Errorf("%w: the write was sent to the leader %s and no answer came, so its outcome is unknown: %v",
-			registry.ErrUnavailable, id, err)
-	}
-	c.put(addr, cc)
-	return resp.Index, resp.Err.decode()
+	return c.send(ctx, id, req, "the write was sent to the leader %s and no answer came, so its outcome is unknown")
 }
 
 // ReadIndex asks the leader id for the index a read in mode must have applied here
 // (registry.Peer). A read changes nothing, so any failure may be retried by the caller.
 func (c *Client) ReadIndex(ctx context.Context, id string, mode registry.Consistency) (uint64, error) {
+	req := request{Op: opReadIndex, Consistency: string(mode), RequestID: registry.RequestID(ctx)}
+	return c.send(ctx, id, req, "no read index from the leader %s")
+}
+
+// send makes one call to the leader id, on an idle connection or a new one, and
+// classifies a failure: not sent, a leader without the RPC, or (unanswered, described
+// by unanswered with the leader's id) an unknown outcome.
+func (c *Client) send(ctx context.Context, id string, req request, unanswered string) (uint64, error) {
 	lid, addr, ok := c.leaders()
 	if !ok || lid != id {
-		return 0, fmt.Errorf("%w: the leader changed before the read index was asked", registry.ErrNotSent)
+		return 0, fmt.Errorf("%w: the leader changed before the call was sent", registry.ErrNotSent)
 	}
 	if c.isLegacy(addr) {
 		return 0, fmt.Errorf("%w: %s at %s", registry.ErrLegacyLeader, id, addr)
 	}
-	req := request{Op: opReadIndex, Consistency: string(mode), RequestID: registry.RequestID(ctx)}
 	if dl, ok := ctx.Deadline(); ok {
 		req.TimeoutMillis = max(1, time.Until(dl).Milliseconds())
 	}
@@ -182,7 +162,7 @@ func (c *Client) ReadIndex(ctx context.Context, id string, mode registry.Consist
 		if !sent {
 			return 0, fmt.Errorf("%w: %s: %v", registry.ErrNotSent, id, err)
 		}
-		return 0, fmt.Errorf("%w: no read index from the leader %s: %v", registry.ErrUnavailable, id, err)
+		return 0, fmt.Errorf("%w: "+unanswered+": %v", registry.ErrUnavailable, id, err)
 	}
 	c.put(addr, cc)
 	return resp.Index, resp.Err.decode()
