@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/client"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/internal/nacosrpc"
 	"github.com/rosterhq/roster/internal/wait"
@@ -166,5 +168,50 @@ func TestForward_HTTPAtAFollowerIsServedThere(t *testing.T) {
 	}
 	if _, _, err := leader.Server.Store().Instance(nil, model.InstanceRef{Namespace: "public", Group: "g", Service: "orders", IP: "127.0.0.1", Port: 7001}); err == nil {
 		t.Fatal("the deregistered instance is still on the leader")
+	}
+}
+
+// A write at a node that reaches no leader within the hold is refused, nothing written,
+// in the shape of the API it came through: the native API's no_leader, Nacos's 503 with
+// code 30000 (v2) or its text (v1).
+func TestForward_NoLeaderInEachAPIsShape(t *testing.T) {
+	c := servertest.New(t, 3, servertest.FastTimeouts())
+	l := c.MustLeader()
+	c.WaitSettled()
+	var alone *servertest.Node
+	for i := range c.Nodes {
+		if i != l {
+			alone = c.Nodes[i]
+		}
+	}
+	for i := range c.Nodes {
+		if c.Nodes[i] != alone {
+			c.Stop(i)
+		}
+	}
+	ctx := ctxT(t, 60*time.Second)
+	post := func(path, form string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+alone.HTTPAddr+path, strings.NewReader(form))
+		noErr(t, err)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := http.DefaultClient.Do(req)
+		noErr(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		noErr(t, err)
+		return resp.StatusCode, string(b)
+	}
+	const form = "serviceName=orders&ip=127.0.0.1&port=7100&ephemeral=false"
+	if code, body := post("/nacos/v2/ns/instance", form); code != http.StatusServiceUnavailable || !strings.Contains(body, `"code":30000`) {
+		t.Fatalf("Nacos v2 with no leader: %d %s", code, body)
+	}
+	if code, body := post("/nacos/v1/ns/instance", form); code != http.StatusServiceUnavailable || strings.HasPrefix(body, "{") || !strings.Contains(body, "no leader") {
+		t.Fatalf("Nacos v1 with no leader: %d %s", code, body)
+	}
+	_, err := alone.Client().RegisterInstance(ctx, "public", "DEFAULT_GROUP", "orders", "127.0.0.1", 7101, api.InstanceRequest{})
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || ae.Code != api.CodeNoLeader {
+		t.Fatalf("native with no leader: %v", err)
 	}
 }
