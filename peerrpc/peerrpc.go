@@ -97,12 +97,16 @@ type Client struct {
 	mu      sync.Mutex
 	idle    map[string][]*clientConn // by address
 	legacy  map[string]time.Time     // addresses found without the RPC, until
-	closed  bool
+	slots   map[string]chan struct{} // calls in flight, by address (at most maxConns)
+	// maxConns bounds the calls in flight to one server, so the connections open to it.
+	maxConns int
+	closed   bool
 }
 
 // NewClient returns a Client.
 func NewClient(dial Dialer, leaders Leaders) *Client {
-	return &Client{dial: dial, leaders: leaders, h: newHandle(), idle: map[string][]*clientConn{}, legacy: map[string]time.Time{}}
+	return &Client{dial: dial, leaders: leaders, h: newHandle(), idle: map[string][]*clientConn{}, legacy: map[string]time.Time{},
+		slots: map[string]chan struct{}{}, maxConns: MaxConnsPerServer}
 }
 
 // Leader returns the id of the leader this node knows.
@@ -111,8 +115,11 @@ func (c *Client) Leader() (string, bool) {
 	return id, ok
 }
 
-// maxIdlePerAddr bounds the idle connections kept to one server.
-const maxIdlePerAddr = 64
+// MaxConnsPerServer bounds the calls a node has in flight to one server, and so the
+// connections it opens to the leader: a burst beyond it waits for a call to end (within
+// its deadline; past it, the call was not sent). Every connection is kept for the next
+// call.
+const MaxConnsPerServer = 128
 
 type clientConn struct {
 	c   net.Conn
@@ -149,6 +156,11 @@ func (c *Client) send(ctx context.Context, id string, req request, unanswered st
 	if dl, ok := ctx.Deadline(); ok {
 		req.TimeoutMillis = max(1, time.Until(dl).Milliseconds())
 	}
+	release, err := c.slot(ctx, addr)
+	if err != nil {
+		return 0, err
+	}
+	defer release()
 	cc, err := c.get(ctx, addr)
 	if err != nil {
 		if errors.Is(err, registry.ErrLegacyLeader) {
@@ -233,10 +245,27 @@ func (cc *clientConn) call(ctx context.Context, req request) (response, bool, er
 	return resp, true, nil
 }
 
+// slot takes one of the calls in flight to addr, waiting while all are taken.
+func (c *Client) slot(ctx context.Context, addr string) (release func(), err error) {
+	c.mu.Lock()
+	ch := c.slots[addr]
+	if ch == nil {
+		ch = make(chan struct{}, c.maxConns)
+		c.slots[addr] = ch
+	}
+	c.mu.Unlock()
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %d calls to %s in flight: %v", registry.ErrNotSent, c.maxConns, addr, ctx.Err())
+	}
+}
+
 func (c *Client) put(addr string, cc *clientConn) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || len(c.idle[addr]) >= maxIdlePerAddr {
+	if c.closed || len(c.idle[addr]) >= c.maxConns {
 		_ = cc.c.Close()
 		return
 	}

@@ -226,3 +226,49 @@ func TestClient_IdleConnectionClosedByTheServerIsNotUsed(t *testing.T) {
 		t.Fatalf("%d connections, want 2 (the closed idle one was not reused)", n)
 	}
 }
+
+// At most maxConns calls are in flight to one server: one beyond waits for a slot, and
+// is not sent when its deadline comes first; the connections are kept for later calls.
+func TestClient_BoundsTheCallsInFlight(t *testing.T) {
+	release := make(chan struct{})
+	var served atomic.Int32
+	srv := NewServer(handlerFuncs{read: func(ctx context.Context, _ registry.Consistency) (uint64, error) {
+		served.Add(1)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return 5, nil
+	}}, nil)
+	t.Cleanup(srv.Close)
+	c, _ := listen(t, srv.ServeConn)
+	c.maxConns = 2
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := c.ReadIndex(ctxT(t), "n1", registry.Linearizable)
+			errs <- err
+		}()
+	}
+	wait.For(t, 10*time.Second, "two calls in flight", func() bool { return served.Load() == 2 })
+	short, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := c.ReadIndex(short, "n1", registry.Linearizable); !errors.Is(err, registry.ErrNotSent) {
+		t.Fatalf("a third call while two are in flight: %v, want not sent", err)
+	}
+	close(release)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if idx, err := c.ReadIndex(ctxT(t), "n1", registry.Linearizable); err != nil || idx != 5 {
+		t.Fatalf("a call once the others ended: %d %v", idx, err)
+	}
+	c.mu.Lock()
+	idle := len(c.idle)
+	c.mu.Unlock()
+	if idle != 1 {
+		t.Fatalf("idle connections kept for %d servers, want 1", idle)
+	}
+}

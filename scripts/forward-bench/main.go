@@ -1,13 +1,14 @@
-// Command forward-bench measures writes sent to a follower, which hands them to the
-// leader: registrations through the native REST API and through the Nacos 2.x gRPC API
-// (PersistentInstanceRequest, as Java clients from 2.3 send it), at each concurrency,
-// for one or more roster binaries, alternating the binaries over rounds so that they see
-// the same machine. Each round starts a fresh 3-node cluster of real processes on
-// loopback (the fault suite's harness); instances are 127.0.0.1 ports in a NONE cluster,
-// so nothing is probed.
+// Command forward-bench measures requests sent to a follower that need the leader:
+// registrations through the native REST API ("native") and through the Nacos 2.x gRPC
+// API ("grpc": PersistentInstanceRequest, as Java clients from 2.3 send it), and reads of
+// a 10-instance service through the native API, linearizable ("read") and leader-local
+// ("read-leader"), at each concurrency, for one or more roster binaries, alternating the
+// binaries over rounds so that they see the same machine. Each round starts a fresh
+// 3-node cluster of real processes on loopback (the fault suite's harness); instances
+// are 127.0.0.1 ports in a NONE cluster, so nothing is probed.
 //
 //	go run ./scripts/forward-bench -bins before=/tmp/roster-main,after=/tmp/roster \
-//	    -rounds 3 -duration 5s -concurrency 1,64 -out forward.json
+//	    -rounds 3 -duration 5s -concurrency 1,64 -surfaces native,grpc,read,read-leader -out forward.json
 package main
 
 import (
@@ -18,6 +19,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,6 +28,7 @@ import (
 	"time"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/client"
 	"github.com/rosterhq/roster/internal/nacosrpc"
 	"github.com/rosterhq/roster/test/faults"
 )
@@ -35,9 +38,9 @@ type result struct {
 	Round       int     `json:"round"`
 	Surface     string  `json:"surface"`
 	Concurrency int     `json:"concurrency"`
-	Writes      int64   `json:"writes"`
+	Ops         int64   `json:"ops"`
 	Errors      int64   `json:"errors"`
-	PerSecond   float64 `json:"writesPerSecond"`
+	PerSecond   float64 `json:"perSecond"`
 	P50Ms       float64 `json:"p50Ms"`
 	P99Ms       float64 `json:"p99Ms"`
 }
@@ -49,6 +52,7 @@ func main() {
 		duration = flag.Duration("duration", 5*time.Second, "measured time per surface and concurrency")
 		conc     = flag.String("concurrency", "1,64", "comma-separated numbers of concurrent writers")
 		out      = flag.String("out", "", "write the results as JSON to this file")
+		which    = flag.String("surfaces", "native,grpc,read,read-leader", "comma-separated surfaces to measure")
 	)
 	flag.Parse()
 	var labels, paths []string
@@ -70,7 +74,7 @@ func main() {
 	var all []result
 	for round := 1; round <= *rounds; round++ {
 		for i, bin := range paths {
-			rs, err := runOne(bin, *duration, levels)
+			rs, err := runOne(bin, *duration, levels, strings.Split(*which, ","))
 			if err != nil {
 				log.Fatalf("round %d, %s: %v", round, labels[i], err)
 			}
@@ -91,8 +95,8 @@ func main() {
 	}
 }
 
-// runOne starts a cluster of bin and measures both surfaces at every level.
-func runOne(bin string, d time.Duration, levels []int) ([]result, error) {
+// runOne starts a cluster of bin and measures the surfaces named in which at every level.
+func runOne(bin string, d time.Duration, levels []int, which []string) ([]result, error) {
 	dir, err := os.MkdirTemp("", "forward-bench-")
 	if err != nil {
 		return nil, err
@@ -126,6 +130,26 @@ func runOne(bin string, d time.Duration, levels []int) ([]result, error) {
 	}
 	defer rpc.Close()
 	native := f.Client()
+	// The service the reads read: 10 instances.
+	for i := range 10 {
+		if _, err := leader.Client().RegisterInstance(ctx, "public", "bench", "catalog", "127.0.0.1", 9000+i,
+			api.InstanceRequest{Cluster: ptr("c1"), Metadata: map[string]string{"zone": "a"}}); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := leader.Client().UpsertCluster(ctx, "public", "bench", "catalog", "c1",
+		api.ClusterRequest{HealthCheck: &api.HealthCheckSpec{Type: "NONE"}}); err != nil {
+		return nil, err
+	}
+	read := func(mode string) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			list, _, err := native.Instances(ctx, "public", "bench", "catalog", client.InstancesQuery{QueryOptions: client.QueryOptions{Consistency: mode}})
+			if err == nil && len(list.Instances) != 10 {
+				err = fmt.Errorf("read %d instances, want 10", len(list.Instances))
+			}
+			return err
+		}
+	}
 	var port atomic.Int64
 	port.Store(10000)
 	surfaces := []struct {
@@ -146,9 +170,14 @@ func runOne(bin string, d time.Duration, levels []int) ([]result, error) {
 			}
 			return err
 		}},
+		{"read", read(api.ConsistencyLinearizable)},
+		{"read-leader", read(api.ConsistencyLeader)},
 	}
 	var out []result
 	for _, s := range surfaces {
+		if !slices.Contains(which, s.name) {
+			continue
+		}
 		for _, n := range levels {
 			_ = run(ctx, s.write, n, time.Second) // warm-up
 			out = append(out, measure(ctx, s.name, s.write, n, d))
@@ -205,7 +234,7 @@ func measure(ctx context.Context, name string, write func(context.Context) error
 	}
 	wg.Wait()
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	r := result{Surface: name, Concurrency: n, Writes: int64(len(lat)), Errors: errs.Load(), PerSecond: float64(len(lat)) / d.Seconds()}
+	r := result{Surface: name, Concurrency: n, Ops: int64(len(lat)), Errors: errs.Load(), PerSecond: float64(len(lat)) / d.Seconds()}
 	if len(lat) > 0 {
 		r.P50Ms = ms(lat[len(lat)/2])
 		r.P99Ms = ms(lat[min(len(lat)-1, len(lat)*99/100)])
@@ -238,7 +267,7 @@ func summarize(all []result) {
 		sort.Float64s(v)
 		return v[len(v)/2]
 	}
-	fmt.Println("binary   surface concurrency  writes/s (median; range)      p50 ms  p99 ms  errors")
+	fmt.Println("binary   surface concurrency  per second (median; range)   p50 ms  p99 ms  errors")
 	for _, k := range keys {
 		rs := groups[k]
 		lo, hi := rs[0].PerSecond, rs[0].PerSecond
