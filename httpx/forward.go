@@ -194,8 +194,13 @@ func HandOver(reg *registry.Registry, r *http.Request, err error) bool {
 	if r.Header.Get(api.HeaderForwardedBy) != "" {
 		return false
 	}
-	return errors.Is(err, registry.ErrLegacyLeader) || (!reg.ReachesLeader() && IsNotLeader(err))
+	leaderOnly, _ := r.Context().Value(leaderOnlyKey{}).(bool)
+	return errors.Is(err, registry.ErrLegacyLeader) || ((leaderOnly || !reg.ReachesLeader()) && IsNotLeader(err))
 }
+
+// leaderOnlyKey marks a request LeaderOnly serves here, as leader: one that turns out
+// not to be served by the leader is handed over (HandOver).
+type leaderOnlyKey struct{}
 
 // LeaderOnly serves a request on the leader and forwards it from a follower (fail
 // answers what cannot be forwarded).
@@ -203,7 +208,7 @@ func (f *Forwarder) LeaderOnly(fail ErrorWriter) func(http.Handler) http.Handler
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if f.node.IsLeader() {
-				next.ServeHTTP(w, r)
+				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), leaderOnlyKey{}, true)))
 				return
 			}
 			f.Forward(w, r, next, fail)
