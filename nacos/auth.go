@@ -46,7 +46,7 @@ func nacosAuthErr(msg string, cause error) *nacosError {
 // nacosAuth resolves the tokens of Nacos requests through the registry and turns its
 // refusals into Nacos's: no token is "user not found!", an unknown one "token invalid!"
 // (both 403). A node that disagrees with the cluster on ACLs still answers 503.
-type nacosAuth struct{ s *handler }
+type nacosAuth struct{ s *API }
 
 func (a nacosAuth) Authenticate(secret string) (*acl.Authorizer, error) {
 	az, err := a.s.reg.Authenticate(secret)
@@ -133,7 +133,7 @@ func nacosResourceOf(path string) nacosResource {
 // nsNeed makes a route need access a to the namespace its parameters name. The
 // parameters are parsed first: malformed ones are answered as the route would answer
 // them (400), and nothing else is done.
-func (s *handler) nsNeed(a acl.Access) func(http.Handler) http.Handler {
+func (s *API) nsNeed(a acl.Access) func(http.Handler) http.Handler {
 	fail := func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, nacosOther) }
 	require := httpx.Require(s.reg, func(r *http.Request) acl.Permission {
 		ns, _ := r.Context().Value(nacosNamespaceKey{}).(string)
@@ -156,7 +156,7 @@ func (s *handler) nsNeed(a acl.Access) func(http.Handler) http.Handler {
 // stillAllowed returns, with ACLs on, a check that secret still resolves to a token
 // granting p; pushes run it before they send, so that a deleted token's subscriptions
 // end. nil with ACLs off.
-func (s *handler) stillAllowed(secret string, p acl.Permission) func() bool {
+func (s *API) stillAllowed(secret string, p acl.Permission) func() bool {
 	if !s.reg.ACLEnabled() {
 		return nil
 	}
@@ -188,7 +188,7 @@ type nacosLoginAnswer struct {
 // answers a failed login (403, text "user not found!"), without saying which part was
 // wrong. With ACLs off every login succeeds with an empty token. Neither credential is
 // ever logged.
-func (s *handler) nacosLogin(w http.ResponseWriter, r *http.Request) {
+func (s *API) nacosLogin(w http.ResponseWriter, r *http.Request) {
 	fail := func(err error) { s.writeNacosError(w, r, err, nacosOther) }
 	p, err := parseNacosParams(r)
 	if err != nil {

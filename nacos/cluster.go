@@ -136,7 +136,7 @@ func parseNacosHealthChecker(raw string) (model.HealthCheck, error) {
 // useInstancePort4Check=false it uses checkPort, which is then required. The service
 // must exist (400, 21008, as Nacos). Interval, timeout, rise and fall, which Nacos's
 // JSON cannot express, keep the cluster's current values (defaults for a new cluster).
-func (s *handler) nacosPutCluster(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *API) nacosPutCluster(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	key, err := nacosServiceKey(p)
 	if err != nil {
 		return nil, err

@@ -187,7 +187,7 @@ func nacosValidation(ve *model.ValidationError, res nacosResource) *nacosError {
 // themselves are *nacosError already; store validation errors keep their parameter's
 // code; the rest (consensus, forwarding, limits) take the status the native API gives
 // them (classify) with code 30000.
-func (s *handler) nacosClassify(err error, res nacosResource) *nacosError {
+func (s *API) nacosClassify(err error, res nacosResource) *nacosError {
 	var ne *nacosError
 	if errors.As(err, &ne) {
 		return ne
@@ -237,7 +237,7 @@ type nacosResult struct {
 func nacosV2(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/nacos/v2/") }
 
 // writeNacosError answers err in the request's Nacos shape.
-func (s *handler) writeNacosError(w http.ResponseWriter, r *http.Request, err error, res nacosResource) {
+func (s *API) writeNacosError(w http.ResponseWriter, r *http.Request, err error, res nacosResource) {
 	ne := s.nacosClassify(err, res)
 	if ne.notLeader {
 		w.Header().Set(api.HeaderNotLeader, "true")

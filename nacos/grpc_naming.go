@@ -464,7 +464,7 @@ func (g *GRPCServer) legacyWrite(ctx context.Context, s *rpcSession, md *nacospb
 // serveInternal runs one of the Nacos API's write routes for a request that did not
 // arrive over HTTP (a gRPC write), with the query q, and returns the v2 envelope it
 // answered. remote is the client's address, as the forwarder reports it to the leader.
-func (s *handler) serveInternal(ctx context.Context, method, path string, q url.Values, remote string) (int, nacosResult) {
+func (s *API) serveInternal(ctx context.Context, method, path string, q url.Values, remote string) (int, nacosResult) {
 	h := s.internal[method]
 	if h == nil {
 		return http.StatusMethodNotAllowed, nacosResult{Code: nacosCodeParameterValidate, Data: "no internal route for " + method}

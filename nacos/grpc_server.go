@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -84,9 +83,9 @@ func GRPCAddrFor(httpAddr string) string {
 // GRPCConfig configures the Nacos 2.x gRPC server. API (the handler New returned), Store
 // and Watch are required.
 type GRPCConfig struct {
-	// API is the node's Nacos HTTP API (from New): persistent writes received over gRPC
-	// are served by its routes, with their validation, codes and forwarding to the leader.
-	API http.Handler
+	// API is the node's Nacos HTTP API (from New), whose registry, authentication and
+	// error classes the gRPC requests share.
+	API *API
 	// Store is what reads and pushes are served from: the node's own state.
 	Store Reader
 	// Watch is the node's change fan-out, which drives the pushes.
@@ -188,7 +187,7 @@ func (c *GRPCConfig) defaults() {
 // node's own state, as each Nacos server serves its own memory; writes go to the leader.
 type GRPCServer struct {
 	cfg GRPCConfig
-	api *handler
+	api *API
 	log *slog.Logger
 	m   *rpcMetrics
 	srv *grpc.Server
@@ -215,8 +214,8 @@ type rpcHandler func(ctx context.Context, s *rpcSession, md *nacospb.Metadata, b
 
 // NewGRPC builds the gRPC server; Serve starts it.
 func NewGRPC(cfg GRPCConfig) (*GRPCServer, error) {
-	api, ok := cfg.API.(*handler)
-	if !ok || cfg.Store == nil || cfg.Watch == nil {
+	api := cfg.API
+	if api == nil || cfg.Store == nil || cfg.Watch == nil {
 		return nil, errors.New("nacos: GRPCConfig.API (from nacos.New), Store and Watch are required")
 	}
 	cfg.defaults()

@@ -110,8 +110,9 @@ func PushAddrFor(httpAddr string) string {
 	return net.JoinHostPort(host, "0")
 }
 
-// handler is the http.Handler New returns.
-type handler struct {
+// API is the node's Nacos HTTP API (an http.Handler of the /nacos routes), which the
+// gRPC server shares (GRPCConfig.API).
+type API struct {
 	cfg     Config
 	id      string
 	store   Reader
@@ -130,8 +131,8 @@ type handler struct {
 	handler http.Handler
 }
 
-// New returns the handler of the /nacos routes.
-func New(cfg Config) (http.Handler, error) {
+// New returns the API of the /nacos routes.
+func New(cfg Config) (*API, error) {
 	if cfg.NodeID == "" || cfg.Store == nil || cfg.Node == nil || cfg.Registry == nil || cfg.Forwarder == nil || cfg.Metrics == nil {
 		return nil, errors.New("nacos: Config.NodeID, Store, Node, Registry, Forwarder and Metrics are required")
 	}
@@ -154,7 +155,7 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &handler{
+	s := &API{
 		cfg: cfg, id: cfg.NodeID, store: cfg.Store, node: cfg.Node, reg: cfg.Registry,
 		fwd: cfg.Forwarder, metrics: cfg.Metrics, log: cfg.Logger.With("component", "nacos"),
 	}
@@ -199,7 +200,7 @@ func New(cfg Config) (http.Handler, error) {
 
 // ServeHTTP serves the /nacos routes; a browser's write from another origin is refused
 // before anything else looks at it.
-func (s *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+func (s *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
 // IsPath reports whether a request path belongs to the Nacos Open API (/nacos/...).
 func IsPath(path string) bool {
@@ -208,7 +209,7 @@ func IsPath(path string) bool {
 
 // read runs fn through the registry under the request's read options and sets the
 // read headers.
-func (s *handler) read(w http.ResponseWriter, r *http.Request, fn func(ws *store.WatchSet) (uint64, error)) (uint64, error) {
+func (s *API) read(w http.ResponseWriter, r *http.Request, fn func(ws *store.WatchSet) (uint64, error)) (uint64, error) {
 	return httpx.Read(w, r, s.reg, s.node, httpx.ReadOptions{Mode: api.ConsistencyLeader, Wait: s.cfg.MaxWait}, fn)
 }
 

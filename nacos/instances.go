@@ -20,7 +20,7 @@ func errNacosInstanceNotFound(ref model.InstanceRef) error {
 // weight, enabled and metadata; health is kept), a persistent instance. The service and
 // cluster are created implicitly. Registrations that are ephemeral, explicitly or by
 // Nacos's default when ephemeral is absent, are refused (400) and nothing is written.
-func (s *handler) nacosRegister(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *API) nacosRegister(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	in, err := nacosRegistration(p, s.reg.Limits())
 	if err != nil {
 		return nil, err
@@ -37,7 +37,7 @@ func (s *handler) nacosRegister(w http.ResponseWriter, r *http.Request, p nacosP
 // instance that does not exist is a 404 (21003): an update never registers (as Nacos
 // 2.x persistent storage behaves), so a client cannot register an instance while
 // skipping the ephemeral check of POST.
-func (s *handler) nacosUpdate(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *API) nacosUpdate(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	f, err := parseNacosInstanceForm(p, s.reg.Limits())
 	if err != nil {
 		return nil, err
@@ -62,7 +62,7 @@ func (s *handler) nacosUpdate(w http.ResponseWriter, r *http.Request, p nacosPar
 // nacosPatch serves PATCH .../instance: only the given fields among weight, enabled,
 // metadata and clusterName (legacy cluster) change. healthy is refused: health comes
 // from the prober, or from PUT .../health/instance on a NONE cluster.
-func (s *handler) nacosPatch(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *API) nacosPatch(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	f, err := parseNacosInstanceForm(p, s.reg.Limits())
 	if err != nil {
 		return nil, err
@@ -80,7 +80,7 @@ func (s *handler) nacosPatch(w http.ResponseWriter, r *http.Request, p nacosPara
 
 // nacosPatchInstance applies patch to an existing instance (404 when it is missing). A
 // patch that changes nothing writes nothing.
-func (s *handler) nacosPatchInstance(w http.ResponseWriter, r *http.Request, ref model.InstanceRef, patch model.InstancePatch) (any, error) {
+func (s *API) nacosPatchInstance(w http.ResponseWriter, r *http.Request, ref model.InstanceRef, patch model.InstancePatch) (any, error) {
 	view, found, err := s.leaderView(r, ref.ServiceKey())
 	if err != nil {
 		return nil, err
@@ -109,7 +109,7 @@ func (s *handler) nacosPatchInstance(w http.ResponseWriter, r *http.Request, ref
 // the caller sends ephemeral=false, its most reported bug. clusterName is checked but
 // does not identify the instance (ip:port does). Deregistering an instance that is not
 // there answers ok, as Nacos does, and writes nothing.
-func (s *handler) nacosDeregister(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *API) nacosDeregister(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	ref, err := nacosInstanceRef(p)
 	if err != nil {
 		return nil, err
@@ -162,7 +162,7 @@ type nacosInstanceDetailV2 struct {
 
 // nacosGetInstance serves GET .../instance: one instance with its true health (404,
 // 20004, when missing). The cluster parameters do not identify the instance.
-func (s *handler) nacosGetInstance(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *API) nacosGetInstance(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	ref, err := nacosInstanceRef(p)
 	if err != nil {
 		return nil, err
@@ -197,7 +197,7 @@ func (s *handler) nacosGetInstance(w http.ResponseWriter, r *http.Request, p nac
 // (of the clusters given by v1's clusters or v2's clusterName), with Nacos's protect
 // threshold behaviour (nacosSelect). An unknown service is an empty list, not an error.
 // A v1 client recorded for pushes (nacosPushRoute) is answered NacosPushCacheMillis.
-func (s *handler) nacosListInstances(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *API) nacosListInstances(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	key, err := nacosServiceKey(p)
 	if err != nil {
 		return nil, err
@@ -236,7 +236,7 @@ func (s *handler) nacosListInstances(w http.ResponseWriter, r *http.Request, p n
 // health by hand, only on a cluster whose health checker is NONE (400, 21011, on a
 // probed cluster, as Nacos answers). The instance's own cluster decides; clusterName
 // is checked but not used. A missing instance is a 404 (21003).
-func (s *handler) nacosSetHealth(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *API) nacosSetHealth(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	ref, err := nacosInstanceRef(p)
 	if err != nil {
 		return nil, err
@@ -293,14 +293,14 @@ func errHealthCheckRunning(key model.ServiceKey, cluster string, typ model.Check
 
 // nacosBeat refuses client heartbeats: Roster keeps persistent instances only and its
 // leader probes them, so there is nothing a beat could renew.
-func (s *handler) nacosBeat(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
+func (s *API) nacosBeat(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
 	return nil, nacosErr(http.StatusBadRequest, nacosCodeInstanceError,
 		"Roster takes no heartbeats: it keeps persistent instances only and probes them itself. "+
 			"Register with ephemeral=false and configure the cluster's health checker (PUT /nacos/v1/ns/cluster)")
 }
 
 // nacosMetadataBatch refuses the batch metadata endpoints.
-func (s *handler) nacosMetadataBatch(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
+func (s *API) nacosMetadataBatch(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
 	return nil, nacosErr(http.StatusBadRequest, nacosCodeInstanceError,
 		"batch metadata updates are not supported by Roster: update each instance with PATCH /nacos/v1/ns/instance")
 }

@@ -49,7 +49,7 @@ type nacosSwitches struct {
 // fan-out (pushEnabled; defaultPushCacheMillis is then NacosPushCacheMillis, else
 // NacosCacheMillis: without pushes clients poll), checkTimes is the default fall count
 // and enableAuthentication says whether the node enforces ACLs.
-func (s *handler) nacosGetSwitches(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
+func (s *API) nacosGetSwitches(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
 	pushCache := int64(NacosCacheMillis)
 	if s.push != nil {
 		pushCache = NacosPushCacheMillis
@@ -72,7 +72,7 @@ func (s *handler) nacosGetSwitches(http.ResponseWriter, *http.Request, nacosPara
 
 // nacosPutSwitches refuses to change a switch (403, 10001): Roster's switches describe
 // its design and cannot be changed at run time.
-func (s *handler) nacosPutSwitches(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
+func (s *API) nacosPutSwitches(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
 	return nil, nacosErr(http.StatusForbidden, nacosCodeAccessDenied,
 		"Roster's switches are read-only: they describe its design (persistent instances probed by the leader) "+
 			"and cannot be changed at run time")
@@ -104,7 +104,7 @@ type nacosMetricsStatus struct {
 // nacosMetrics serves GET .../operator/metrics from this node: status is "UP" when the
 // node knows a leader and has applied what it knows is committed, else "DOWN"
 // (nacos-sdk-go's ServerHealthy checks status == "UP").
-func (s *handler) nacosMetrics(_ http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *API) nacosMetrics(_ http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	status := "DOWN"
 	if ok, _ := s.node.Ready(); ok {
 		status = "UP"
@@ -149,7 +149,7 @@ type nacosServer struct {
 // addresses they serve the API on, as this node's configuration lists them. alive means
 // the server has a known HTTP address in the cluster configuration (Roster's member
 // list, /v1/cluster/members, has voter and leader details); lastRefTime is 0.
-func (s *handler) nacosServers(_ http.ResponseWriter, r *http.Request, _ nacosParams) (any, error) {
+func (s *API) nacosServers(_ http.ResponseWriter, r *http.Request, _ nacosParams) (any, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
 	members, err := s.node.Members(ctx)
@@ -174,7 +174,7 @@ func (s *handler) nacosServers(_ http.ResponseWriter, r *http.Request, _ nacosPa
 // nacosRaftLeader serves GET /nacos/v1/ns/raft/leader from this node's view: the
 // leader's HTTP address as a JSON string inside JSON, as Nacos 1.x does. Roster's Raft
 // has no fields matching Nacos's heartbeatDueMs, leaderDueMs and term; they are left out.
-func (s *handler) nacosRaftLeader(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
+func (s *API) nacosRaftLeader(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
 	l, ok := s.node.Leader()
 	if !ok || l.HTTPAddr == "" {
 		return nil, fmt.Errorf("%w: %s knows no leader", httpx.ErrNoLeader, s.id)

@@ -33,7 +33,7 @@ type nacosHandlerFunc func(w http.ResponseWriter, r *http.Request, p nacosParams
 // then checks the permission the route needs — namespace read or write on the
 // request's namespaceId, operator read or write — before it forwards, records or
 // writes anything. The registry checks every write and read once more.
-func (s *handler) routes() *chi.Mux {
+func (s *API) routes() *chi.Mux {
 	r := chi.NewRouter()
 	fail := func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, nacosOther) }
 	// A malformed query string is refused here, before a route reads it or a follower
@@ -107,7 +107,7 @@ const preAuthBodyBytes = 64 << 10
 // its body is read; a request whose token can only be in its body has preAuthBodyBytes
 // read, else 413. A client without credentials so cannot make the node hold 1 MiB per
 // request. With ACLs off the body is buffered as it comes.
-func (s *handler) bufferBodyAfterToken(fail httpx.ErrorWriter) func(http.Handler) http.Handler {
+func (s *API) bufferBodyAfterToken(fail httpx.ErrorWriter) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		full := httpx.BufferBodyWithin(s.cfg.MaxBodyBytes, s.cfg.BodyTimeout, nil, fail)(next)
 		limit := min(int64(preAuthBodyBytes), s.cfg.MaxBodyBytes)
@@ -146,7 +146,7 @@ func (s *handler) bufferBodyAfterToken(fail httpx.ErrorWriter) func(http.Handler
 // authenticate resolves the token of a Nacos request (nacosTokenOf) and hands the
 // request on with what it may do in its context; a request without a valid token while
 // ACLs are on is refused as Nacos refuses it (403).
-func (s *handler) authenticate(next http.Handler) http.Handler {
+func (s *API) authenticate(next http.Handler) http.Handler {
 	return httpx.Authenticate(nacosAuth{s}, nacosTokenOf, func(w http.ResponseWriter, r *http.Request, err error) {
 		s.writeNacosError(w, r, err, nacosOther)
 	})(next)
@@ -156,7 +156,7 @@ func (s *handler) authenticate(next http.Handler) http.Handler {
 // request's shape (v1 text or bare JSON, v2 envelope). An error saying this node is not
 // the leader (leadership moved while the request ran) sends the request on to the new
 // leader once, as the native API does.
-func (s *handler) nacos(res nacosResource, fn nacosHandlerFunc) http.HandlerFunc {
+func (s *API) nacos(res nacosResource, fn nacosHandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, err := parseNacosParams(r)
 		var out any
@@ -182,14 +182,14 @@ func (s *handler) nacos(res nacosResource, fn nacosHandlerFunc) http.HandlerFunc
 // clients poll every cacheMillis, so a quorum round trip per poll (linearizable) buys
 // them nothing they expect; leader-local reads still see every write the leader has
 // acknowledged. ?consistency=stale serves a poll from any node.
-func (s *handler) nacosReadRoute(next http.Handler) http.Handler {
+func (s *API) nacosReadRoute(next http.Handler) http.Handler {
 	return s.nacosReadRouteWith(nil)(next)
 }
 
 // nacosReadRouteWith is nacosReadRoute with before (nil: none) run on this node once
 // the read options are valid, around the decision to serve the read here or at the
 // leader.
-func (s *handler) nacosReadRouteWith(before func(http.Handler) http.Handler) func(http.Handler) http.Handler {
+func (s *API) nacosReadRouteWith(before func(http.Handler) http.Handler) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		var serve http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			o := httpx.ReadOptionsOf(r, httpx.ReadOptions{})
@@ -222,7 +222,7 @@ func (s *handler) nacosReadRouteWith(before func(http.Handler) http.Handler) fun
 }
 
 // nacosNotFound answers a /nacos path Roster does not serve.
-func (s *handler) nacosNotFound(w http.ResponseWriter, r *http.Request) {
+func (s *API) nacosNotFound(w http.ResponseWriter, r *http.Request) {
 	s.writeNacosError(w, r, nacosErr(http.StatusNotFound, nacosCodeResourceNotFound,
 		"Roster does not serve %s %s (see docs/nacos-compatibility.md)", r.Method, r.URL.Path), nacosOther)
 }
@@ -248,7 +248,7 @@ const maxCASRetries = 8
 // earlier terms), then reads the local store. found is false when the service does not
 // exist. The write itself re-checks what it depends on, so a race only changes which
 // error is answered.
-func (s *handler) leaderView(r *http.Request, key model.ServiceKey) (view store.ServiceView, found bool, err error) {
+func (s *API) leaderView(r *http.Request, key model.ServiceKey) (view store.ServiceView, found bool, err error) {
 	o := registry.ReadOptions{Permission: acl.NamespacePermission(key.Namespace, acl.Read), Consistency: registry.Leader}
 	_, err = s.reg.Read(r.Context(), o, func(*store.WatchSet) (uint64, error) {
 		var idx uint64

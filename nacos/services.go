@@ -84,7 +84,7 @@ func errNacosServiceNotFound(key model.ServiceKey) error {
 
 // nacosCreateService serves POST .../service: create a service (400, 21007, when it
 // already exists).
-func (s *handler) nacosCreateService(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *API) nacosCreateService(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	svc, err := nacosServiceForm(p, s.reg.Limits())
 	if err != nil {
 		return nil, err
@@ -112,7 +112,7 @@ func (s *handler) nacosCreateService(w http.ResponseWriter, r *http.Request, p n
 // nacosUpdateService serves PUT .../service: replace an existing service's protect
 // threshold and metadata (parameters left out take their defaults, as in Nacos; 400,
 // 21008, when the service does not exist).
-func (s *handler) nacosUpdateService(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *API) nacosUpdateService(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	svc, err := nacosServiceForm(p, s.reg.Limits())
 	if err != nil {
 		return nil, err
@@ -141,7 +141,7 @@ func (s *handler) nacosUpdateService(w http.ResponseWriter, r *http.Request, p n
 
 // nacosDeleteService serves DELETE .../service: remove a service without instances
 // (400, 21009, while it has some; 400, 21008, when it does not exist; as Nacos 2.x).
-func (s *handler) nacosDeleteService(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *API) nacosDeleteService(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	key, err := nacosServiceKey(p)
 	if err != nil {
 		return nil, err
@@ -217,7 +217,7 @@ type nacosServiceV2 struct {
 
 // nacosGetService serves GET .../service: the service and its clusters with their
 // health checkers (400, 21008, when it does not exist, as Nacos 2.x).
-func (s *handler) nacosGetService(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *API) nacosGetService(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	key, err := nacosServiceKey(p)
 	if err != nil {
 		return nil, err
@@ -279,7 +279,7 @@ type nacosServiceListV2 struct {
 // 20 and caps pageSize at 500. pageNo is at least 1 and pageSize at least 0
 // (nacosParams.page); a page size of 0 is an empty page that still counts. An unknown
 // namespace has no services.
-func (s *handler) nacosListServices(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *API) nacosListServices(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
 	ns := p.str("namespaceId")
 	if ns == "" {
 		ns = model.DefaultNamespace

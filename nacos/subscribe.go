@@ -27,7 +27,7 @@ type pushCacheKey struct{}
 // to the query's source IP at udpPort, never to clientIP. An absent or 0 udpPort asks
 // for no push (the Nacos 1.x Java client sends 0 for reads without a subscription); any
 // other value outside 1..65535 is a 400. Parameters the list refuses are left to it.
-func (s *handler) nacosPushRoute(next http.Handler) http.Handler {
+func (s *API) nacosPushRoute(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := parseNacosParams(r)
 		if err != nil {
@@ -136,7 +136,7 @@ type nacosSubscribersV1 struct {
 // at a time, with their number. pageNo is at least 1 and pageSize at least 0
 // (nacosParams.page); a page size of 0 is an empty page. aggregation is accepted, but
 // only this node's subscribers are listed (Nacos asks every member by default).
-func (s *handler) nacosSubscribers(_ http.ResponseWriter, _ *http.Request, p nacosParams) (any, error) {
+func (s *API) nacosSubscribers(_ http.ResponseWriter, _ *http.Request, p nacosParams) (any, error) {
 	key, err := nacosServiceKey(p)
 	if err != nil {
 		return nil, err

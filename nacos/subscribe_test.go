@@ -65,7 +65,7 @@ func newPushAPIWith(t *testing.T, id string, leader *model.Member, opts pushOpti
 			configure(st, cfg)
 		}
 	})
-	a.push = a.h.(*handler).push
+	a.push = a.h.(*API).push
 	t.Cleanup(a.push.close)
 	srv := httptest.NewServer(a.h)
 	t.Cleanup(srv.Close)
@@ -466,7 +466,7 @@ func TestNacosPush_NoPushWithoutFanout(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &info); err != nil || info.CacheMillis != NacosCacheMillis {
 		t.Fatalf("%d %s (%v)", rec.Code, rec.Body, err)
 	}
-	if h.(*handler).push != nil {
+	if h.(*API).push != nil {
 		t.Fatal("a pusher without a fan-out")
 	}
 }

@@ -235,7 +235,7 @@ type Server struct {
 	health   *healthcheck.Manager
 	fwd      *httpx.Forwarder
 	dns      *dnsapi.Server // nil: no DNS
-	nacosAPI http.Handler
+	nacosAPI *nacos.API
 	grpc     *nacos.GRPCServer // nil: no gRPC
 	grpcLn   net.Listener
 	hub      *fanout.Hub // watch fan-out of this node's state
