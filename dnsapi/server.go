@@ -197,12 +197,13 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		client, tcp, proto = a.AddrPort().Addr(), true, "tcp"
 	}
 	m := s.h.answer(req, tcp, client)
-	if err := w.WriteMsg(m); err != nil {
-		s.log.Debug("dns: writing an answer failed", "client", client, "err", err)
-	}
+	// Counted before the answer leaves: a client that has its answer finds it counted.
 	s.metrics.count(req, m.Rcode)
 	if m.Truncated {
 		s.metrics.truncated.Inc()
+	}
+	if err := w.WriteMsg(m); err != nil {
+		s.log.Debug("dns: writing an answer failed", "client", client, "err", err)
 	}
 	s.metrics.latency.WithLabelValues(proto).Observe(time.Since(start).Seconds())
 }
