@@ -414,10 +414,10 @@ func rpcInstanceForm(key model.ServiceKey, in rpcInstance, limits model.Limits) 
 }
 
 // legacyWrite is write while the leader runs a release without the peer RPC (a rolling
-// upgrade from v0.3.x): the write runs as the equivalent Open API call (POST or DELETE
+// upgrade from v0.2.x): the write runs as the equivalent Open API call (POST or DELETE
 // /nacos/v2/ns/instance) on this node, whose HTTP stack forwards it to the leader.
 // Every release from this one on takes writes over the peer RPC, so this goes once
-// v0.3.x is no longer a release to upgrade from.
+// v0.2.x is no longer a release to upgrade from.
 func (g *GRPCServer) legacyWrite(ctx context.Context, s *rpcSession, md *nacospb.Metadata, method string, key model.ServiceKey, in rpcInstance) rpcResponse {
 	q := url.Values{}
 	q.Set("namespaceId", key.Namespace)
