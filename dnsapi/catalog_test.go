@@ -2,10 +2,10 @@ package dnsapi
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/rosterhq/roster/internal/storetest"
 	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
@@ -13,11 +13,7 @@ import (
 
 func openStore(t *testing.T) *store.Store {
 	t.Helper()
-	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"), store.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := storetest.Open(t)
 	return st
 }
 

@@ -3,7 +3,6 @@ package dnsapi
 import (
 	"context"
 	"net/netip"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/rosterhq/roster/internal/storetest"
 	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
@@ -29,15 +29,11 @@ type fixture struct {
 
 func newFixture(t testing.TB, cfg Config) *fixture {
 	t.Helper()
-	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"), store.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := storetest.Open(t)
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1:0"
 	}
-	cfg, err = cfg.withDefaults()
+	cfg, err := cfg.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}

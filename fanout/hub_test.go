@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/rosterhq/roster/internal/storetest"
 	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
@@ -30,10 +30,7 @@ type env struct {
 
 func newEnv(t *testing.T, opts Options) *env {
 	t.Helper()
-	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"), store.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.Open(t)
 	reg := prometheus.NewRegistry()
 	opts.Metrics = reg
 	hub, err := New(st, opts)

@@ -3,13 +3,13 @@ package healthcheck
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/internal/storetest"
 	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/raftnode"
@@ -55,11 +55,7 @@ func (a *fsmApplier) mustApply(t *testing.T, cmd fsm.Command) {
 
 func mustNewStore(t *testing.T) *store.Store {
 	t.Helper()
-	s, err := store.Open(filepath.Join(t.TempDir(), "state.db"), store.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := storetest.Open(t)
 	return s
 }
 

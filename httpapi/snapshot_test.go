@@ -6,12 +6,12 @@ import (
 	"crypto/rand"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/rosterhq/roster/api"
+	"github.com/rosterhq/roster/internal/storetest"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/snapshot"
@@ -38,11 +38,7 @@ type restoreCall struct {
 
 func newFakeSnapshots(t *testing.T) *fakeSnapshots {
 	t.Helper()
-	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"), store.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := storetest.Open(t)
 	if err := st.RegisterInstance(7, model.Instance{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders",
 		IP: "127.100.0.1", Port: 80, Cluster: "DEFAULT", Weight: 1, Enabled: true, Healthy: true}); err != nil {
 		t.Fatal(err)

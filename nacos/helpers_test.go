@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/httpx"
+	"github.com/rosterhq/roster/internal/storetest"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/registry"
@@ -294,11 +294,7 @@ func newTestAPI(t testing.TB, id string, leader *model.Member) (http.Handler, *s
 // newTestAPIWith is newTestAPI with configure (nil: none) adjusting the configuration.
 func newTestAPIWith(t testing.TB, id string, leader *model.Member, configure func(*store.Store, *Config)) (http.Handler, *store.Store, *testNode) {
 	t.Helper()
-	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"), store.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := storetest.Open(t)
 	node := &testNode{id: id, leader: leader == nil, known: leader, ready: true, f: fsm.New(st, nil)}
 	if leader == nil {
 		node.known = &model.Member{ID: id, RaftAddr: "127.0.0.1:7848", HTTPAddr: "127.0.0.1:8848"}

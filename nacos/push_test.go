@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/rosterhq/roster/fanout"
 	"github.com/rosterhq/roster/internal/clock"
+	"github.com/rosterhq/roster/internal/storetest"
 	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
@@ -90,10 +90,7 @@ var pushKey = model.ServiceKey{Namespace: "public", Group: "g1", Service: "order
 
 func newPushEnv(t *testing.T, opts pushOptions) *pushEnv {
 	t.Helper()
-	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"), store.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.Open(t)
 	hub, err := fanout.New(st, fanout.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -9,17 +9,14 @@ import (
 	"testing"
 
 	"github.com/rosterhq/roster/fsm"
+	"github.com/rosterhq/roster/internal/storetest"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/store"
 )
 
 func openStore(t *testing.T) *store.Store {
 	t.Helper()
-	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"), store.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := storetest.Open(t)
 	return st
 }
 

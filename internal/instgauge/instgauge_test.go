@@ -1,7 +1,6 @@
 package instgauge
 
 import (
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rosterhq/roster/internal/storetest"
 	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
@@ -43,11 +43,7 @@ func instance(svc, ip string, healthy bool) model.Instance {
 }
 
 func TestGauges_FollowTheAppliedState(t *testing.T) {
-	s, err := store.Open(filepath.Join(t.TempDir(), "state.db"), store.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := storetest.Open(t)
 	idx := uint64(0)
 	next := func() uint64 { idx++; return idx }
 	// Present before the gauge starts: counted by the initial scan.
@@ -132,11 +128,7 @@ func TestGauges_FollowTheAppliedState(t *testing.T) {
 // After a reset (events dropped, or a restore) the gauge recounts the state: instances
 // whose events it never saw are counted, and removed ones forgotten.
 func TestGauges_RescanOnResetRecounts(t *testing.T) {
-	s, err := store.Open(filepath.Join(t.TempDir(), "state.db"), store.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := storetest.Open(t)
 	reg := prometheus.NewRegistry()
 	g, err := New(s, reg, true, nil)
 	if err != nil {
