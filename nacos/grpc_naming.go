@@ -50,32 +50,14 @@ func (g *GRPCServer) serverLoaderInfo(_ context.Context, _ *rpcSession, md *naco
 // is DEFAULT_GROUP, and a grouped serviceName (group@@name) is accepted when its group
 // agrees. Names follow the store's rules.
 func rpcServiceKey(b rpcNamingBase) (model.ServiceKey, error) {
-	key := model.ServiceKey{Namespace: b.Namespace, Group: b.GroupName, Service: b.ServiceName}
-	if g, svc, ok := strings.Cut(b.ServiceName, model.GroupSeparator); ok {
-		if key.Group != "" && key.Group != g {
-			return key, model.Invalid("groupName", "%q does not match the group of serviceName %q", key.Group, b.ServiceName)
-		}
-		key.Group, key.Service = g, svc
+	key, err := resolveServiceKey(b.Namespace, b.GroupName, b.ServiceName)
+	switch {
+	case errors.Is(err, errGroupedName):
+		return key, model.Invalid("serviceName", "%q should be format as 'groupName@@serviceName'", b.ServiceName)
+	case errors.Is(err, errGroupMismatch):
+		return key, model.Invalid("groupName", "%q does not match the group of serviceName %q", b.GroupName, b.ServiceName)
 	}
-	if key.Namespace == "" {
-		key.Namespace = model.DefaultNamespace
-	}
-	if key.Group == "" {
-		key.Group = model.DefaultGroup
-	}
-	return key, model.ValidateServiceKey(key)
-}
-
-// checkClusters validates a comma-separated cluster list.
-func checkClusters(clusters string) error {
-	for _, c := range strings.Split(clusters, ",") {
-		if c = strings.TrimSpace(c); c != "" {
-			if err := model.ValidateClusterName(c); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return key, err
 }
 
 // paramInvalid is the typed failure Nacos's parameter check answers with.
@@ -151,7 +133,7 @@ func (g *GRPCServer) subscribeService(ctx context.Context, s *rpcSession, md *na
 	}
 	key, err := rpcServiceKey(req.rpcNamingBase)
 	if err == nil {
-		err = checkClusters(req.Clusters)
+		err = checkClusterList("clusters", req.Clusters)
 	}
 	if err != nil {
 		return rpcSubscribeServiceResponse, rpcServiceInfoAnswer{rpcResponse: paramInvalid(err)}
@@ -189,7 +171,7 @@ func (g *GRPCServer) queryService(ctx context.Context, _ *rpcSession, md *nacosp
 	}
 	key, err := rpcServiceKey(req.rpcNamingBase)
 	if err == nil {
-		err = checkClusters(req.Cluster)
+		err = checkClusterList("cluster", req.Cluster)
 	}
 	if err != nil {
 		return rpcQueryServiceResponse, rpcServiceInfoAnswer{rpcResponse: paramInvalid(err)}

@@ -178,19 +178,28 @@ func (p nacosParams) page(defSize int) (page, size int, err error) {
 // list is cached and pushed under it.
 func (p nacosParams) clusterFilter(name string) (string, error) {
 	v := p.str(name)
-	for _, c := range strings.Split(v, ",") {
+	if err := checkClusterList(name, v); err != nil {
+		return "", err
+	}
+	return v, nil
+}
+
+// checkClusterList is the one check of a comma-separated cluster list, for every Nacos
+// surface: each non-blank name must be a cluster name; a refusal names field.
+func checkClusterList(field, list string) error {
+	for _, c := range strings.Split(list, ",") {
 		if c = strings.TrimSpace(c); c == "" {
 			continue
 		}
 		if err := model.ValidateClusterName(c); err != nil {
 			var ve *model.ValidationError
 			if errors.As(err, &ve) {
-				return "", model.Invalid(name, "%q is not a cluster name: %s", c, ve.Message)
+				return model.Invalid(field, "%q is not a cluster name: %s", c, ve.Message)
 			}
-			return "", err
+			return err
 		}
 	}
-	return v, nil
+	return nil
 }
 
 // port parses an optional port parameter strictly (model.ParsePort: digits only, no
@@ -226,15 +235,39 @@ func nacosServiceKey(p nacosParams) (model.ServiceKey, error) {
 	if err != nil {
 		return model.ServiceKey{}, err
 	}
-	key := model.ServiceKey{Namespace: p.str("namespaceId"), Group: p.str("groupName"), Service: raw}
-	if g, svc, ok := strings.Cut(raw, model.GroupSeparator); ok {
+	key, err := resolveServiceKey(p.str("namespaceId"), p.str("groupName"), raw)
+	switch {
+	case errors.Is(err, errGroupedName):
+		return model.ServiceKey{}, nacosErr(http.StatusBadRequest, nacosCodeServiceName,
+			"Param 'serviceName' is illegal, it should be format as 'groupName@@serviceName', got %q", raw)
+	case errors.Is(err, errGroupMismatch):
+		return model.ServiceKey{}, nacosErr(http.StatusBadRequest, nacosCodeParameterMismatch,
+			"Param 'groupName' (%q) does not match the group of serviceName %q", key.Group, raw)
+	case err != nil:
+		return model.ServiceKey{}, err
+	}
+	return key, nil
+}
+
+// Why resolveServiceKey refused a service reference, besides the model's validation.
+var (
+	errGroupedName   = errors.New("a grouped service name needs both parts")
+	errGroupMismatch = errors.New("the group does not match the grouped service name")
+)
+
+// resolveServiceKey is the one reading of a Nacos service reference, for every Nacos
+// surface: the namespace ("" is public), the group ("" is DEFAULT_GROUP) and a service
+// name that may carry its group ("group@@service", both parts non-empty, agreeing with
+// group when that is given too). The key is validated; on errGroupMismatch it holds the
+// group given.
+func resolveServiceKey(namespace, group, name string) (model.ServiceKey, error) {
+	key := model.ServiceKey{Namespace: namespace, Group: group, Service: name}
+	if g, svc, ok := strings.Cut(name, model.GroupSeparator); ok {
 		if g == "" || svc == "" {
-			return model.ServiceKey{}, nacosErr(http.StatusBadRequest, nacosCodeServiceName,
-				"Param 'serviceName' is illegal, it should be format as 'groupName@@serviceName', got %q", raw)
+			return key, errGroupedName
 		}
 		if key.Group != "" && key.Group != g {
-			return model.ServiceKey{}, nacosErr(http.StatusBadRequest, nacosCodeParameterMismatch,
-				"Param 'groupName' (%q) does not match the group of serviceName %q", key.Group, raw)
+			return key, errGroupMismatch
 		}
 		key.Group, key.Service = g, svc
 	}
@@ -244,10 +277,7 @@ func nacosServiceKey(p nacosParams) (model.ServiceKey, error) {
 	if key.Group == "" {
 		key.Group = model.DefaultGroup
 	}
-	if err := model.ValidateServiceKey(key); err != nil {
-		return model.ServiceKey{}, err
-	}
-	return key, nil
+	return key, model.ValidateServiceKey(key)
 }
 
 // nacosInstanceRef resolves the service key, the required ip and the required port.
