@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +16,7 @@ import (
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/raftnode"
+	"github.com/rosterhq/roster/registry"
 )
 
 // recordingServer serves h over HTTP and records the requests it received.
@@ -430,5 +433,51 @@ func TestForward_FollowerRefusesWhatTheLeaderLacks(t *testing.T) {
 	resp := do(t, h, http.MethodPut, instPath, `{"weight":7}`)
 	if resp.Code != http.StatusOK || len(leader.calls()) != 1 {
 		t.Fatalf("register on a follower of an older leader: %d %s", resp.Code, resp.Body)
+	}
+}
+
+// legacyPeer is the peer RPC of a cluster whose leader n1 runs a release without it.
+type legacyPeer struct{}
+
+func (legacyPeer) Leader() (string, bool) { return "n1", true }
+func (legacyPeer) Forward(context.Context, string, registry.Forwarded) (uint64, error) {
+	return 0, fmt.Errorf("%w: n1", registry.ErrLegacyLeader)
+}
+func (legacyPeer) ReadIndex(context.Context, string, registry.Consistency) (uint64, error) {
+	return 0, fmt.Errorf("%w: n1", registry.ErrLegacyLeader)
+}
+
+// followerReads gives a fake node the reads a registry with a peer needs.
+type followerReads struct{ *pollingNode }
+
+func (followerReads) ReadIndex(context.Context, bool) (uint64, error) {
+	return 0, registry.ErrNotLeader
+}
+func (followerReads) CatchUp(context.Context, uint64) error { return nil }
+
+// A write the registry could not hand to a leader of an older release goes over HTTP,
+// and when this node wins the election while it waits for a leader to send it to, it is
+// served here (not held until the leader hold ends).
+func TestForward_LegacyHandOverServedHereOnceThisNodeLeads(t *testing.T) {
+	self := &pollingNode{fakeNode: newFollowerNode("n3", nil)}
+	self.onPoll = func(n int) {
+		if n == 3 {
+			self.setLeader(true, &model.Member{ID: "n3"})
+		}
+	}
+	node := followerReads{self}
+	cfg := testConfig(node, seededReader())
+	cfg.LeaderHold = 5 * time.Second
+	reg, err := registry.New(registry.Config{Settings: seededReader(), Raft: node, Peer: legacyPeer{}, NodeID: "n3",
+		RequestTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Registry = reg
+	h := mustNew(t, cfg)
+	start := time.Now()
+	resp := do(t, h, http.MethodPut, instPath, `{}`)
+	if resp.Code != http.StatusOK || resp.Header.Get(api.HeaderServedBy) != "n3" || len(self.calls()) != 1 {
+		t.Fatalf("%d %v %s after %v", resp.Code, resp.Header, resp.Body, time.Since(start))
 	}
 }

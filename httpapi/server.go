@@ -464,7 +464,18 @@ func (s *server) handle(fn func(http.ResponseWriter, *http.Request) error) http.
 		}
 		if httpx.HandOver(s.reg, r, err) {
 			s.fwd.Retried()
-			s.fwd.Forward(w, r, nil, s.writeError)
+			var here http.Handler
+			if errors.Is(err, registry.ErrLegacyLeader) {
+				// This node may win the next election while the request waits for a
+				// leader to send it to: it is then served here.
+				here = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					httpx.SetBody(r, httpx.Body(r))
+					if err := fn(w, r); err != nil {
+						s.writeError(w, r, err)
+					}
+				})
+			}
+			s.fwd.Forward(w, r, here, s.writeError)
 			return
 		}
 		s.writeError(w, r, err)

@@ -166,7 +166,25 @@ func (s *API) nacos(res nacosResource, fn nacosHandlerFunc) http.HandlerFunc {
 		if err != nil {
 			if httpx.HandOver(s.reg, r, err) {
 				s.fwd.Retried()
-				s.fwd.Forward(w, r, nil, func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, res) })
+				var here http.Handler
+				if errors.Is(err, registry.ErrLegacyLeader) {
+					// This node may win the next election while the request waits for
+					// a leader to send it to: it is then served here.
+					here = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+						httpx.SetBody(r, httpx.Body(r))
+						p, err := parseNacosParams(r)
+						var out any
+						if err == nil {
+							out, err = fn(w, r, p)
+						}
+						if err != nil {
+							s.writeNacosError(w, r, err, res)
+							return
+						}
+						writeNacosOK(w, r, out)
+					})
+				}
+				s.fwd.Forward(w, r, here, func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, res) })
 				return
 			}
 			s.writeNacosError(w, r, err, res)
