@@ -115,6 +115,7 @@ func TestNacosSDK_PersistentInstances(t *testing.T) {
 	}
 
 	// An ephemeral registration fails loudly and writes nothing.
+	c.WaitSettled() // the leader's own writes (identity, member records) are done
 	before := lastIndex(c, leader)
 	if ok, err := register(b3, "", true); ok || err == nil {
 		t.Fatalf("ephemeral registration accepted: %v %v", ok, err)
