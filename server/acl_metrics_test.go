@@ -34,13 +34,7 @@ func TestACL_MetricsShowNamesOnlyToOperators(t *testing.T) {
 	if _, err := m.RegisterInstance(ctx, "secret", group, "db", "127.0.0.1", 3306, api.InstanceRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	newToken := func(rules api.ACLRules) string {
-		tok, err := m.CreateToken(ctx, api.ACLTokenRequest{Description: "metrics", Rules: rules})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tok.SecretID
-	}
+	newToken := func(rules api.ACLRules) string { return tokenSecret(ctx, t, m, rules) }
 	scraper := newToken(api.ACLRules{Operator: "read"})
 	writer := newToken(api.ACLRules{Namespaces: map[string]string{"*": "write"}, ACL: "read"})
 

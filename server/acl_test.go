@@ -89,6 +89,16 @@ func (c *aclCluster) lastIndex() uint64 {
 
 // rawDo sends one request with the token secret in X-Roster-Token (none when "") and
 // returns the status and body.
+// tokenSecret creates a token with rules through m and returns its secret.
+func tokenSecret(ctx context.Context, t *testing.T, m *client.Client, rules api.ACLRules) string {
+	t.Helper()
+	tok, err := m.CreateToken(ctx, api.ACLTokenRequest{Description: "test token", Rules: rules})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok.SecretID
+}
+
 func rawDo(t *testing.T, addr, secret, method, path, body string) (int, []byte) {
 	t.Helper()
 	var rd io.Reader
@@ -563,13 +573,7 @@ func TestACL_MetricsRequireToken(t *testing.T) {
 	c, mgmt := bootstrapped(func(cfg *server.Config) { cfg.MetricsRequireToken = true })
 	addr := c.Nodes[0].HTTPAddr
 	m := client.New(addr, client.WithToken(mgmt))
-	newToken := func(rules api.ACLRules) string {
-		tok, err := m.CreateToken(ctx, api.ACLTokenRequest{Description: "metrics", Rules: rules})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tok.SecretID
-	}
+	newToken := func(rules api.ACLRules) string { return tokenSecret(ctx, t, m, rules) }
 	scraper := newToken(api.ACLRules{Operator: "read"})
 	noOperator := newToken(api.ACLRules{Namespaces: map[string]string{"*": "write"}, ACL: "write"})
 
