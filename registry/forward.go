@@ -183,42 +183,61 @@ func (r *Registry) forward(ctx context.Context, cmd fsm.Command) (idx uint64, ha
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout+r.leaderHold)
 	defer cancel()
+	var answer error
+	local, why, last := r.untilLeader(ctx, !refusedHere(ctx), func(id string) (bool, error) {
+		r.fwdMet.attempts.Inc()
+		r.log.DebugContext(ctx, "handing the write to the leader", "leader", id, "command", cmd.MessageType().String())
+		idx, answer = r.peer.Forward(ctx, id, f)
+		switch err := answer; {
+		case errors.Is(err, ErrLegacyLeader):
+			r.fwdMet.sent.WithLabelValues("legacy").Inc()
+		case errors.Is(err, ErrNotSent), isNotLeaderAnswer(err):
+			return true, err // nothing applied: wait for the next leader
+		case err != nil && !isAnswer(err):
+			r.fwdMet.sent.WithLabelValues("unknown").Inc()
+		default:
+			r.fwdMet.sent.WithLabelValues("ok").Inc()
+			if err == nil {
+				r.noteForwarded(idx)
+			}
+		}
+		return false, nil
+	})
+	switch {
+	case local:
+		return 0, false, nil
+	case why != nil:
+		r.fwdMet.sent.WithLabelValues("not_sent").Inc()
+		return 0, true, noLeaderErr(last, why)
+	}
+	return idx, true, answer
+}
+
+// untilLeader calls try with the id of the leader this node knows, whenever it knows
+// one other than itself, polling every forwardPoll, until try is done (again false:
+// its outcome is the caller's), this node leads (local: the caller goes on here; only
+// when allowLocal), or the leader hold or ctx ends: why then says so, and last is the
+// error of the last try, which asked to try again. Writes and reads that need the
+// leader wait for it here alike.
+func (r *Registry) untilLeader(ctx context.Context, allowLocal bool, try func(id string) (again bool, err error)) (local bool, why, last error) {
 	hold := time.NewTimer(r.leaderHold)
 	defer hold.Stop()
-	var last error
-	refused := refusedHere(ctx)
 	for {
-		if !refused && r.raft.IsLeader() {
-			return 0, false, nil
+		if allowLocal && r.raft.IsLeader() {
+			return true, nil, nil
 		}
 		if id, ok := r.peer.Leader(); ok && id != r.nodeID {
-			r.fwdMet.attempts.Inc()
-			r.log.DebugContext(ctx, "handing the write to the leader", "leader", id, "command", cmd.MessageType().String())
-			idx, err := r.peer.Forward(ctx, id, f)
-			switch {
-			case errors.Is(err, ErrLegacyLeader):
-				r.fwdMet.sent.WithLabelValues("legacy").Inc()
-				return 0, true, err
-			case errors.Is(err, ErrNotSent), isNotLeaderAnswer(err):
-				last = err // nothing applied: wait for the next leader
-			case err != nil && !isAnswer(err):
-				r.fwdMet.sent.WithLabelValues("unknown").Inc()
-				return 0, true, err
-			default:
-				r.fwdMet.sent.WithLabelValues("ok").Inc()
-				if err == nil {
-					r.noteForwarded(idx)
-				}
-				return idx, true, err
+			again, err := try(id)
+			if !again {
+				return false, nil, nil
 			}
+			last = err
 		}
 		select {
 		case <-ctx.Done():
-			r.fwdMet.sent.WithLabelValues("not_sent").Inc()
-			return 0, true, noLeaderErr(last, ctx.Err())
+			return false, ctx.Err(), last
 		case <-hold.C:
-			r.fwdMet.sent.WithLabelValues("not_sent").Inc()
-			return 0, true, noLeaderErr(last, fmt.Errorf("none reached within %s", r.leaderHold))
+			return false, fmt.Errorf("none reached within %s", r.leaderHold), last
 		case <-time.After(forwardPoll):
 		}
 	}
@@ -446,42 +465,35 @@ func (r *Registry) readsAtLeader() bool { return r.peer != nil && r.reads != nil
 // wraps ErrLegacyLeader and ErrNotLeader, and the surface sends the read to the leader
 // its own way. If this node becomes the leader meanwhile, the read is checked here.
 func (r *Registry) followerRead(ctx context.Context, mode Consistency) error {
-	hold := time.NewTimer(r.leaderHold)
-	defer hold.Stop()
-	var last error
-	for {
-		if r.raft.IsLeader() {
-			return r.localConsistency(ctx, mode)
-		}
-		if id, ok := r.peer.Leader(); ok && id != r.nodeID {
-			idx, err := r.peer.ReadIndex(ctx, id, mode)
-			switch {
-			case err == nil:
-				if err := r.reads.CatchUp(ctx, idx); err != nil {
-					r.fwdMet.reads.WithLabelValues("error").Inc()
-					return err
-				}
-				r.fwdMet.reads.WithLabelValues("ok").Inc()
-				return nil
-			case errors.Is(err, ErrLegacyLeader):
-				r.fwdMet.reads.WithLabelValues("legacy").Inc()
-				return fmt.Errorf("%w: %w", ErrNotLeader, err)
-			case isAnswer(err) && !errors.Is(err, ErrNotLeader):
+	var answer error
+	local, why, last := r.untilLeader(ctx, true, func(id string) (bool, error) {
+		idx, err := r.peer.ReadIndex(ctx, id, mode)
+		switch {
+		case err == nil:
+			if answer = r.reads.CatchUp(ctx, idx); answer != nil {
 				r.fwdMet.reads.WithLabelValues("error").Inc()
-				return err // the leader could not confirm: its error, as a local read's
+				return false, nil
 			}
-			last = err // not sent, not leading any more, or no answer: ask again
+			r.fwdMet.reads.WithLabelValues("ok").Inc()
+		case errors.Is(err, ErrLegacyLeader):
+			r.fwdMet.reads.WithLabelValues("legacy").Inc()
+			answer = fmt.Errorf("%w: %w", ErrNotLeader, err)
+		case isAnswer(err) && !errors.Is(err, ErrNotLeader):
+			r.fwdMet.reads.WithLabelValues("error").Inc()
+			answer = err // the leader could not confirm: its error, as a local read's
+		default:
+			return true, err // not sent, not leading any more, or no answer: ask again
 		}
-		select {
-		case <-ctx.Done():
-			r.fwdMet.reads.WithLabelValues("no_leader").Inc()
-			return noLeaderReadErr(last, ctx.Err())
-		case <-hold.C:
-			r.fwdMet.reads.WithLabelValues("no_leader").Inc()
-			return noLeaderReadErr(last, fmt.Errorf("none reached within %s", r.leaderHold))
-		case <-time.After(forwardPoll):
-		}
+		return false, nil
+	})
+	switch {
+	case local:
+		return r.localConsistency(ctx, mode)
+	case why != nil:
+		r.fwdMet.reads.WithLabelValues("no_leader").Inc()
+		return noLeaderReadErr(last, why)
 	}
+	return answer
 }
 
 func noLeaderReadErr(last, why error) error {
