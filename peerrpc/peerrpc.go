@@ -207,9 +207,16 @@ func (c *Client) get(ctx context.Context, addr string) (*clientConn, error) {
 	b, err := cc.r.ReadByte()
 	_ = conn.SetReadDeadline(time.Time{})
 	switch {
-	case errors.Is(err, io.EOF) || isReset(err):
+	case errors.Is(err, io.EOF):
+		// An orderly close before any answer: a release without the peer RPC read the
+		// tag as an unknown Raft RPC (raftnode's stream layer). A reset instead means the
+		// address has no server (a proxy or firewall answered for a port nobody listens
+		// on, a node that died or is cut off): like a refused dial, not sent.
 		_ = conn.Close()
 		return nil, fmt.Errorf("%w: %s closed the connection without a greeting", registry.ErrLegacyLeader, addr)
+	case isReset(err):
+		_ = conn.Close()
+		return nil, fmt.Errorf("%w: %s reset the connection before its greeting", registry.ErrNotSent, addr)
 	case err != nil:
 		_ = conn.Close()
 		return nil, fmt.Errorf("%w: no greeting from %s: %v", registry.ErrNotSent, addr, err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -158,12 +159,25 @@ func TestClient_CallsAndRebuildsErrors(t *testing.T) {
 	}
 }
 
-// A server of a release without the peer RPC closes the connection on the tag byte
-// without a word: the write was not sent, and the client says the leader is legacy.
+// A server of a release without the peer RPC reads the tag byte (and, buffered, what
+// follows it) and closes the connection without a word: the write was not sent, and the
+// client says the leader is legacy. A reset before the greeting is no such server (a
+// port nobody serves, answered by a proxy or a firewall): not sent, and not legacy.
 func TestClient_LegacyLeaderAndBusyLeader(t *testing.T) {
-	c, _ := listen(t, func(conn net.Conn) { _ = conn.Close() })
+	c, _ := listen(t, func(conn net.Conn) {
+		_, _ = io.ReadFull(conn, make([]byte, 3)) // the id dialAsN2 sends
+		_ = conn.Close()
+	})
 	if _, err := c.Forward(ctxT(t), "n1", write(t)); !errors.Is(err, registry.ErrLegacyLeader) {
 		t.Fatalf("a silent close: %v, want ErrLegacyLeader", err)
+	}
+	reset, _ := listen(t, func(conn net.Conn) {
+		_, _ = io.ReadFull(conn, make([]byte, 3))
+		_ = conn.(*net.TCPConn).SetLinger(0)
+		_ = conn.Close()
+	})
+	if _, err := reset.Forward(ctxT(t), "n1", write(t)); !errors.Is(err, registry.ErrNotSent) || errors.Is(err, registry.ErrLegacyLeader) {
+		t.Fatalf("a reset before the greeting: %v, want ErrNotSent (not legacy)", err)
 	}
 	busy, _ := listen(t, func(conn net.Conn) { _, _ = conn.Write([]byte{GreetBusy}); _ = conn.Close() })
 	if _, err := busy.Forward(ctxT(t), "n1", write(t)); !errors.Is(err, registry.ErrNotSent) || errors.Is(err, registry.ErrLegacyLeader) {

@@ -279,12 +279,12 @@ func (p *raftProxy) handle(c net.Conn) {
 	_ = c.SetReadDeadline(time.Time{})
 	target := p.upstream()
 	if target == "" || !p.net.Allowed(from, p.to) {
-		_ = c.Close()
+		refuse(c)
 		return
 	}
 	up, err := net.DialTimeout("tcp", target, time.Second)
 	if err != nil {
-		_ = c.Close()
+		refuse(c)
 		return
 	}
 	lc := &linkConn{link: link{from, p.to}, a: c, b: up}
@@ -301,6 +301,31 @@ func (p *raftProxy) handle(c net.Conn) {
 	go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
 	go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
 	<-done
+}
+
+// refuse ends a connection the proxy cannot carry with a reset, as a host answers a
+// connection to a port nobody listens on (ECONNREFUSED), rather than with an orderly
+// close: a connection closed cleanly before any answer is what a server of a release
+// without the peer RPC does, and a caller must not take a node that is down or cut
+// off for one.
+func refuse(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}
+
+// links counts the proxied connections to the node to that are still open.
+func (n *Network) links(to string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	k := 0
+	for c := range n.conns {
+		if c.to == to {
+			k++
+		}
+	}
+	return k
 }
 
 func (p *raftProxy) close() {
