@@ -176,7 +176,7 @@ func (s *server) serveStream(w http.ResponseWriter, r *http.Request, spec stream
 	h.Set("X-Accel-Buffering", "no")
 	httpx.SetLeaderHeaders(w, s.node, api.ConsistencyStale)
 	st := newEventStream(spec, s.streams)
-	st.allowed = s.stillAllowed(r, perm)
+	st.allowed = s.reg.StillAllowed(httpx.TokenOf(r), perm)
 	var initial, sig []byte
 	for i, u := range sub.Next() {
 		if i == 0 {
@@ -284,21 +284,6 @@ type eventStream struct {
 	sigKey   string // the memo keys of the stream's filter in an Update
 	frameKey string
 	lastSig  []byte
-}
-
-// stillAllowed returns, with ACLs on, a check that the token r presented still exists
-// and still grants p, the read access to the namespace the stream sends; a stream runs
-// it before every write, so a deleted token's streams end at their next event or
-// keep-alive.
-func (s *server) stillAllowed(r *http.Request, p acl.Permission) func() bool {
-	if !s.reg.ACLEnabled() {
-		return nil
-	}
-	secret := httpx.TokenOf(r)
-	return func() bool {
-		a, err := s.reg.Authenticate(secret)
-		return err == nil && a.Allows(p)
-	}
 }
 
 // isAllowed reports whether the stream may still write.

@@ -162,8 +162,8 @@ func checkRefused(t *testing.T, what string, resp response, v2 bool, path, msg s
 		return
 	}
 	if v2 {
-		var env nacosResult
-		if err := json.Unmarshal(resp.Body, &env); err != nil || env.Code != nacosCodeAccessDenied || env.Message != "access denied" || env.Data != msg {
+		var env Result
+		if err := json.Unmarshal(resp.Body, &env); err != nil || env.Code != CodeAccessDenied || env.Message != "access denied" || env.Data != msg {
 			t.Errorf("%s: v2 body %s, want code 10001, message access denied, data %q", what, resp.Body, msg)
 		}
 		return

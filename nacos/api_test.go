@@ -212,8 +212,8 @@ func TestNacosAPI_BadInputWritesNothing(t *testing.T) {
 				if err := json.Unmarshal(data, &detail); err != nil {
 					t.Fatalf("data %s is not a string", data)
 				}
-				if code != tt.code || msg != nacosMessage(tt.code) || !strings.Contains(detail, tt.text) {
-					t.Fatalf("v2 answered %d %q %q, want %d %q ...%s...", code, msg, detail, tt.code, nacosMessage(tt.code), tt.text)
+				if code != tt.code || msg != Message(tt.code) || !strings.Contains(detail, tt.text) {
+					t.Fatalf("v2 answered %d %q %q, want %d %q ...%s...", code, msg, detail, tt.code, Message(tt.code), tt.text)
 				}
 			})
 		}
@@ -234,7 +234,7 @@ func TestNacosAPI_JSONBodyRefused(t *testing.T) {
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	resp := response{Code: rec.Code, Body: rec.Body.Bytes()}
-	if code, _, _ := resp.envelope(t); resp.Code != http.StatusBadRequest || code != nacosCodeMediaType {
+	if code, _, _ := resp.envelope(t); resp.Code != http.StatusBadRequest || code != CodeMediaType {
 		t.Fatalf("%d %s", resp.Code, resp.Body)
 	}
 	if len(appliedTypes(node)) != 0 {
@@ -358,7 +358,7 @@ func TestNacosAPI_Operator(t *testing.T) {
 
 	var sw nacosSwitches
 	mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/operator/switches", "", http.StatusOK).decode(t, &sw)
-	if sw.DefaultInstanceEphemeral || !sw.HealthCheckEnabled || sw.DefaultCacheMillis != NacosCacheMillis || sw.PushEnabled {
+	if sw.DefaultInstanceEphemeral || !sw.HealthCheckEnabled || sw.DefaultCacheMillis != CacheMillis || sw.PushEnabled {
 		t.Fatalf("switches %+v", sw)
 	}
 
@@ -425,7 +425,7 @@ func TestNacosAPI_ReadsAreLeaderLocalByDefault(t *testing.T) {
 		t.Fatalf("linearizable reads %d, header %q", lin, resp.Header.Get(api.HeaderConsistency))
 	}
 	resp = nacosDo(t, h, http.MethodGet, "/nacos/v2/ns/instance/list?serviceName=orders&consistency=bogus", "")
-	if code, _, _ := resp.envelope(t); resp.Code != http.StatusBadRequest || code != nacosCodeParameterValidate {
+	if code, _, _ := resp.envelope(t); resp.Code != http.StatusBadRequest || code != CodeParameterValidate {
 		t.Fatalf("bad consistency: %d %s", resp.Code, resp.Body)
 	}
 }

@@ -22,9 +22,9 @@ import (
 // permission the request needs is checked before anything is forwarded, recorded or
 // written; refusals take Nacos's own shapes and texts.
 
-// accessTokenParam is the parameter (HTTP) and header (gRPC) a Nacos client presents
+// AccessTokenParam is the parameter (HTTP) and header (gRPC) a Nacos client presents
 // its token in (Nacos's Constants.ACCESS_TOKEN).
-const accessTokenParam = "accessToken"
+const AccessTokenParam = "accessToken"
 
 // The texts of Nacos's refusals: its default auth plugin's AccessException messages
 // (AbstractAuthenticationManager and NacosSignatureAlgorithm).
@@ -39,8 +39,8 @@ const (
 
 // nacosAuthErr is a refusal by access control: 403, v2 code 10001 (access denied), with
 // one of Nacos's texts. Which permission was missing is not said: Nacos does not say it.
-func nacosAuthErr(msg string, cause error) *nacosError {
-	return &nacosError{status: http.StatusForbidden, code: nacosCodeAccessDenied, msg: msg, auth: true, cause: cause}
+func nacosAuthErr(msg string, cause error) *Error {
+	return &Error{Status: http.StatusForbidden, Code: CodeAccessDenied, Msg: msg, Auth: true, cause: cause}
 }
 
 // nacosAuth resolves the tokens of Nacos requests through the registry and turns its
@@ -53,12 +53,12 @@ func (a nacosAuth) Authenticate(secret string) (*acl.Authorizer, error) {
 	if err == nil {
 		return az, nil
 	}
-	return nil, nacosAuthError(secret, err)
+	return nil, AuthError(secret, err)
 }
 
-// nacosAuthError maps an error of Registry.Authenticate for a request that presented
+// AuthError maps an error of Registry.Authenticate for a request that presented
 // secret ("" when none).
-func nacosAuthError(secret string, err error) error {
+func AuthError(secret string, err error) error {
 	if !errors.Is(err, acl.ErrUnauthenticated) && !errors.Is(err, acl.ErrNotBootstrapped) {
 		return err
 	}
@@ -89,7 +89,7 @@ func nacosTokenOf(r *http.Request) string {
 	if err != nil {
 		return ""
 	}
-	return strings.TrimSpace(form.Get(accessTokenParam))
+	return strings.TrimSpace(form.Get(AccessTokenParam))
 }
 
 // nacosTokenOutsideBody is the token of a Nacos request's headers or query string, ""
@@ -99,7 +99,7 @@ func nacosTokenOutsideBody(r *http.Request) string {
 		return t
 	}
 	if q, err := url.ParseQuery(r.URL.RawQuery); err == nil {
-		if t := strings.TrimSpace(q.Get(accessTokenParam)); t != "" {
+		if t := strings.TrimSpace(q.Get(AccessTokenParam)); t != "" {
 			return t
 		}
 	}
@@ -120,21 +120,21 @@ func nacosNamespaceOf(p nacosParams) string {
 
 // nacosResourceOf is the resource kind of the route serving path, for the codes of
 // errors answered before the route runs.
-func nacosResourceOf(path string) nacosResource {
+func nacosResourceOf(path string) Resource {
 	switch {
 	case strings.Contains(path, "/ns/instance"), strings.Contains(path, "/ns/health"):
-		return nacosInstance
+		return ResourceInstance
 	case strings.Contains(path, "/ns/service"):
-		return nacosService
+		return ResourceService
 	}
-	return nacosOther
+	return ResourceOther
 }
 
 // nsNeed makes a route need access a to the namespace its parameters name. The
 // parameters are parsed first: malformed ones are answered as the route would answer
 // them (400), and nothing else is done.
 func (s *API) nsNeed(a acl.Access) func(http.Handler) http.Handler {
-	fail := func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, nacosOther) }
+	fail := func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, ResourceOther) }
 	require := httpx.Require(s.reg, func(r *http.Request) acl.Permission {
 		ns, _ := r.Context().Value(nacosNamespaceKey{}).(string)
 		return acl.NamespacePermission(ns, a)
@@ -150,19 +150,6 @@ func (s *API) nsNeed(a acl.Access) func(http.Handler) http.Handler {
 			ctx := context.WithValue(r.Context(), nacosNamespaceKey{}, nacosNamespaceOf(p))
 			checked.ServeHTTP(w, r.WithContext(ctx))
 		})
-	}
-}
-
-// stillAllowed returns, with ACLs on, a check that secret still resolves to a token
-// granting p; pushes run it before they send, so that a deleted token's subscriptions
-// end. nil with ACLs off.
-func (s *API) stillAllowed(secret string, p acl.Permission) func() bool {
-	if !s.reg.ACLEnabled() {
-		return nil
-	}
-	return func() bool {
-		a, err := s.reg.Authenticate(secret)
-		return err == nil && a.Allows(p)
 	}
 }
 
@@ -189,7 +176,7 @@ type nacosLoginAnswer struct {
 // wrong. With ACLs off every login succeeds with an empty token. Neither credential is
 // ever logged.
 func (s *API) nacosLogin(w http.ResponseWriter, r *http.Request) {
-	fail := func(err error) { s.writeNacosError(w, r, err, nacosOther) }
+	fail := func(err error) { s.writeNacosError(w, r, err, ResourceOther) }
 	p, err := parseNacosParams(r)
 	if err != nil {
 		fail(err)

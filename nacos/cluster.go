@@ -77,11 +77,11 @@ func parseNacosHealthChecker(raw string) (model.HealthCheck, error) {
 	}
 	dec := json.NewDecoder(strings.NewReader(raw))
 	if err := dec.Decode(&in); err != nil {
-		return model.HealthCheck{}, nacosInvalid("Param 'healthChecker' is not a valid health checker JSON object: %v", err)
+		return model.HealthCheck{}, Invalid("Param 'healthChecker' is not a valid health checker JSON object: %v", err)
 	}
 	// The decoder turns an unpaired surrogate escape into U+FFFD without a word.
 	if off, what := httpx.LossyJSONString([]byte(raw)); off >= 0 {
-		return model.HealthCheck{}, nacosInvalid("Param 'healthChecker' is illegal: it has %s at offset %d", what, off)
+		return model.HealthCheck{}, Invalid("Param 'healthChecker' is illegal: it has %s at offset %d", what, off)
 	}
 	var hc model.HealthCheck
 	switch t := strings.ToUpper(strings.TrimSpace(in.Type)); t {
@@ -96,9 +96,9 @@ func parseNacosHealthChecker(raw string) (model.HealthCheck, error) {
 		hc.User, hc.Password, hc.Query = strings.TrimSpace(in.User), in.Pwd, strings.TrimSpace(in.Cmd)
 		return hc, nil
 	case "":
-		return hc, nacosInvalid("Param 'healthChecker' has no type: use TCP, HTTP, MYSQL or NONE")
+		return hc, Invalid("Param 'healthChecker' has no type: use TCP, HTTP, MYSQL or NONE")
 	default:
-		return hc, nacosInvalid("health checker type %q is not supported: use TCP, HTTP, MYSQL or NONE", in.Type)
+		return hc, Invalid("health checker type %q is not supported: use TCP, HTTP, MYSQL or NONE", in.Type)
 	}
 	if hc.Type != model.CheckHTTP {
 		return hc, nil
@@ -111,7 +111,7 @@ func parseNacosHealthChecker(raw string) (model.HealthCheck, error) {
 		name, value, ok := strings.Cut(pair, ":")
 		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
 		if !ok || name == "" {
-			return hc, nacosInvalid("healthChecker.headers: %q is not a name:value pair (pairs are separated by '|')", pair)
+			return hc, Invalid("healthChecker.headers: %q is not a name:value pair (pairs are separated by '|')", pair)
 		}
 		if hc.Headers == nil {
 			hc.Headers = map[string]string{}
@@ -123,7 +123,7 @@ func parseNacosHealthChecker(raw string) (model.HealthCheck, error) {
 		// Jackson accepts the code as a number or a numeric string.
 		raw = bytes.Trim(raw, `"`)
 		if err := json.Unmarshal(raw, &code); err != nil {
-			return hc, nacosInvalid("healthChecker.expectedResponseCode must be an HTTP status code, got %s", in.ExpectedResponseCode)
+			return hc, Invalid("healthChecker.expectedResponseCode must be an HTTP status code, got %s", in.ExpectedResponseCode)
 		}
 	}
 	hc.ExpectedStatus = []int{code}
@@ -148,7 +148,7 @@ func (s *API) nacosPutCluster(w http.ResponseWriter, r *http.Request, p nacosPar
 	}
 	name := p.str("clusterName", "cluster")
 	if name == "" {
-		return nil, nacosMissing("clusterName", "String")
+		return nil, Missing("clusterName", "String")
 	}
 	if err := model.ValidateClusterName(name); err != nil {
 		return nil, err
@@ -171,13 +171,13 @@ func (s *API) nacosPutCluster(w http.ResponseWriter, r *http.Request, p nacosPar
 			return nil, err
 		}
 		if !ok {
-			return nil, nacosMissing("checkPort", "int")
+			return nil, Missing("checkPort", "int")
 		}
 		hc.Port = port
 	}
 	var md map[string]string
 	if raw := p.str("metadata"); raw != "" {
-		if md, err = nacosMetadata(raw, nacosCodeParameterValidate); err != nil {
+		if md, err = nacosMetadata(raw, CodeParameterValidate); err != nil {
 			return nil, err
 		}
 	}

@@ -16,131 +16,131 @@ import (
 // Nacos v2 result codes (Nacos's ErrorCode, as the 2.x Open API page lists them: nacos-group/nacos-group.github.io: src/content/docs/v2/zh-cn/guide/user/open-api.md). Only the codes the
 // compatibility layer answers with are listed.
 const (
-	nacosCodeSuccess              = 0
-	nacosCodeParameterMissing     = 10000
-	nacosCodeAccessDenied         = 10001
-	nacosCodeParameterValidate    = 20002
-	nacosCodeMediaType            = 20003
-	nacosCodeResourceNotFound     = 20004
-	nacosCodeResourceConflict     = 20005
-	nacosCodeParameterMismatch    = 20009
-	nacosCodeServiceName          = 21000
-	nacosCodeWeight               = 21001
-	nacosCodeInstanceMetadata     = 21002
-	nacosCodeInstanceNotFound     = 21003
-	nacosCodeInstanceError        = 21004
-	nacosCodeServiceMetadata      = 21005
-	nacosCodeSelector             = 21006
-	nacosCodeServiceAlreadyExist  = 21007
-	nacosCodeServiceNotExist      = 21008
-	nacosCodeServiceDeleteFailure = 21009
-	nacosCodeHealthyParamMiss     = 21010
-	nacosCodeHealthCheckRunning   = 21011
-	nacosCodeIllegalNamespace     = 22000
-	nacosCodeServerError          = 30000
+	CodeSuccess              = 0
+	CodeParameterMissing     = 10000
+	CodeAccessDenied         = 10001
+	CodeParameterValidate    = 20002
+	CodeMediaType            = 20003
+	CodeResourceNotFound     = 20004
+	CodeResourceConflict     = 20005
+	CodeParameterMismatch    = 20009
+	CodeServiceName          = 21000
+	CodeWeight               = 21001
+	CodeInstanceMetadata     = 21002
+	CodeInstanceNotFound     = 21003
+	CodeInstanceError        = 21004
+	CodeServiceMetadata      = 21005
+	CodeSelector             = 21006
+	CodeServiceAlreadyExist  = 21007
+	CodeServiceNotExist      = 21008
+	CodeServiceDeleteFailure = 21009
+	CodeHealthyParamMiss     = 21010
+	CodeHealthCheckRunning   = 21011
+	CodeIllegalNamespace     = 22000
+	CodeServerError          = 30000
 )
 
-// nacosMessage is the message Nacos pairs with a v2 result code.
-func nacosMessage(code int) string {
+// Message is the message Nacos pairs with a v2 result code.
+func Message(code int) string {
 	switch code {
-	case nacosCodeSuccess:
+	case CodeSuccess:
 		return "success"
-	case nacosCodeParameterMissing:
+	case CodeParameterMissing:
 		return "parameter missing"
-	case nacosCodeAccessDenied:
+	case CodeAccessDenied:
 		return "access denied"
-	case nacosCodeParameterValidate:
+	case CodeParameterValidate:
 		return "parameter validate error"
-	case nacosCodeMediaType:
+	case CodeMediaType:
 		return "MediaType Error"
-	case nacosCodeResourceNotFound:
+	case CodeResourceNotFound:
 		return "resource not found"
-	case nacosCodeResourceConflict:
+	case CodeResourceConflict:
 		return "resource conflict"
-	case nacosCodeParameterMismatch:
+	case CodeParameterMismatch:
 		return "parameter mismatch"
-	case nacosCodeServiceName:
+	case CodeServiceName:
 		return "service name error"
-	case nacosCodeWeight:
+	case CodeWeight:
 		return "weight error"
-	case nacosCodeInstanceMetadata:
+	case CodeInstanceMetadata:
 		return "instance metadata error"
-	case nacosCodeInstanceNotFound:
+	case CodeInstanceNotFound:
 		return "instance not found"
-	case nacosCodeInstanceError:
+	case CodeInstanceError:
 		return "instance error"
-	case nacosCodeServiceMetadata:
+	case CodeServiceMetadata:
 		return "service metadata error"
-	case nacosCodeSelector:
+	case CodeSelector:
 		return "selector error"
-	case nacosCodeServiceAlreadyExist:
+	case CodeServiceAlreadyExist:
 		return "service already exist"
-	case nacosCodeServiceNotExist:
+	case CodeServiceNotExist:
 		return "service not exist"
-	case nacosCodeServiceDeleteFailure:
+	case CodeServiceDeleteFailure:
 		return "service delete failure"
-	case nacosCodeHealthyParamMiss:
+	case CodeHealthyParamMiss:
 		return "healthy param miss"
-	case nacosCodeHealthCheckRunning:
+	case CodeHealthCheckRunning:
 		return "health check still running"
-	case nacosCodeIllegalNamespace:
+	case CodeIllegalNamespace:
 		return "illegal namespace"
 	default:
 		return "server error"
 	}
 }
 
-// nacosError is an error answered in Nacos's shapes: v1 as the text "caused: msg;" with
+// Error is an error answered in Nacos's shapes: v1 as the text "caused: msg;" with
 // the HTTP status, v2 as {"code": code, "message": <code's message>, "data": msg}.
-type nacosError struct {
-	status int
-	code   int
-	msg    string
-	// notLeader marks a 503 answered because this node is not the leader (or knows
+type Error struct {
+	Status int
+	Code   int
+	Msg    string
+	// NotLeader marks a 503 answered because this node is not the leader (or knows
 	// none): it carries X-Roster-Not-Leader so that a forwarding follower retries.
-	notLeader bool
-	// auth marks a refusal by access control: v1 answers it in the shape of Nacos's
+	NotLeader bool
+	// Auth marks a refusal by access control: v1 answers it in the shape of Nacos's
 	// AuthFilter (springErrorBody), not as "caused: ...;".
-	auth  bool
+	Auth  bool
 	cause error
 }
 
-func (e *nacosError) Error() string { return e.msg }
+func (e *Error) Error() string { return e.Msg }
 
 // Unwrap exposes the cause, so that store sentinels stay matchable.
-func (e *nacosError) Unwrap() error { return e.cause }
+func (e *Error) Unwrap() error { return e.cause }
 
 // nacosErr builds a nacosError.
-func nacosErr(status, code int, format string, args ...any) *nacosError {
-	return &nacosError{status: status, code: code, msg: fmt.Sprintf(format, args...)}
+func nacosErr(status, code int, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Msg: fmt.Sprintf(format, args...)}
 }
 
-// nacosMissing is Nacos's answer to a required parameter that is absent or blank.
-func nacosMissing(name, typ string) *nacosError {
-	return nacosErr(http.StatusBadRequest, nacosCodeParameterMissing,
+// Missing is Nacos's answer to a required parameter that is absent or blank.
+func Missing(name, typ string) *Error {
+	return nacosErr(http.StatusBadRequest, CodeParameterMissing,
 		"Required parameter '%s' type %s is not present", name, typ)
 }
 
-// nacosInvalid is a 400 parameter validate error.
-func nacosInvalid(format string, args ...any) *nacosError {
-	return nacosErr(http.StatusBadRequest, nacosCodeParameterValidate, format, args...)
+// Invalid is a 400 parameter validate error.
+func Invalid(format string, args ...any) *Error {
+	return nacosErr(http.StatusBadRequest, CodeParameterValidate, format, args...)
 }
 
-// nacosWeightMessage is Nacos's text for a weight outside [0, 10000].
-const nacosWeightMessage = "instance format invalid: The weights range from 0.0 to 10000.0"
+// weightMessage is Nacos's text for a weight outside [0, 10000].
+const weightMessage = "instance format invalid: The weights range from 0.0 to 10000.0"
 
-// nacosResource says which kind of object a route writes; it picks the code of a
+// Resource says which kind of object a route writes; it picks the code of a
 // metadata validation error (instance 21002, service 21005).
-type nacosResource int
+type Resource int
 
 const (
-	nacosOther nacosResource = iota
-	nacosInstance
-	nacosService
+	ResourceOther Resource = iota
+	ResourceInstance
+	ResourceService
 )
 
-// nacosParamName maps a model.ValidationError field to the Nacos parameter it came from.
-func nacosParamName(field string) string {
+// paramName maps a model.ValidationError field to the Nacos parameter it came from.
+func paramName(field string) string {
 	switch field {
 	case "namespace":
 		return "namespaceId"
@@ -158,43 +158,43 @@ func nacosParamName(field string) string {
 	}
 }
 
-// nacosValidation turns a store validation error into Nacos's code for the parameter:
+// validation turns a store validation error into Nacos's code for the parameter:
 // weight 21001, metadata 21002 (instances) or 21005 (services), service and group names
 // 21000, namespace 22000, anything else 20002. All are 400s; nothing was written.
-func nacosValidation(ve *model.ValidationError, res nacosResource) *nacosError {
-	param := nacosParamName(ve.Field)
-	e := nacosInvalid("Param '%s' is illegal: %s", param, ve.Message)
+func validation(ve *model.ValidationError, res Resource) *Error {
+	param := paramName(ve.Field)
+	e := Invalid("Param '%s' is illegal: %s", param, ve.Message)
 	e.cause = ve
 	switch ve.Field {
 	case "weight":
-		e.code, e.msg = nacosCodeWeight, nacosWeightMessage
+		e.Code, e.Msg = CodeWeight, weightMessage
 	case "metadata":
 		switch res {
-		case nacosInstance:
-			e.code = nacosCodeInstanceMetadata
-		case nacosService:
-			e.code = nacosCodeServiceMetadata
+		case ResourceInstance:
+			e.Code = CodeInstanceMetadata
+		case ResourceService:
+			e.Code = CodeServiceMetadata
 		}
 	case "service", "group":
-		e.code = nacosCodeServiceName
+		e.Code = CodeServiceName
 	case "namespace":
-		e.code = nacosCodeIllegalNamespace
+		e.Code = CodeIllegalNamespace
 	}
 	return e
 }
 
-// nacosClassify maps any error to its Nacos answer. Errors the Nacos handlers raise
+// Classify maps any error to its Nacos answer. Errors the Nacos handlers raise
 // themselves are *nacosError already; store validation errors keep their parameter's
 // code; the rest (consensus, forwarding, limits) take the status the native API gives
 // them (classify) with code 30000.
-func (s *API) nacosClassify(err error, res nacosResource) *nacosError {
-	var ne *nacosError
+func Classify(err error, res Resource) *Error {
+	var ne *Error
 	if errors.As(err, &ne) {
 		return ne
 	}
 	var ve *model.ValidationError
 	if errors.As(err, &ve) {
-		return nacosValidation(ve, res)
+		return validation(ve, res)
 	}
 	switch {
 	case errors.Is(err, acl.ErrPermissionDenied):
@@ -205,29 +205,29 @@ func (s *API) nacosClassify(err error, res nacosResource) *nacosError {
 		return nacosAuthErr(nacosMessageNoUser, err)
 	}
 	status, code, _ := httpx.Classify(err)
-	out := &nacosError{status: status, code: nacosCodeServerError, msg: httpx.Message(err), cause: err}
+	out := &Error{Status: status, Code: CodeServerError, Msg: httpx.Message(err), cause: err}
 	switch {
 	case errors.Is(err, httpx.ErrMethodNotAllowed):
-		out.code = nacosCodeParameterValidate
+		out.Code = CodeParameterValidate
 	case errors.Is(err, httpx.ErrCrossOrigin):
-		out.code = nacosCodeAccessDenied
+		out.Code = CodeAccessDenied
 	case errors.Is(err, httpx.ErrUnsupportedMedia):
-		out.status, out.code = http.StatusBadRequest, nacosCodeMediaType
+		out.Status, out.Code = http.StatusBadRequest, CodeMediaType
 	case errors.Is(err, model.ErrInvalid):
-		out.code = nacosCodeParameterValidate
+		out.Code = CodeParameterValidate
 	case errors.Is(err, model.ErrNotFound):
-		out.code = nacosCodeResourceNotFound
+		out.Code = CodeResourceNotFound
 	case errors.Is(err, model.ErrConflict):
-		out.code = nacosCodeResourceConflict
+		out.Code = CodeResourceConflict
 	case status == http.StatusRequestEntityTooLarge:
-		out.code = nacosCodeParameterValidate
+		out.Code = CodeParameterValidate
 	}
-	out.notLeader = code == api.CodeNotLeader || code == api.CodeNoLeader
+	out.NotLeader = code == api.CodeNotLeader || code == api.CodeNoLeader
 	return out
 }
 
-// nacosResult is the v2 envelope of every answer.
-type nacosResult struct {
+// Result is the v2 envelope of every answer.
+type Result struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
 	Data    any    `json:"data"`
@@ -237,29 +237,29 @@ type nacosResult struct {
 func nacosV2(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/nacos/v2/") }
 
 // writeNacosError answers err in the request's Nacos shape.
-func (s *API) writeNacosError(w http.ResponseWriter, r *http.Request, err error, res nacosResource) {
-	ne := s.nacosClassify(err, res)
-	if ne.notLeader {
+func (s *API) writeNacosError(w http.ResponseWriter, r *http.Request, err error, res Resource) {
+	ne := Classify(err, res)
+	if ne.NotLeader {
 		w.Header().Set(api.HeaderNotLeader, "true")
 	}
 	switch {
-	case ne.status == http.StatusInternalServerError:
-		s.log.ErrorContext(r.Context(), "nacos request failed", "method", r.Method, "path", r.URL.Path, "status", ne.status, "err", err)
-	case ne.status >= 500:
-		s.log.WarnContext(r.Context(), "nacos request failed", "method", r.Method, "path", r.URL.Path, "status", ne.status, "err", err)
+	case ne.Status == http.StatusInternalServerError:
+		s.log.ErrorContext(r.Context(), "nacos request failed", "method", r.Method, "path", r.URL.Path, "status", ne.Status, "err", err)
+	case ne.Status >= 500:
+		s.log.WarnContext(r.Context(), "nacos request failed", "method", r.Method, "path", r.URL.Path, "status", ne.Status, "err", err)
 	}
 	if nacosV2(r) {
-		writeJSON(w, ne.status, nacosResult{Code: ne.code, Message: nacosMessage(ne.code), Data: ne.msg})
+		writeJSON(w, ne.Status, Result{Code: ne.Code, Message: Message(ne.Code), Data: ne.Msg})
 		return
 	}
-	if ne.auth {
-		writeJSON(w, ne.status, springErrorBody{
-			Timestamp: time.Now().UTC().Format(springTimestamp), Status: ne.status,
-			Error: http.StatusText(ne.status), Message: ne.msg, Path: r.URL.Path,
+	if ne.Auth {
+		writeJSON(w, ne.Status, springErrorBody{
+			Timestamp: time.Now().UTC().Format(springTimestamp), Status: ne.Status,
+			Error: http.StatusText(ne.Status), Message: ne.Msg, Path: r.URL.Path,
 		})
 		return
 	}
-	writeText(w, ne.status, "caused: "+ne.msg+";")
+	writeText(w, ne.Status, "caused: "+ne.Msg+";")
 }
 
 // springErrorBody is the answer of Spring Boot's error controller, which Nacos's
@@ -281,7 +281,7 @@ const springTimestamp = "2006-01-02T15:04:05.000-07:00"
 // plain text ("ok") and anything else as bare JSON.
 func writeNacosOK(w http.ResponseWriter, r *http.Request, data any) {
 	if nacosV2(r) {
-		writeJSON(w, http.StatusOK, nacosResult{Code: nacosCodeSuccess, Message: nacosMessage(nacosCodeSuccess), Data: data})
+		writeJSON(w, http.StatusOK, Result{Code: CodeSuccess, Message: Message(CodeSuccess), Data: data})
 		return
 	}
 	if text, ok := data.(string); ok {

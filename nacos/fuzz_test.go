@@ -116,11 +116,11 @@ func noControl(t *testing.T, what string, ss ...string) {
 // validation error.
 func checkRefusal(t *testing.T, err error) {
 	t.Helper()
-	var ne *nacosError
+	var ne *Error
 	var ve *model.ValidationError
 	switch {
 	case errors.As(err, &ne):
-		if ne.status < 400 || ne.status > 499 || ne.code == 0 || nacosMessage(ne.code) == "server error" || ne.msg == "" {
+		if ne.Status < 400 || ne.Status > 499 || ne.Code == 0 || Message(ne.Code) == "server error" || ne.Msg == "" {
 			t.Fatalf("refusal %+v is not a Nacos 4xx", ne)
 		}
 	case errors.As(err, &ve):

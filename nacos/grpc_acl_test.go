@@ -29,7 +29,7 @@ func (c *rpcClient) callAs(token, typ string, body any) (string, map[string]any)
 	}
 	md := &nacospb.Metadata{Type: typ, ClientIp: "192.0.2.7", Headers: map[string]string{"app": "test"}}
 	if token != "" {
-		md.Headers[accessTokenParam] = token
+		md.Headers[AccessTokenParam] = token
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -193,7 +193,7 @@ type rpcServiceInfo struct {
 	GroupName                string      `json:"groupName"`
 	Clusters                 string      `json:"clusters"`
 	CacheMillis              int64       `json:"cacheMillis"`
-	Hosts                    []nacosHost `json:"hosts"`
+	Hosts                    []Host `json:"hosts"`
 	LastRefTime              int64       `json:"lastRefTime"`
 	Checksum                 string      `json:"checksum"`
 	AllIPs                   bool        `json:"allIPs"`
@@ -230,12 +230,12 @@ type rpcView struct {
 func rpcViewOf(key model.ServiceKey, view store.ServiceView, found bool, clusters string, healthyOnly bool) rpcView {
 	info := rpcServiceInfo{
 		Name: key.Service, GroupName: key.Group, Clusters: clusters,
-		CacheMillis: rpcGRPCCacheMillis, Hosts: []nacosHost{}, Valid: true,
+		CacheMillis: rpcGRPCCacheMillis, Hosts: []Host{}, Valid: true,
 	}
 	if found {
-		list, reached := nacosSelect(view.Instances, view.Service.ProtectThreshold, parseClusterSet(clusters), healthyOnly)
+		list, reached := Select(view.Instances, view.Service.ProtectThreshold, ParseClusterSet(clusters), healthyOnly)
 		for _, in := range list {
-			info.Hosts = append(info.Hosts, toNacosHost(in))
+			info.Hosts = append(info.Hosts, HostOf(in))
 		}
 		info.ReachProtectionThreshold = reached
 	}
@@ -243,7 +243,7 @@ func rpcViewOf(key model.ServiceKey, view store.ServiceView, found bool, cluster
 	if err != nil {
 		sig = nil
 	}
-	info.Checksum = hostsChecksum(info.Hosts)
+	info.Checksum = HostsChecksum(info.Hosts)
 	return rpcView{info: info, sig: sig}
 }
 

@@ -1,7 +1,6 @@
 package nacos
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,11 +49,11 @@ func (g *GRPCServer) serverLoaderInfo(_ context.Context, _ *rpcSession, md *naco
 // is DEFAULT_GROUP, and a grouped serviceName (group@@name) is accepted when its group
 // agrees. Names follow the store's rules.
 func rpcServiceKey(b rpcNamingBase) (model.ServiceKey, error) {
-	key, err := resolveServiceKey(b.Namespace, b.GroupName, b.ServiceName)
+	key, err := ResolveServiceKey(b.Namespace, b.GroupName, b.ServiceName)
 	switch {
-	case errors.Is(err, errGroupedName):
+	case errors.Is(err, ErrGroupedName):
 		return key, model.Invalid("serviceName", "%q should be format as 'groupName@@serviceName'", b.ServiceName)
-	case errors.Is(err, errGroupMismatch):
+	case errors.Is(err, ErrGroupMismatch):
 		return key, model.Invalid("groupName", "%q does not match the group of serviceName %q", b.GroupName, b.ServiceName)
 	}
 	return key, err
@@ -86,16 +85,16 @@ func (g *GRPCServer) catchUp(ctx context.Context) {
 // as Nacos answers it; ok is false then.
 func (g *GRPCServer) read(ctx context.Context, ns string, fn func() error) (rpcResponse, bool) {
 	g.catchUp(ctx)
-	_, err := g.api.reg.Read(ctx, registry.ReadOptions{Namespace: ns, Consistency: registry.Stale},
+	_, err := g.reg.Read(ctx, registry.ReadOptions{Namespace: ns, Consistency: registry.Stale},
 		func(*registry.WatchSet) (uint64, error) { return 0, fn() })
 	if err == nil {
 		return rpcResponse{}, true
 	}
-	ne := g.api.nacosClassify(err, nacosOther)
-	if ne.auth {
-		return rpcFail(rpcCodeNoRight, ne.msg), false
+	ne := Classify(err, ResourceOther)
+	if ne.Auth {
+		return rpcFail(rpcCodeNoRight, ne.Msg), false
 	}
-	return rpcFail(ne.status, ne.msg), false
+	return rpcFail(ne.Status, ne.Msg), false
 }
 
 // view reads a service's list for a clusters filter from this node's state.
@@ -133,7 +132,7 @@ func (g *GRPCServer) subscribeService(ctx context.Context, s *rpcSession, md *na
 	}
 	key, err := rpcServiceKey(req.rpcNamingBase)
 	if err == nil {
-		err = checkClusterList("clusters", req.Clusters)
+		err = CheckClusterList("clusters", req.Clusters)
 	}
 	if err != nil {
 		return rpcSubscribeServiceResponse, rpcServiceInfoAnswer{rpcResponse: paramInvalid(err)}
@@ -141,7 +140,7 @@ func (g *GRPCServer) subscribeService(ctx context.Context, s *rpcSession, md *na
 	var v rpcView
 	if req.Subscribe {
 		g.catchUp(ctx)
-		v, err = s.push.subscribe(key, req.Clusters, g.api.stillAllowed(rpcToken(md), perm))
+		v, err = s.push.subscribe(key, req.Clusters, g.reg.StillAllowed(rpcToken(md), perm))
 	} else {
 		s.push.unsubscribe(key, req.Clusters)
 		if refused, ok := g.read(ctx, key.Namespace, func() (err error) { v, err = g.view(key, req.Clusters, false); return err }); !ok {
@@ -171,7 +170,7 @@ func (g *GRPCServer) queryService(ctx context.Context, _ *rpcSession, md *nacosp
 	}
 	key, err := rpcServiceKey(req.rpcNamingBase)
 	if err == nil {
-		err = checkClusterList("cluster", req.Cluster)
+		err = CheckClusterList("cluster", req.Cluster)
 	}
 	if err != nil {
 		return rpcQueryServiceResponse, rpcServiceInfoAnswer{rpcResponse: paramInvalid(err)}
@@ -329,19 +328,19 @@ func (g *GRPCServer) batchInstance(_ context.Context, _ *rpcSession, md *nacospb
 // checked by the same rules, in the same order and with the same messages, as the Open
 // API's form.
 func (g *GRPCServer) write(ctx context.Context, s *rpcSession, md *nacospb.Metadata, method string, key model.ServiceKey, in rpcInstance) rpcResponse {
-	limits := g.api.reg.Limits()
+	limits := g.reg.Limits()
 	f, err := rpcInstanceForm(key, in, limits)
 	if err == nil {
 		if method == http.MethodPost {
 			persistent := false
-			f.ephemeral = &persistent
+			f.Ephemeral = &persistent
 			var inst model.Instance
-			if inst, err = f.registration(limits); err == nil {
-				_, err = g.api.reg.RegisterInstance(ctx, inst, registry.Condition{})
+			if inst, err = f.Registration(limits); err == nil {
+				_, err = g.reg.RegisterInstance(ctx, inst, registry.Condition{})
 			}
 		} else {
 			// Deregistering an instance that is not there answers ok, as the Open API does.
-			if _, err = g.api.reg.DeregisterInstance(ctx, f.ref, registry.Condition{}); errors.Is(err, model.ErrNotFound) {
+			if _, err = g.reg.DeregisterInstance(ctx, f.Ref, registry.Condition{}); errors.Is(err, model.ErrNotFound) {
 				err = nil
 			}
 		}
@@ -352,45 +351,45 @@ func (g *GRPCServer) write(ctx context.Context, s *rpcSession, md *nacospb.Metad
 	if err == nil {
 		return rpcOK()
 	}
-	ne := g.api.nacosClassify(err, nacosInstance)
-	return rpcFail(ne.status, ne.msg)
+	ne := Classify(err, ResourceInstance)
+	return rpcFail(ne.Status, ne.Msg)
 }
 
 // rpcInstanceForm checks a gRPC request's instance as parseNacosInstanceForm checks the
 // Open API's form: ip, port, clusterName, weight, enabled, healthy and metadata.
-func rpcInstanceForm(key model.ServiceKey, in rpcInstance, limits model.Limits) (nacosInstanceForm, error) {
-	var f nacosInstanceForm
+func rpcInstanceForm(key model.ServiceKey, in rpcInstance, limits model.Limits) (InstanceForm, error) {
+	var f InstanceForm
 	ip := strings.TrimSpace(in.IP)
 	if ip == "" {
-		return f, nacosMissing("ip", "String")
+		return f, Missing("ip", "String")
 	}
 	if in.Port == 0 {
-		return f, nacosMissing("port", "Integer")
+		return f, Missing("port", "Integer")
 	}
-	f.ref = model.InstanceRef{Namespace: key.Namespace, Group: key.Group, Service: key.Service, IP: ip, Port: in.Port}
-	if err := model.ValidateInstanceRef(f.ref); err != nil {
+	f.Ref = model.InstanceRef{Namespace: key.Namespace, Group: key.Group, Service: key.Service, IP: ip, Port: in.Port}
+	if err := model.ValidateInstanceRef(f.Ref); err != nil {
 		return f, err
 	}
 	if c := strings.TrimSpace(in.ClusterName); c != "" {
 		if err := model.ValidateClusterName(c); err != nil {
 			return f, err
 		}
-		f.cluster = &c
+		f.Cluster = &c
 	}
 	if in.Weight != nil {
 		w := *in.Weight // JSON carries no NaN or infinity
 		if err := model.ValidateWeight(w); err != nil {
 			return f, err
 		}
-		f.weight = &w
+		f.Weight = &w
 	}
-	f.enabled, f.healthy = in.Enabled, in.Healthy
+	f.Enabled, f.Healthy = in.Enabled, in.Healthy
 	if len(in.Metadata) > 0 {
 		md := maps.Clone(in.Metadata)
 		if err := limits.AdmitMetadata("metadata", md); err != nil {
 			return f, err
 		}
-		f.metadata = &md
+		f.Metadata = &md
 	}
 	return f, nil
 }
@@ -430,10 +429,10 @@ func (g *GRPCServer) legacyWrite(ctx context.Context, s *rpcSession, md *nacospb
 		q.Set("ephemeral", "false")
 	}
 	if tok := rpcToken(md); tok != "" {
-		q.Set(accessTokenParam, tok)
+		q.Set(AccessTokenParam, tok)
 	}
-	status, res := g.api.serveInternal(ctx, method, "/nacos/v2/ns/instance", q, s.c.remote)
-	if status == http.StatusOK && res.Code == nacosCodeSuccess {
+	status, res := g.api.ServeInternal(ctx, method, "/nacos/v2/ns/instance", q, s.c.remote)
+	if status == http.StatusOK && res.Code == CodeSuccess {
 		return rpcOK()
 	}
 	msg, _ := res.Data.(string)
@@ -443,62 +442,10 @@ func (g *GRPCServer) legacyWrite(ctx context.Context, s *rpcSession, md *nacospb
 	return rpcFail(status, msg)
 }
 
-// serveInternal runs one of the Nacos API's write routes for a request that did not
-// arrive over HTTP (a gRPC write), with the query q, and returns the v2 envelope it
-// answered. remote is the client's address, as the forwarder reports it to the leader.
-func (s *API) serveInternal(ctx context.Context, method, path string, q url.Values, remote string) (int, nacosResult) {
-	h := s.internal[method]
-	if h == nil {
-		return http.StatusMethodNotAllowed, nacosResult{Code: nacosCodeParameterValidate, Data: "no internal route for " + method}
-	}
-	r, err := http.NewRequestWithContext(ctx, method, path+"?"+q.Encode(), nil)
-	if err != nil {
-		return http.StatusBadRequest, nacosResult{Code: nacosCodeParameterValidate, Data: err.Error()}
-	}
-	r.RemoteAddr = remote
-	w := &internalResponse{header: http.Header{}, status: http.StatusOK}
-	func() {
-		defer func() {
-			if v := recover(); v != nil {
-				w.status = http.StatusBadGateway
-				w.body.Reset()
-				fmt.Fprintf(&w.body, `{"code":%d,"message":"server error","data":"the write was cut off: %v"}`, nacosCodeServerError, v)
-			}
-		}()
-		h.ServeHTTP(w, r)
-	}()
-	var res nacosResult
-	if err := json.Unmarshal(w.body.Bytes(), &res); err != nil {
-		return http.StatusBadGateway, nacosResult{Code: nacosCodeServerError, Data: "unreadable answer: " + strings.TrimSpace(w.body.String())}
-	}
-	return w.status, res
-}
-
-// internalResponse collects an internal route's answer.
-type internalResponse struct {
-	header http.Header
-	status int
-	wrote  bool
-	body   bytes.Buffer
-}
-
-func (w *internalResponse) Header() http.Header { return w.header }
-
-func (w *internalResponse) WriteHeader(status int) {
-	if !w.wrote {
-		w.status, w.wrote = status, true
-	}
-}
-
-func (w *internalResponse) Write(b []byte) (int, error) {
-	w.WriteHeader(http.StatusOK)
-	return w.body.Write(b)
-}
-
 // rpcToken is the token a gRPC request presents: its accessToken header, which
 // nacos-sdk-go v2 sets on every request once it has logged in over HTTP.
 func rpcToken(md *nacospb.Metadata) string {
-	return strings.TrimSpace(md.GetHeaders()[accessTokenParam])
+	return strings.TrimSpace(md.GetHeaders()[AccessTokenParam])
 }
 
 // rpcNamespacePermission is access a to the namespace a naming request names (public
@@ -524,22 +471,22 @@ func (g *GRPCServer) authorize(md *nacospb.Metadata, p acl.Permission) (rpcRespo
 // authorizeIn is authorize that returns ctx carrying what the request may do, for the
 // registry (which hands the token on to the leader with a write).
 func (g *GRPCServer) authorizeIn(ctx context.Context, md *nacospb.Metadata, p acl.Permission) (context.Context, rpcResponse, bool) {
-	if !g.api.reg.ACLEnabled() {
+	if !g.reg.ACLEnabled() {
 		return ctx, rpcResponse{}, true // dispatch checked that the node agrees with the cluster
 	}
 	secret := rpcToken(md)
-	a, err := g.api.reg.Authenticate(secret)
+	a, err := g.reg.Authenticate(secret)
 	if err == nil {
 		err = a.Check(p)
 	} else {
-		err = nacosAuthError(secret, err)
+		err = AuthError(secret, err)
 	}
 	if err == nil {
 		return acl.WithAuthorizer(ctx, a), rpcResponse{}, true
 	}
-	ne := g.api.nacosClassify(err, nacosOther)
-	if ne.auth {
-		return ctx, rpcFail(rpcCodeNoRight, ne.msg), false
+	ne := Classify(err, ResourceOther)
+	if ne.Auth {
+		return ctx, rpcFail(rpcCodeNoRight, ne.Msg), false
 	}
-	return ctx, rpcFail(ne.status, ne.msg), false
+	return ctx, rpcFail(ne.Status, ne.Msg), false
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/rosterhq/roster/fanout"
 	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/nacos/nacospb"
+	"github.com/rosterhq/roster/registry"
 )
 
 // Defaults of GRPCConfig.
@@ -80,11 +81,14 @@ func GRPCAddrFor(httpAddr string) string {
 	return net.JoinHostPort(host, strconv.Itoa(p+DefaultGRPCPortOffset))
 }
 
-// GRPCConfig configures the Nacos 2.x gRPC server. API (the handler New returned), Store
-// and Watch are required.
+// GRPCConfig configures the Nacos 2.x gRPC server. Registry, API, Store and Watch are
+// required.
 type GRPCConfig struct {
-	// API is the node's Nacos HTTP API (from New), whose registry, authentication and
-	// error classes the gRPC requests share.
+	// Registry decides every write and read (and sends a follower's to the leader) and
+	// authenticates every token.
+	Registry *registry.Registry
+	// API is the node's Nacos HTTP API (from New): a write runs through its routes only
+	// while the leader runs a release without the peer RPC (legacyWrite).
 	API *API
 	// Store is what reads and pushes are served from: the node's own state.
 	Store Reader
@@ -187,7 +191,8 @@ func (c *GRPCConfig) defaults() {
 // node's own state, as each Nacos server serves its own memory; writes go to the leader.
 type GRPCServer struct {
 	cfg GRPCConfig
-	api *API
+	reg *registry.Registry
+	api *API // the Open API, for legacyWrite only
 	log *slog.Logger
 	m   *rpcMetrics
 	srv *grpc.Server
@@ -214,9 +219,8 @@ type rpcHandler func(ctx context.Context, s *rpcSession, md *nacospb.Metadata, b
 
 // NewGRPC builds the gRPC server; Serve starts it.
 func NewGRPC(cfg GRPCConfig) (*GRPCServer, error) {
-	api := cfg.API
-	if api == nil || cfg.Store == nil || cfg.Watch == nil {
-		return nil, errors.New("nacos: GRPCConfig.API (from nacos.New), Store and Watch are required")
+	if cfg.Registry == nil || cfg.API == nil || cfg.Store == nil || cfg.Watch == nil {
+		return nil, errors.New("nacos: GRPCConfig.Registry, API (from nacos.New), Store and Watch are required")
 	}
 	cfg.defaults()
 	m, err := newRPCMetrics(cfg.Registerer)
@@ -224,7 +228,7 @@ func NewGRPC(cfg GRPCConfig) (*GRPCServer, error) {
 		return nil, err
 	}
 	g := &GRPCServer{
-		cfg: cfg, api: api, log: cfg.Logger.With("component", "nacos-grpc"), m: m,
+		cfg: cfg, reg: cfg.Registry, api: cfg.API, log: cfg.Logger.With("component", "nacos-grpc"), m: m,
 		conns: make(map[string]*rpcConn), stop: make(chan struct{}), ejectDone: make(chan struct{}),
 	}
 	g.handlers = map[string]rpcHandler{
@@ -453,7 +457,7 @@ func (g *GRPCServer) dispatch(ctx context.Context, typ string, in *nacospb.Paylo
 		}
 	}
 	// A node that disagrees with the cluster on ACLs serves nothing; clients move on.
-	if err := g.api.reg.ACLGate(); err != nil {
+	if err := g.reg.ACLGate(); err != nil {
 		return rpcErrorResponse, rpcFail(rpcCodeInvalidServerStatus, httpx.Message(err))
 	}
 	var s *rpcSession
@@ -602,7 +606,7 @@ func (g *GRPCServer) register(c *rpcConn, st nacospb.BiStream, md *nacospb.Metad
 	c.mu.Unlock()
 	if c.guard != nil {
 		c.guard.registered.Store(true)
-		if !g.api.reg.ACLEnabled() {
+		if !g.reg.ACLEnabled() {
 			c.guard.trust() // nothing to authenticate
 		}
 	}
@@ -804,12 +808,12 @@ func (g *GRPCServer) trustIfAuthenticated(c *rpcConn, md *nacospb.Metadata) {
 	if c == nil || c.guard == nil || c.guard.trusted.Load() {
 		return
 	}
-	if !g.api.reg.ACLEnabled() {
+	if !g.reg.ACLEnabled() {
 		c.guard.trust()
 		return
 	}
 	if tok := rpcToken(md); tok != "" {
-		if _, err := g.api.reg.Authenticate(tok); err == nil {
+		if _, err := g.reg.Authenticate(tok); err == nil {
 			c.guard.trust()
 		}
 	}
@@ -824,7 +828,7 @@ func (g *GRPCServer) cutUnauthenticated(now time.Time) {
 		reason string
 	}
 	var cuts []cut
-	acl := g.api.reg.ACLEnabled()
+	acl := g.reg.ACLEnabled()
 	g.mu.Lock()
 	for _, c := range g.conns {
 		if c.guard == nil || c.guard.trusted.Load() {

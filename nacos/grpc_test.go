@@ -52,7 +52,7 @@ func newGRPCEnvOn(t testing.TB, h http.Handler, st *store.Store, mod func(*GRPCC
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	cfg := GRPCConfig{API: h.(*API), Store: st, Watch: hub, HTTPAddr: "127.0.0.1:8848", Registerer: reg}
+	cfg := GRPCConfig{Registry: h.(*API).reg, API: h.(*API), Store: st, Watch: hub, HTTPAddr: "127.0.0.1:8848", Registerer: reg}
 	if mod != nil {
 		mod(&cfg)
 	}

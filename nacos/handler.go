@@ -125,7 +125,7 @@ type API struct {
 	// push records subscribers and pushes them changes; nil without Config.Watch.
 	push *pusher
 	// internal serves the writes that arrive over gRPC, by method, without the HTTP
-	// middleware (serveInternal).
+	// middleware (ServeInternal).
 	internal map[string]http.Handler
 	// handler is the router behind the refusal of browsers' cross-origin writes.
 	handler http.Handler
@@ -178,18 +178,18 @@ func New(cfg Config) (*API, error) {
 		s.log.Info("nacos push socket", "addr", s.push.LocalAddr().String())
 	}
 	crossOrigin, err := httpx.CrossOrigin(cfg.TrustedOrigins, func(w http.ResponseWriter, r *http.Request, err error) {
-		s.writeNacosError(w, r, err, nacosOther)
+		s.writeNacosError(w, r, err, ResourceOther)
 	})
 	if err != nil {
 		return nil, err
 	}
 	s.mux = s.routes()
 	s.handler = crossOrigin(s.mux)
-	failWrite := func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, nacosInstance) }
+	failWrite := func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, ResourceInstance) }
 	// The token of a gRPC write travels as the route's accessToken parameter: it is
 	// resolved and checked here as on the HTTP route, and again by the leader.
 	internal := func(fn nacosHandlerFunc) http.Handler {
-		return s.authenticate(s.nsNeed(acl.Write)(s.fwd.LeaderOnly(failWrite)(s.nacos(nacosInstance, fn))))
+		return s.authenticate(s.nsNeed(acl.Write)(s.fwd.LeaderOnly(failWrite)(s.nacos(ResourceInstance, fn))))
 	}
 	s.internal = map[string]http.Handler{
 		http.MethodPost:   internal(s.nacosRegister),

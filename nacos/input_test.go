@@ -99,7 +99,7 @@ func TestNacosAPI_RefusesHostileInputNamingTheParameter(t *testing.T) {
 				if err := json.Unmarshal(data, &detail); err != nil {
 					t.Fatalf("data %s is not a string", data)
 				}
-				if code != tt.code || msg != nacosMessage(tt.code) || !strings.Contains(detail, tt.text) {
+				if code != tt.code || msg != Message(tt.code) || !strings.Contains(detail, tt.text) {
 					t.Fatalf("v2 answered %d %q %q, want %d ...%s...", code, msg, detail, tt.code, tt.text)
 				}
 			})

@@ -12,7 +12,7 @@ import (
 
 // errNacosInstanceNotFound is the 404 (21003) of a write on an instance that does not exist.
 func errNacosInstanceNotFound(ref model.InstanceRef) error {
-	return nacosErr(http.StatusNotFound, nacosCodeInstanceNotFound, "instance %s not found in service %s (namespace %s)",
+	return nacosErr(http.StatusNotFound, CodeInstanceNotFound, "instance %s not found in service %s (namespace %s)",
 		model.JoinAddr(ref.IP, ref.Port), ref.ServiceKey().GroupedName(), ref.Namespace)
 }
 
@@ -42,21 +42,21 @@ func (s *API) nacosUpdate(w http.ResponseWriter, r *http.Request, p nacosParams)
 	if err != nil {
 		return nil, err
 	}
-	if f.ephemeral != nil && *f.ephemeral {
-		return nil, errEphemeral(f.ref.ServiceKey(), "update")
+	if f.Ephemeral != nil && *f.Ephemeral {
+		return nil, errEphemeral(f.Ref.ServiceKey(), "update")
 	}
 	weight, enabled, md := 1.0, true, map[string]string{}
-	if f.weight != nil {
-		weight = *f.weight
+	if f.Weight != nil {
+		weight = *f.Weight
 	}
-	if f.enabled != nil {
-		enabled = *f.enabled
+	if f.Enabled != nil {
+		enabled = *f.Enabled
 	}
-	if f.metadata != nil {
-		md = *f.metadata
+	if f.Metadata != nil {
+		md = *f.Metadata
 	}
-	patch := model.InstancePatch{Cluster: f.cluster, Weight: &weight, Enabled: &enabled, Metadata: &md}
-	return s.nacosPatchInstance(w, r, f.ref, patch)
+	patch := model.InstancePatch{Cluster: f.Cluster, Weight: &weight, Enabled: &enabled, Metadata: &md}
+	return s.nacosPatchInstance(w, r, f.Ref, patch)
 }
 
 // nacosPatch serves PATCH .../instance: only the given fields among weight, enabled,
@@ -67,15 +67,15 @@ func (s *API) nacosPatch(w http.ResponseWriter, r *http.Request, p nacosParams) 
 	if err != nil {
 		return nil, err
 	}
-	if f.healthy != nil {
-		return nil, nacosInvalid("Param 'healthy' cannot be patched: the prober owns health; " +
+	if f.Healthy != nil {
+		return nil, Invalid("Param 'healthy' cannot be patched: the prober owns health; " +
 			"on a cluster with health checker NONE use PUT /nacos/v1/ns/health/instance")
 	}
-	if f.ephemeral != nil && *f.ephemeral {
-		return nil, errEphemeral(f.ref.ServiceKey(), "update")
+	if f.Ephemeral != nil && *f.Ephemeral {
+		return nil, errEphemeral(f.Ref.ServiceKey(), "update")
 	}
-	patch := model.InstancePatch{Cluster: f.cluster, Weight: f.weight, Enabled: f.enabled, Metadata: f.metadata}
-	return s.nacosPatchInstance(w, r, f.ref, patch)
+	patch := model.InstancePatch{Cluster: f.Cluster, Weight: f.Weight, Enabled: f.Enabled, Metadata: f.Metadata}
+	return s.nacosPatchInstance(w, r, f.Ref, patch)
 }
 
 // nacosPatchInstance applies patch to an existing instance (404 when it is missing). A
@@ -174,7 +174,7 @@ func (s *API) nacosGetInstance(w http.ResponseWriter, r *http.Request, p nacosPa
 		return idx, err
 	})
 	if errors.Is(err, model.ErrNotFound) {
-		return nil, nacosErr(http.StatusNotFound, nacosCodeResourceNotFound, "no matched ip found: instance %s of service %s (namespace %s)",
+		return nil, nacosErr(http.StatusNotFound, CodeResourceNotFound, "no matched ip found: instance %s of service %s (namespace %s)",
 			model.JoinAddr(ref.IP, ref.Port), ref.ServiceKey().GroupedName(), ref.Namespace)
 	}
 	if err != nil {
@@ -246,7 +246,7 @@ func (s *API) nacosSetHealth(w http.ResponseWriter, r *http.Request, p nacosPara
 		return nil, err
 	}
 	if !ok {
-		return nil, nacosErr(http.StatusBadRequest, nacosCodeHealthyParamMiss,
+		return nil, nacosErr(http.StatusBadRequest, CodeHealthyParamMiss,
 			"Required parameter 'healthy' type Boolean is not present")
 	}
 	if c := p.str("clusterName", "cluster"); c != "" {
@@ -286,7 +286,7 @@ func errHealthCheckRunning(key model.ServiceKey, cluster string, typ model.Check
 	if typ != "" {
 		detail = " (health checker " + string(typ) + ")"
 	}
-	return nacosErr(http.StatusBadRequest, nacosCodeHealthCheckRunning,
+	return nacosErr(http.StatusBadRequest, CodeHealthCheckRunning,
 		"health check is still working, service: %s, cluster: %s%s; only a cluster with health checker NONE takes health by API",
 		key.GroupedName(), cluster, detail)
 }
@@ -294,13 +294,13 @@ func errHealthCheckRunning(key model.ServiceKey, cluster string, typ model.Check
 // nacosBeat refuses client heartbeats: Roster keeps persistent instances only and its
 // leader probes them, so there is nothing a beat could renew.
 func (s *API) nacosBeat(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
-	return nil, nacosErr(http.StatusBadRequest, nacosCodeInstanceError,
+	return nil, nacosErr(http.StatusBadRequest, CodeInstanceError,
 		"Roster takes no heartbeats: it keeps persistent instances only and probes them itself. "+
 			"Register with ephemeral=false and configure the cluster's health checker (PUT /nacos/v1/ns/cluster)")
 }
 
 // nacosMetadataBatch refuses the batch metadata endpoints.
 func (s *API) nacosMetadataBatch(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
-	return nil, nacosErr(http.StatusBadRequest, nacosCodeInstanceError,
+	return nil, nacosErr(http.StatusBadRequest, CodeInstanceError,
 		"batch metadata updates are not supported by Roster: update each instance with PATCH /nacos/v1/ns/instance")
 }

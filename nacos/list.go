@@ -11,14 +11,14 @@ import (
 	"github.com/rosterhq/roster/store"
 )
 
-// NacosCacheMillis is the cacheMillis of an instance list answered to a client that
+// CacheMillis is the cacheMillis of an instance list answered to a client that
 // receives no pushes, and the defaultCacheMillis switch. Nacos SDKs re-query a
 // subscribed service once its cached list is older than cacheMillis (nacos-sdk-go v1
 // checks every second). Nacos answers 3000 ms; for a client that learns of changes only
 // by polling, Roster's 1000 ms bounds that delay to about two seconds, at the cost of one
 // leader-local read (no quorum round trip) per subscribed service per client per
 // second. Clients that receive UDP pushes are answered NacosPushCacheMillis.
-const NacosCacheMillis = 1000
+const CacheMillis = 1000
 
 // Values Nacos reports for heartbeat-based instances. Roster's instances are persistent
 // and probed by the leader, so these describe nothing; they are sent because the Nacos
@@ -29,8 +29,8 @@ const (
 	nacosIPDeleteTimeout   = 30000
 )
 
-// nacosHost is one entry of "hosts" in an instance list (the 1.x Open API page, nacos-group/nacos-group.github.io: src/content/docs/v1/en/open-api.md, "Query instance list").
-type nacosHost struct {
+// Host is one entry of "hosts" in an instance list (the 1.x Open API page, nacos-group/nacos-group.github.io: src/content/docs/v1/en/open-api.md, "Query instance list").
+type Host struct {
 	InstanceID                string            `json:"instanceId"`
 	IP                        string            `json:"ip"`
 	Port                      int               `json:"port"`
@@ -56,7 +56,7 @@ type nacosServiceInfo struct {
 	GroupName                string            `json:"groupName"`
 	Clusters                 string            `json:"clusters"`
 	CacheMillis              int64             `json:"cacheMillis"`
-	Hosts                    []nacosHost       `json:"hosts"`
+	Hosts                    []Host       `json:"hosts"`
 	LastRefTime              int64             `json:"lastRefTime"`
 	Checksum                 string            `json:"checksum"`
 	AllIPs                   bool              `json:"allIPs"`
@@ -68,8 +68,8 @@ type nacosServiceInfo struct {
 	Metadata                 map[string]string `json:"metadata"`
 }
 
-// parseClusterSet splits a comma-separated cluster list; nil means every cluster.
-func parseClusterSet(s string) map[string]bool {
+// ParseClusterSet splits a comma-separated cluster list; nil means every cluster.
+func ParseClusterSet(s string) map[string]bool {
 	var set map[string]bool
 	for _, c := range strings.Split(s, ",") {
 		if c = strings.TrimSpace(c); c != "" {
@@ -82,13 +82,13 @@ func parseClusterSet(s string) map[string]bool {
 	return set
 }
 
-// nacosSelect picks the hosts of an instance list as Nacos does: enabled instances of
+// Select picks the hosts of an instance list as Nacos does: enabled instances of
 // the selected clusters (nil: all). When the protect threshold is reached among them
 // (model.ProtectThresholdReached) every one of them is returned and marked healthy, as
 // Nacos 1.x and 2.x do, and reached is true. Otherwise the healthy ones are returned,
 // and the unhealthy ones too unless healthyOnly, each with its true health. Order is the
 // store's (IP, port).
-func nacosSelect(all []model.Instance, threshold float64, clusters map[string]bool, healthyOnly bool) ([]model.Instance, bool) {
+func Select(all []model.Instance, threshold float64, clusters map[string]bool, healthyOnly bool) ([]model.Instance, bool) {
 	var enabled []model.Instance
 	healthy := 0
 	for _, in := range all {
@@ -120,9 +120,9 @@ func nacosSelect(all []model.Instance, threshold float64, clusters map[string]bo
 	return out, false
 }
 
-// toNacosHost shows an instance the way a Nacos list does.
-func toNacosHost(in model.Instance) nacosHost {
-	return nacosHost{
+// HostOf shows an instance the way a Nacos list does.
+func HostOf(in model.Instance) Host {
+	return Host{
 		InstanceID:                in.InstanceID(),
 		IP:                        in.IP,
 		Port:                      in.Port,
@@ -151,7 +151,7 @@ func nacosServiceInfoFor(key model.ServiceKey, view store.ServiceView, found boo
 		GroupName:   key.Group,
 		Clusters:    clusters,
 		CacheMillis: cacheMillis,
-		Hosts:       []nacosHost{},
+		Hosts:       []Host{},
 		LastRefTime: now.UnixMilli(),
 		Valid:       true,
 		Dom:         key.GroupedName(),
@@ -160,18 +160,18 @@ func nacosServiceInfoFor(key model.ServiceKey, view store.ServiceView, found boo
 	if !found {
 		return info
 	}
-	list, reached := nacosSelect(view.Instances, view.Service.ProtectThreshold, parseClusterSet(clusters), healthyOnly)
+	list, reached := Select(view.Instances, view.Service.ProtectThreshold, ParseClusterSet(clusters), healthyOnly)
 	for _, in := range list {
-		info.Hosts = append(info.Hosts, toNacosHost(in))
+		info.Hosts = append(info.Hosts, HostOf(in))
 	}
 	info.ReachProtectionThreshold = reached
 	info.Metadata = nonNilMap(view.Service.Metadata)
-	info.Checksum = hostsChecksum(info.Hosts)
+	info.Checksum = HostsChecksum(info.Hosts)
 	return info
 }
 
-// hostsChecksum is the MD5 of the hosts as sent: it changes exactly when the list does.
-func hostsChecksum(hosts []nacosHost) string {
+// HostsChecksum is the MD5 of the hosts as sent: it changes exactly when the list does.
+func HostsChecksum(hosts []Host) string {
 	b, err := json.Marshal(hosts)
 	if err != nil {
 		return ""

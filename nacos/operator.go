@@ -50,15 +50,15 @@ type nacosSwitches struct {
 // NacosCacheMillis: without pushes clients poll), checkTimes is the default fall count
 // and enableAuthentication says whether the node enforces ACLs.
 func (s *API) nacosGetSwitches(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
-	pushCache := int64(NacosCacheMillis)
+	pushCache := int64(CacheMillis)
 	if s.push != nil {
-		pushCache = NacosPushCacheMillis
+		pushCache = PushCacheMillis
 	}
 	return nacosSwitches{
 		Name:                     nacosSwitchDomainName,
 		AdWeightMap:              map[string]int{},
 		DefaultPushCacheMillis:   pushCache,
-		DefaultCacheMillis:       NacosCacheMillis,
+		DefaultCacheMillis:       CacheMillis,
 		HealthCheckEnabled:       true,
 		PushEnabled:              s.push != nil,
 		CheckTimes:               model.DefaultFall,
@@ -73,7 +73,7 @@ func (s *API) nacosGetSwitches(http.ResponseWriter, *http.Request, nacosParams) 
 // nacosPutSwitches refuses to change a switch (403, 10001): Roster's switches describe
 // its design and cannot be changed at run time.
 func (s *API) nacosPutSwitches(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
-	return nil, nacosErr(http.StatusForbidden, nacosCodeAccessDenied,
+	return nil, nacosErr(http.StatusForbidden, CodeAccessDenied,
 		"Roster's switches are read-only: they describe its design (persistent instances probed by the leader) "+
 			"and cannot be changed at run time")
 }

@@ -35,7 +35,7 @@ func parseNacosParams(r *http.Request) (nacosParams, error) {
 	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return nacosParams{}, nacosInvalid("malformed query string: %v", err)
+		return nacosParams{}, Invalid("malformed query string: %v", err)
 	}
 	body := httpx.Body(r)
 	if len(bytes.TrimSpace(body)) == 0 {
@@ -44,13 +44,13 @@ func parseNacosParams(r *http.Request) (nacosParams, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || mt != "application/x-www-form-urlencoded" {
-			return nacosParams{}, nacosErr(http.StatusBadRequest, nacosCodeMediaType,
+			return nacosParams{}, nacosErr(http.StatusBadRequest, CodeMediaType,
 				"Content-Type %q is not supported: send the parameters in the query string or as an application/x-www-form-urlencoded body", ct)
 		}
 	}
 	form, err := url.ParseQuery(string(body))
 	if err != nil {
-		return nacosParams{}, nacosInvalid("malformed form body: %v", err)
+		return nacosParams{}, Invalid("malformed form body: %v", err)
 	}
 	if err := checkFormText(form); err != nil {
 		return nacosParams{}, err
@@ -72,13 +72,13 @@ func checkFormText(form url.Values) error {
 	slices.Sort(names)
 	for _, k := range names {
 		if !utf8.ValidString(k) {
-			return nacosInvalid("malformed form body: a parameter name is not valid UTF-8")
+			return Invalid("malformed form body: a parameter name is not valid UTF-8")
 		}
 		for _, v := range form[k] {
 			switch {
 			case utf8.ValidString(v):
 			case k == "":
-				return nacosInvalid("malformed form body: a value is not valid UTF-8")
+				return Invalid("malformed form body: a value is not valid UTF-8")
 			default:
 				return model.Invalid(k, "must be valid UTF-8")
 			}
@@ -111,7 +111,7 @@ func (p nacosParams) name(names ...string) string {
 func (p nacosParams) required(name, typ string) (string, error) {
 	v := p.str(name)
 	if v == "" {
-		return "", nacosMissing(name, typ)
+		return "", Missing(name, typ)
 	}
 	return v, nil
 }
@@ -130,7 +130,7 @@ func (p nacosParams) boolean(names ...string) (value, present bool, err error) {
 	case "false", "off", "no", "0":
 		return false, true, nil
 	}
-	return false, true, nacosInvalid("Param '%s' must be true or false, got %q", n, v)
+	return false, true, Invalid("Param '%s' must be true or false, got %q", n, v)
 }
 
 // integer parses an optional integer parameter.
@@ -141,7 +141,7 @@ func (p nacosParams) integer(name string) (value int, present bool, err error) {
 	}
 	i, err := strconv.Atoi(v)
 	if err != nil {
-		return 0, true, nacosInvalid("Param '%s' must be an integer, got %q", name, v)
+		return 0, true, Invalid("Param '%s' must be an integer, got %q", name, v)
 	}
 	return i, true, nil
 }
@@ -163,7 +163,7 @@ func (p nacosParams) page(defSize int) (page, size int, err error) {
 		return 0, 0, err
 	} else if ok {
 		if v < 0 {
-			return 0, 0, nacosInvalid("Param 'pageSize' must not be negative, got %d", v)
+			return 0, 0, Invalid("Param 'pageSize' must not be negative, got %d", v)
 		}
 		size = v
 	}
@@ -178,15 +178,15 @@ func (p nacosParams) page(defSize int) (page, size int, err error) {
 // list is cached and pushed under it.
 func (p nacosParams) clusterFilter(name string) (string, error) {
 	v := p.str(name)
-	if err := checkClusterList(name, v); err != nil {
+	if err := CheckClusterList(name, v); err != nil {
 		return "", err
 	}
 	return v, nil
 }
 
-// checkClusterList is the one check of a comma-separated cluster list, for every Nacos
+// CheckClusterList is the one check of a comma-separated cluster list, for every Nacos
 // surface: each non-blank name must be a cluster name; a refusal names field.
-func checkClusterList(field, list string) error {
+func CheckClusterList(field, list string) error {
 	for _, c := range strings.Split(list, ",") {
 		if c = strings.TrimSpace(c); c == "" {
 			continue
@@ -221,7 +221,7 @@ func (p nacosParams) float(name string) (value float64, present bool, err error)
 	}
 	f, err := strconv.ParseFloat(v, 64)
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0, true, nacosInvalid("Param '%s' must be a number, got %q", name, v)
+		return 0, true, Invalid("Param '%s' must be a number, got %q", name, v)
 	}
 	return f, true, nil
 }
@@ -235,13 +235,13 @@ func nacosServiceKey(p nacosParams) (model.ServiceKey, error) {
 	if err != nil {
 		return model.ServiceKey{}, err
 	}
-	key, err := resolveServiceKey(p.str("namespaceId"), p.str("groupName"), raw)
+	key, err := ResolveServiceKey(p.str("namespaceId"), p.str("groupName"), raw)
 	switch {
-	case errors.Is(err, errGroupedName):
-		return model.ServiceKey{}, nacosErr(http.StatusBadRequest, nacosCodeServiceName,
+	case errors.Is(err, ErrGroupedName):
+		return model.ServiceKey{}, nacosErr(http.StatusBadRequest, CodeServiceName,
 			"Param 'serviceName' is illegal, it should be format as 'groupName@@serviceName', got %q", raw)
-	case errors.Is(err, errGroupMismatch):
-		return model.ServiceKey{}, nacosErr(http.StatusBadRequest, nacosCodeParameterMismatch,
+	case errors.Is(err, ErrGroupMismatch):
+		return model.ServiceKey{}, nacosErr(http.StatusBadRequest, CodeParameterMismatch,
 			"Param 'groupName' (%q) does not match the group of serviceName %q", key.Group, raw)
 	case err != nil:
 		return model.ServiceKey{}, err
@@ -251,23 +251,23 @@ func nacosServiceKey(p nacosParams) (model.ServiceKey, error) {
 
 // Why resolveServiceKey refused a service reference, besides the model's validation.
 var (
-	errGroupedName   = errors.New("a grouped service name needs both parts")
-	errGroupMismatch = errors.New("the group does not match the grouped service name")
+	ErrGroupedName   = errors.New("a grouped service name needs both parts")
+	ErrGroupMismatch = errors.New("the group does not match the grouped service name")
 )
 
-// resolveServiceKey is the one reading of a Nacos service reference, for every Nacos
+// ResolveServiceKey is the one reading of a Nacos service reference, for every Nacos
 // surface: the namespace ("" is public), the group ("" is DEFAULT_GROUP) and a service
 // name that may carry its group ("group@@service", both parts non-empty, agreeing with
 // group when that is given too). The key is validated; on errGroupMismatch it holds the
 // group given.
-func resolveServiceKey(namespace, group, name string) (model.ServiceKey, error) {
+func ResolveServiceKey(namespace, group, name string) (model.ServiceKey, error) {
 	key := model.ServiceKey{Namespace: namespace, Group: group, Service: name}
 	if g, svc, ok := strings.Cut(name, model.GroupSeparator); ok {
 		if g == "" || svc == "" {
-			return key, errGroupedName
+			return key, ErrGroupedName
 		}
 		if key.Group != "" && key.Group != g {
-			return key, errGroupMismatch
+			return key, ErrGroupMismatch
 		}
 		key.Group, key.Service = g, svc
 	}
@@ -376,33 +376,33 @@ func javaSplit(s, sep string) []string {
 	return parts
 }
 
-// nacosInstanceForm is what a register, update or patch request says about an instance.
-type nacosInstanceForm struct {
-	ref model.InstanceRef
+// InstanceForm is what a register, update or patch request says about an instance.
+type InstanceForm struct {
+	Ref model.InstanceRef
 	// Each field is set only when its parameter was given.
-	cluster   *string
-	weight    *float64
-	enabled   *bool
-	healthy   *bool
-	metadata  *map[string]string
-	ephemeral *bool
+	Cluster   *string
+	Weight    *float64
+	Enabled   *bool
+	Healthy   *bool
+	Metadata  *map[string]string
+	Ephemeral *bool
 }
 
 // parseNacosInstanceForm reads ip, port, the service key, clusterName (legacy cluster),
 // weight, enabled (legacy enable), healthy, metadata and ephemeral, and checks each
 // given value with the store's rules. clientIP, udpPort, app, env, tid, isCheck and the
 // auth parameters are accepted and ignored.
-func parseNacosInstanceForm(p nacosParams, limits model.Limits) (nacosInstanceForm, error) {
-	var f nacosInstanceForm
+func parseNacosInstanceForm(p nacosParams, limits model.Limits) (InstanceForm, error) {
+	var f InstanceForm
 	var err error
-	if f.ref, err = nacosInstanceRef(p); err != nil {
+	if f.Ref, err = nacosInstanceRef(p); err != nil {
 		return f, err
 	}
 	if c := p.str("clusterName", "cluster"); c != "" {
 		if err := model.ValidateClusterName(c); err != nil {
 			return f, err
 		}
-		f.cluster = &c
+		f.Cluster = &c
 	}
 	if w, ok, err := p.float("weight"); err != nil {
 		return f, err
@@ -410,32 +410,32 @@ func parseNacosInstanceForm(p nacosParams, limits model.Limits) (nacosInstanceFo
 		if err := model.ValidateWeight(w); err != nil {
 			return f, err
 		}
-		f.weight = &w
+		f.Weight = &w
 	}
 	if b, ok, err := p.boolean("enabled", "enable"); err != nil {
 		return f, err
 	} else if ok {
-		f.enabled = &b
+		f.Enabled = &b
 	}
 	if b, ok, err := p.boolean("healthy"); err != nil {
 		return f, err
 	} else if ok {
-		f.healthy = &b
+		f.Healthy = &b
 	}
 	if b, ok, err := p.boolean("ephemeral"); err != nil {
 		return f, err
 	} else if ok {
-		f.ephemeral = &b
+		f.Ephemeral = &b
 	}
 	if raw := p.str("metadata"); raw != "" {
-		md, err := nacosMetadata(raw, nacosCodeInstanceMetadata)
+		md, err := nacosMetadata(raw, CodeInstanceMetadata)
 		if err != nil {
 			return f, err
 		}
 		if err := limits.AdmitMetadata("metadata", md); err != nil {
 			return f, err
 		}
-		f.metadata = &md
+		f.Metadata = &md
 	}
 	return f, nil
 }
@@ -450,35 +450,35 @@ func nacosRegistration(p nacosParams, limits model.Limits) (model.Instance, erro
 	if err != nil {
 		return model.Instance{}, err
 	}
-	return f.registration(limits)
+	return f.Registration(limits)
 }
 
-// registration is the instance the form registers (nacosRegistration).
-func (f nacosInstanceForm) registration(limits model.Limits) (model.Instance, error) {
-	ref := f.ref
+// Registration is the instance the form registers (nacosRegistration).
+func (f InstanceForm) Registration(limits model.Limits) (model.Instance, error) {
+	ref := f.Ref
 	in := model.Instance{
 		Namespace: ref.Namespace, Group: ref.Group, Service: ref.Service, IP: ref.IP, Port: ref.Port,
 		Cluster: model.DefaultCluster, Weight: 1, Enabled: true, Healthy: true,
 	}
-	if f.cluster != nil {
-		in.Cluster = *f.cluster
+	if f.Cluster != nil {
+		in.Cluster = *f.Cluster
 	}
-	if f.weight != nil {
-		in.Weight = *f.weight
+	if f.Weight != nil {
+		in.Weight = *f.Weight
 	}
-	if f.enabled != nil {
-		in.Enabled = *f.enabled
+	if f.Enabled != nil {
+		in.Enabled = *f.Enabled
 	}
-	if f.healthy != nil {
-		in.Healthy = *f.healthy
+	if f.Healthy != nil {
+		in.Healthy = *f.Healthy
 	}
-	if f.metadata != nil && len(*f.metadata) > 0 {
-		in.Metadata = *f.metadata
+	if f.Metadata != nil && len(*f.Metadata) > 0 {
+		in.Metadata = *f.Metadata
 	}
 	if err := limits.AdmitInstance(in); err != nil {
 		return model.Instance{}, err
 	}
-	if f.ephemeral == nil || *f.ephemeral {
+	if f.Ephemeral == nil || *f.Ephemeral {
 		return model.Instance{}, errEphemeral(ref.ServiceKey(), "register")
 	}
 	return in, nil
@@ -487,7 +487,7 @@ func (f nacosInstanceForm) registration(limits model.Limits) (model.Instance, er
 // errEphemeral refuses an ephemeral instance with Nacos's own sentence, so that a
 // client that forgot ephemeral=false fails loudly instead of losing its instance.
 func errEphemeral(key model.ServiceKey, verb string) error {
-	return nacosErr(http.StatusBadRequest, nacosCodeInstanceError,
+	return nacosErr(http.StatusBadRequest, CodeInstanceError,
 		"Current service %s is persistent service, can't %s ephemeral instance. "+
 			"Roster keeps persistent instances only: send ephemeral=false", key.GroupedName(), verb)
 }

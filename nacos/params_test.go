@@ -25,17 +25,17 @@ func mustParams(t *testing.T, query string) nacosParams {
 
 // nacosCode returns the Nacos code of err (0 for nil, -1 for a non-Nacos error that
 // is not a validation error).
-func nacosCode(err error, res nacosResource) int {
+func nacosCode(err error, res Resource) int {
 	if err == nil {
 		return 0
 	}
-	var ne *nacosError
+	var ne *Error
 	var ve *model.ValidationError
 	switch {
 	case errors.As(err, &ne):
-		return ne.code
+		return ne.Code
 	case errors.As(err, &ve):
-		return nacosValidation(ve, res).code
+		return validation(ve, res).Code
 	}
 	return -1
 }
@@ -59,21 +59,21 @@ func TestNacosServiceKey_Resolution(t *testing.T) {
 			model.ServiceKey{Namespace: "public", Group: "g1", Service: "orders"}, 0},
 		{"values are trimmed", "serviceName=+orders+&groupName=+g1+",
 			model.ServiceKey{Namespace: "public", Group: "g1", Service: "orders"}, 0},
-		{"grouped name contradicting groupName", "serviceName=g1@@orders&groupName=g2", model.ServiceKey{}, nacosCodeParameterMismatch},
-		{"missing serviceName", "groupName=g1", model.ServiceKey{}, nacosCodeParameterMissing},
-		{"blank serviceName", "serviceName=++", model.ServiceKey{}, nacosCodeParameterMissing},
-		{"empty group in grouped name", "serviceName=@@orders", model.ServiceKey{}, nacosCodeServiceName},
-		{"empty service in grouped name", "serviceName=g1@@", model.ServiceKey{}, nacosCodeServiceName},
-		{"two separators", "serviceName=g1@@a@@b", model.ServiceKey{}, nacosCodeServiceName},
-		{"whitespace in the name", "serviceName=a%20b", model.ServiceKey{}, nacosCodeServiceName},
-		{"illegal group", "serviceName=orders&groupName=g/1", model.ServiceKey{}, nacosCodeServiceName},
-		{"illegal namespace", "serviceName=orders&namespaceId=dev!", model.ServiceKey{}, nacosCodeIllegalNamespace},
-		{"service name too long", "serviceName=" + strings.Repeat("s", model.MaxServiceNameLen+1), model.ServiceKey{}, nacosCodeServiceName},
+		{"grouped name contradicting groupName", "serviceName=g1@@orders&groupName=g2", model.ServiceKey{}, CodeParameterMismatch},
+		{"missing serviceName", "groupName=g1", model.ServiceKey{}, CodeParameterMissing},
+		{"blank serviceName", "serviceName=++", model.ServiceKey{}, CodeParameterMissing},
+		{"empty group in grouped name", "serviceName=@@orders", model.ServiceKey{}, CodeServiceName},
+		{"empty service in grouped name", "serviceName=g1@@", model.ServiceKey{}, CodeServiceName},
+		{"two separators", "serviceName=g1@@a@@b", model.ServiceKey{}, CodeServiceName},
+		{"whitespace in the name", "serviceName=a%20b", model.ServiceKey{}, CodeServiceName},
+		{"illegal group", "serviceName=orders&groupName=g/1", model.ServiceKey{}, CodeServiceName},
+		{"illegal namespace", "serviceName=orders&namespaceId=dev!", model.ServiceKey{}, CodeIllegalNamespace},
+		{"service name too long", "serviceName=" + strings.Repeat("s", model.MaxServiceNameLen+1), model.ServiceKey{}, CodeServiceName},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := nacosServiceKey(mustParams(t, tt.query))
-			if code := nacosCode(err, nacosOther); code != tt.wantCode {
+			if code := nacosCode(err, ResourceOther); code != tt.wantCode {
 				t.Fatalf("code %d (err %v), want %d", code, err, tt.wantCode)
 			}
 			if err == nil && got != tt.want {
@@ -107,13 +107,13 @@ func TestNacosMetadata_Parsing(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := nacosMetadata(tt.raw, nacosCodeInstanceMetadata)
+			got, err := nacosMetadata(tt.raw, CodeInstanceMetadata)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err %v, want error %v", err, tt.wantErr)
 			}
 			if err != nil {
-				if code := nacosCode(err, nacosInstance); code != nacosCodeInstanceMetadata {
-					t.Fatalf("code %d, want %d", code, nacosCodeInstanceMetadata)
+				if code := nacosCode(err, ResourceInstance); code != CodeInstanceMetadata {
+					t.Fatalf("code %d, want %d", code, CodeInstanceMetadata)
 				}
 				if !strings.Contains(err.Error(), "metadata format incorrect") {
 					t.Fatalf("message %q", err)
@@ -164,31 +164,31 @@ func TestNacosRegistration_DefaultsAndErrors(t *testing.T) {
 		{"IPv6 address", "serviceName=orders&ip=fe80::1&port=80&ephemeral=false",
 			inst(func(in *model.Instance) { in.IP, in.Port = "fe80::1", 80 }), 0},
 		{"k=v metadata", base + "&metadata=a%3D1", inst(func(in *model.Instance) { in.Metadata = map[string]string{"a": "1"} }), 0},
-		{"missing serviceName", "ip=127.100.0.1&port=8080&ephemeral=false", model.Instance{}, nacosCodeParameterMissing},
-		{"missing ip", "serviceName=orders&port=8080&ephemeral=false", model.Instance{}, nacosCodeParameterMissing},
-		{"missing port", "serviceName=orders&ip=127.100.0.1&ephemeral=false", model.Instance{}, nacosCodeParameterMissing},
-		{"port 0", "serviceName=orders&ip=127.100.0.1&port=0&ephemeral=false", model.Instance{}, nacosCodeParameterValidate},
-		{"port 65536", "serviceName=orders&ip=127.100.0.1&port=65536&ephemeral=false", model.Instance{}, nacosCodeParameterValidate},
-		{"port not a number", "serviceName=orders&ip=127.100.0.1&port=http&ephemeral=false", model.Instance{}, nacosCodeParameterValidate},
-		{"bad ip", "serviceName=orders&ip=127.100.0.300&port=80&ephemeral=false", model.Instance{}, nacosCodeParameterValidate},
-		{"weight above 10000", base + "&weight=10000.5", model.Instance{}, nacosCodeWeight},
-		{"negative weight", base + "&weight=-1", model.Instance{}, nacosCodeWeight},
-		{"weight not a number", base + "&weight=heavy", model.Instance{}, nacosCodeParameterValidate},
-		{"weight NaN", base + "&weight=NaN", model.Instance{}, nacosCodeParameterValidate},
-		{"bad metadata JSON", base + `&metadata={"a":`, model.Instance{}, nacosCodeInstanceMetadata},
+		{"missing serviceName", "ip=127.100.0.1&port=8080&ephemeral=false", model.Instance{}, CodeParameterMissing},
+		{"missing ip", "serviceName=orders&port=8080&ephemeral=false", model.Instance{}, CodeParameterMissing},
+		{"missing port", "serviceName=orders&ip=127.100.0.1&ephemeral=false", model.Instance{}, CodeParameterMissing},
+		{"port 0", "serviceName=orders&ip=127.100.0.1&port=0&ephemeral=false", model.Instance{}, CodeParameterValidate},
+		{"port 65536", "serviceName=orders&ip=127.100.0.1&port=65536&ephemeral=false", model.Instance{}, CodeParameterValidate},
+		{"port not a number", "serviceName=orders&ip=127.100.0.1&port=http&ephemeral=false", model.Instance{}, CodeParameterValidate},
+		{"bad ip", "serviceName=orders&ip=127.100.0.300&port=80&ephemeral=false", model.Instance{}, CodeParameterValidate},
+		{"weight above 10000", base + "&weight=10000.5", model.Instance{}, CodeWeight},
+		{"negative weight", base + "&weight=-1", model.Instance{}, CodeWeight},
+		{"weight not a number", base + "&weight=heavy", model.Instance{}, CodeParameterValidate},
+		{"weight NaN", base + "&weight=NaN", model.Instance{}, CodeParameterValidate},
+		{"bad metadata JSON", base + `&metadata={"a":`, model.Instance{}, CodeInstanceMetadata},
 		{"metadata too large", base + "&metadata=" + url.QueryEscape(`{"k":"`+strings.Repeat("v", 1100)+`"}`),
-			model.Instance{}, nacosCodeInstanceMetadata},
-		{"metadata with an empty key", base + "&metadata=%3Dv", model.Instance{}, nacosCodeInstanceMetadata},
-		{"illegal cluster", base + "&clusterName=a.b", model.Instance{}, nacosCodeParameterValidate},
-		{"bad boolean", base + "&enabled=ture", model.Instance{}, nacosCodeParameterValidate},
-		{"ephemeral by default", "serviceName=orders&ip=127.100.0.1&port=8080", model.Instance{}, nacosCodeInstanceError},
-		{"ephemeral explicitly", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=true", model.Instance{}, nacosCodeInstanceError},
-		{"ephemeral not a boolean", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=maybe", model.Instance{}, nacosCodeParameterValidate},
+			model.Instance{}, CodeInstanceMetadata},
+		{"metadata with an empty key", base + "&metadata=%3Dv", model.Instance{}, CodeInstanceMetadata},
+		{"illegal cluster", base + "&clusterName=a.b", model.Instance{}, CodeParameterValidate},
+		{"bad boolean", base + "&enabled=ture", model.Instance{}, CodeParameterValidate},
+		{"ephemeral by default", "serviceName=orders&ip=127.100.0.1&port=8080", model.Instance{}, CodeInstanceError},
+		{"ephemeral explicitly", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=true", model.Instance{}, CodeInstanceError},
+		{"ephemeral not a boolean", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=maybe", model.Instance{}, CodeParameterValidate},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := nacosRegistration(mustParams(t, tt.query), model.DefaultLimits())
-			if code := nacosCode(err, nacosInstance); code != tt.wantCode {
+			if code := nacosCode(err, ResourceInstance); code != tt.wantCode {
 				t.Fatalf("code %d (err %v), want %d", code, err, tt.wantCode)
 			}
 			if err != nil {
@@ -207,8 +207,8 @@ func TestNacosRegistration_EphemeralRefusalWording(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("err %v, want it to start with %q", err, want)
 	}
-	var ne *nacosError
-	if !errors.As(err, &ne) || ne.status != http.StatusBadRequest {
+	var ne *Error
+	if !errors.As(err, &ne) || ne.Status != http.StatusBadRequest {
 		t.Fatalf("err %#v, want a 400", err)
 	}
 }
@@ -231,9 +231,9 @@ func TestNacosParams_QueryAndFormBody(t *testing.T) {
 		{"body without content type", http.MethodPost, "/x", "", "a=1", map[string]string{"a": "1"}, 0},
 		{"query wins over the body", http.MethodPost, "/x?a=q", "application/x-www-form-urlencoded", "a=f&b=f",
 			map[string]string{"a": "q", "b": "f"}, 0},
-		{"JSON body refused", http.MethodPost, "/x", "application/json", `{"a":1}`, nil, nacosCodeMediaType},
-		{"malformed query", http.MethodGet, "/x?a=%zz", "", "", nil, nacosCodeParameterValidate},
-		{"malformed body", http.MethodPost, "/x", "application/x-www-form-urlencoded", "a=%zz", nil, nacosCodeParameterValidate},
+		{"JSON body refused", http.MethodPost, "/x", "application/json", `{"a":1}`, nil, CodeMediaType},
+		{"malformed query", http.MethodGet, "/x?a=%zz", "", "", nil, CodeParameterValidate},
+		{"malformed body", http.MethodPost, "/x", "application/x-www-form-urlencoded", "a=%zz", nil, CodeParameterValidate},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -243,7 +243,7 @@ func TestNacosParams_QueryAndFormBody(t *testing.T) {
 			}
 			r = r.WithContext(withBody(r, []byte(tt.body)))
 			p, err := parseNacosParams(r)
-			if code := nacosCode(err, nacosOther); code != tt.wantCode {
+			if code := nacosCode(err, ResourceOther); code != tt.wantCode {
 				t.Fatalf("code %d (err %v), want %d", code, err, tt.wantCode)
 			}
 			for k, v := range tt.want {
@@ -287,7 +287,7 @@ func TestNacosSelect_ProtectThreshold(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, reached := nacosSelect(tt.all, tt.threshold, tt.clusters, tt.healthyOnly)
+			got, reached := Select(tt.all, tt.threshold, tt.clusters, tt.healthyOnly)
 			if reached != tt.reached || len(got) != len(tt.want) || (len(got) > 0 && !reflect.DeepEqual(got, tt.want)) {
 				t.Fatalf("got %+v reached %v\nwant %+v reached %v", got, reached, tt.want, tt.reached)
 			}
@@ -389,11 +389,11 @@ func TestRPCServiceKey_SameRulesAsTheOpenAPI(t *testing.T) {
 			}
 		})
 	}
-	if err := checkClusterList("clusters", "c1, ,c2"); err != nil {
+	if err := CheckClusterList("clusters", "c1, ,c2"); err != nil {
 		t.Fatalf("a list with a blank entry: %v", err)
 	}
 	var ve *model.ValidationError
-	if err := checkClusterList("cluster", "c1,a b"); !errors.As(err, &ve) || ve.Field != "cluster" {
+	if err := CheckClusterList("cluster", "c1,a b"); !errors.As(err, &ve) || ve.Field != "cluster" {
 		t.Fatalf("a list with a bad name: %v", err)
 	}
 }

@@ -34,10 +34,10 @@ import (
 
 // Push defaults (pushOptions).
 const (
-	// NacosPushCacheMillis is the cacheMillis answered to, and pushed to, a client that
+	// PushCacheMillis is the cacheMillis answered to, and pushed to, a client that
 	// receives pushes: Nacos's defaultPushCacheMillis. Its poll then only repairs lost
 	// pushes.
-	NacosPushCacheMillis = 10000
+	PushCacheMillis = 10000
 	// DefaultPushSubscriberTTL is how long a subscriber is kept after its last query or
 	// acknowledged push. Nacos drops a client 10 s (defaultPushCacheMillis) after its
 	// last query, which is as long as the client waits between two queries, so a client
@@ -45,7 +45,7 @@ const (
 	// poll after every push, so while its service changes more often than every 10 s it
 	// does not query at all. Roster counts acknowledged pushes as signs of life and keeps
 	// a subscriber for three poll periods.
-	DefaultPushSubscriberTTL = 3 * NacosPushCacheMillis * time.Millisecond
+	DefaultPushSubscriberTTL = 3 * PushCacheMillis * time.Millisecond
 	// DefaultPushRetryInterval is how long an unacknowledged push waits before it is sent
 	// again (Nacos: 10 s).
 	DefaultPushRetryInterval = time.Second
@@ -610,7 +610,7 @@ func (p *pusher) publish(w *pushWatch, u *fanout.Update) {
 func (p *pusher) render(key model.ServiceKey, u *fanout.Update, clusters string, healthyOnly bool, now time.Time) (int64, []byte, error) {
 	memo := pushRenderKey + strconv.FormatBool(healthyOnly) + "\x00" + clusters
 	b, err := u.Render(memo, func() ([]byte, error) {
-		info := nacosServiceInfoFor(key, u.Service, u.Err == nil, clusters, healthyOnly, NacosPushCacheMillis, now)
+		info := nacosServiceInfoFor(key, u.Service, u.Err == nil, clusters, healthyOnly, PushCacheMillis, now)
 		ref := p.seq.Add(1)
 		packet, err := encodePush(info, ref)
 		if err != nil {

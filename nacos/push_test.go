@@ -287,12 +287,12 @@ func TestPush_ChangeIsPushedAndAcked(t *testing.T) {
 	if r.packet.Type != "dom" || r.from.Port() != uint16(e.conn.LocalAddr().(*net.UDPAddr).Port) {
 		t.Fatalf("push %+v from %s (socket %s), gzip %v", r.packet.Type, r.from, e.conn.LocalAddr(), r.gzip)
 	}
-	want := nacosServiceInfoFor(pushKey, mustView(t, e.st), true, "", false, NacosPushCacheMillis, e.clock.Now())
+	want := nacosServiceInfoFor(pushKey, mustView(t, e.st), true, "", false, PushCacheMillis, e.clock.Now())
 	wantJSON, _ := json.Marshal(want)
 	if r.packet.Data != string(wantJSON) {
 		t.Fatalf("pushed data\n %s\nwant what instance/list answers\n %s", r.packet.Data, wantJSON)
 	}
-	if got := hostPorts(r.info); len(got) != 2 || r.info.CacheMillis != NacosPushCacheMillis || r.info.Name != "g1@@orders" {
+	if got := hostPorts(r.info); len(got) != 2 || r.info.CacheMillis != PushCacheMillis || r.info.Name != "g1@@orders" {
 		t.Fatalf("pushed list %+v (index %d)", r.info, idx)
 	}
 	c.ack(r)

@@ -35,7 +35,7 @@ type nacosHandlerFunc func(w http.ResponseWriter, r *http.Request, p nacosParams
 // writes anything. The registry checks every write and read once more.
 func (s *API) routes() *chi.Mux {
 	r := chi.NewRouter()
-	fail := func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, nacosOther) }
+	fail := func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, ResourceOther) }
 	// A malformed query string is refused here, before a route reads it or a follower
 	// forwards it (the proxy would drop what it cannot parse).
 	r.Use(httpx.Recoverer(s.log, fail), httpx.ServedBy(s.id), s.metrics.Middleware, httpx.StrictQuery(fail),
@@ -53,44 +53,44 @@ func (s *API) routes() *chi.Mux {
 		r.Use(s.authenticate)
 		// A v1 instance list records its client for UDP pushes on the node that received
 		// it, once the caller may read the namespace, before the read is forwarded.
-		r.With(s.nsNeed(acl.Read), s.nacosReadRouteWith(s.nacosPushRoute)).Get("/nacos/v1/ns/instance/list", s.nacos(nacosInstance, s.nacosListInstances))
-		r.With(s.nsNeed(acl.Read), s.nacosReadRoute).Get("/nacos/v2/ns/instance/list", s.nacos(nacosInstance, s.nacosListInstances))
+		r.With(s.nsNeed(acl.Read), s.nacosReadRouteWith(s.nacosPushRoute)).Get("/nacos/v1/ns/instance/list", s.nacos(ResourceInstance, s.nacosListInstances))
+		r.With(s.nsNeed(acl.Read), s.nacosReadRoute).Get("/nacos/v2/ns/instance/list", s.nacos(ResourceInstance, s.nacosListInstances))
 		// This node's subscribers: answered here, never forwarded.
-		r.With(s.nsNeed(acl.Read)).Get("/nacos/v1/ns/service/subscribers", s.nacos(nacosService, s.nacosSubscribers))
+		r.With(s.nsNeed(acl.Read)).Get("/nacos/v1/ns/service/subscribers", s.nacos(ResourceService, s.nacosSubscribers))
 		for _, base := range []string{"/nacos/v1/ns", "/nacos/v2/ns"} {
 			r.Group(func(r chi.Router) {
 				r.Use(s.nsNeed(acl.Read), s.nacosReadRoute)
-				r.Get(base+"/instance", s.nacos(nacosInstance, s.nacosGetInstance))
-				r.Get(base+"/service", s.nacos(nacosService, s.nacosGetService))
-				r.Get(base+"/service/list", s.nacos(nacosService, s.nacosListServices))
+				r.Get(base+"/instance", s.nacos(ResourceInstance, s.nacosGetInstance))
+				r.Get(base+"/service", s.nacos(ResourceService, s.nacosGetService))
+				r.Get(base+"/service/list", s.nacos(ResourceService, s.nacosListServices))
 			})
 			r.Group(func(r chi.Router) {
 				r.Use(s.nsNeed(acl.Write), s.fwd.Writes(s.reg, fail))
-				r.Post(base+"/instance", s.nacos(nacosInstance, s.nacosRegister))
-				r.Put(base+"/instance", s.nacos(nacosInstance, s.nacosUpdate))
-				r.Patch(base+"/instance", s.nacos(nacosInstance, s.nacosPatch))
-				r.Delete(base+"/instance", s.nacos(nacosInstance, s.nacosDeregister))
-				r.Put(base+"/health", s.nacos(nacosInstance, s.nacosSetHealth))
-				r.Put(base+"/health/instance", s.nacos(nacosInstance, s.nacosSetHealth))
-				r.Post(base+"/service", s.nacos(nacosService, s.nacosCreateService))
-				r.Put(base+"/service", s.nacos(nacosService, s.nacosUpdateService))
-				r.Delete(base+"/service", s.nacos(nacosService, s.nacosDeleteService))
-				r.Put(base+"/cluster", s.nacos(nacosOther, s.nacosPutCluster))
+				r.Post(base+"/instance", s.nacos(ResourceInstance, s.nacosRegister))
+				r.Put(base+"/instance", s.nacos(ResourceInstance, s.nacosUpdate))
+				r.Patch(base+"/instance", s.nacos(ResourceInstance, s.nacosPatch))
+				r.Delete(base+"/instance", s.nacos(ResourceInstance, s.nacosDeregister))
+				r.Put(base+"/health", s.nacos(ResourceInstance, s.nacosSetHealth))
+				r.Put(base+"/health/instance", s.nacos(ResourceInstance, s.nacosSetHealth))
+				r.Post(base+"/service", s.nacos(ResourceService, s.nacosCreateService))
+				r.Put(base+"/service", s.nacos(ResourceService, s.nacosUpdateService))
+				r.Delete(base+"/service", s.nacos(ResourceService, s.nacosDeleteService))
+				r.Put(base+"/cluster", s.nacos(ResourceOther, s.nacosPutCluster))
 			})
 			// Refused whoever asks, but only once the caller may write the namespace, as
 			// Nacos checks its heartbeat and batch routes (nothing is written either way).
 			r.Group(func(r chi.Router) {
 				r.Use(s.nsNeed(acl.Write))
-				r.Put(base+"/instance/beat", s.nacos(nacosInstance, s.nacosBeat))
-				r.Put(base+"/instance/metadata/batch", s.nacos(nacosInstance, s.nacosMetadataBatch))
-				r.Delete(base+"/instance/metadata/batch", s.nacos(nacosInstance, s.nacosMetadataBatch))
+				r.Put(base+"/instance/beat", s.nacos(ResourceInstance, s.nacosBeat))
+				r.Put(base+"/instance/metadata/batch", s.nacos(ResourceInstance, s.nacosMetadataBatch))
+				r.Delete(base+"/instance/metadata/batch", s.nacos(ResourceInstance, s.nacosMetadataBatch))
 			})
-			r.With(need(acl.OperatorRead)).Get(base+"/operator/switches", s.nacos(nacosOther, s.nacosGetSwitches))
-			r.With(need(acl.OperatorWrite)).Put(base+"/operator/switches", s.nacos(nacosOther, s.nacosPutSwitches))
-			r.With(need(acl.OperatorRead)).Get(base+"/operator/metrics", s.nacos(nacosOther, s.nacosMetrics))
+			r.With(need(acl.OperatorRead)).Get(base+"/operator/switches", s.nacos(ResourceOther, s.nacosGetSwitches))
+			r.With(need(acl.OperatorWrite)).Put(base+"/operator/switches", s.nacos(ResourceOther, s.nacosPutSwitches))
+			r.With(need(acl.OperatorRead)).Get(base+"/operator/metrics", s.nacos(ResourceOther, s.nacosMetrics))
 		}
-		r.With(need(acl.OperatorRead)).Get("/nacos/v1/ns/operator/servers", s.nacos(nacosOther, s.nacosServers))
-		r.With(need(acl.OperatorRead)).Get("/nacos/v1/ns/raft/leader", s.nacos(nacosOther, s.nacosRaftLeader))
+		r.With(need(acl.OperatorRead)).Get("/nacos/v1/ns/operator/servers", s.nacos(ResourceOther, s.nacosServers))
+		r.With(need(acl.OperatorRead)).Get("/nacos/v1/ns/raft/leader", s.nacos(ResourceOther, s.nacosRaftLeader))
 	})
 	return r
 }
@@ -148,7 +148,7 @@ func (s *API) bufferBodyAfterToken(fail httpx.ErrorWriter) func(http.Handler) ht
 // ACLs are on is refused as Nacos refuses it (403).
 func (s *API) authenticate(next http.Handler) http.Handler {
 	return httpx.Authenticate(nacosAuth{s}, nacosTokenOf, func(w http.ResponseWriter, r *http.Request, err error) {
-		s.writeNacosError(w, r, err, nacosOther)
+		s.writeNacosError(w, r, err, ResourceOther)
 	})(next)
 }
 
@@ -156,7 +156,7 @@ func (s *API) authenticate(next http.Handler) http.Handler {
 // request's shape (v1 text or bare JSON, v2 envelope). An error saying this node is not
 // the leader (leadership moved while the request ran) sends the request on to the new
 // leader once, as the native API does.
-func (s *API) nacos(res nacosResource, fn nacosHandlerFunc) http.HandlerFunc {
+func (s *API) nacos(res Resource, fn nacosHandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, err := parseNacosParams(r)
 		var out any
@@ -215,7 +215,7 @@ func (s *API) nacosReadRouteWith(before func(http.Handler) http.Handler) func(ht
 				next.ServeHTTP(w, r)
 				return
 			}
-			fail := func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, nacosOther) }
+			fail := func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, ResourceOther) }
 			if o.Blocking {
 				s.fwd.ForwardBlocking(w, r, o, next, fail)
 				return
@@ -228,7 +228,7 @@ func (s *API) nacosReadRouteWith(before func(http.Handler) http.Handler) func(ht
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			o, err := httpx.ParseReadOptions(r, api.ConsistencyLinearizable, s.cfg.MaxWait)
 			if err != nil {
-				s.writeNacosError(w, r, err, nacosOther)
+				s.writeNacosError(w, r, err, ResourceOther)
 				return
 			}
 			if !r.URL.Query().Has("consistency") {
@@ -241,8 +241,8 @@ func (s *API) nacosReadRouteWith(before func(http.Handler) http.Handler) func(ht
 
 // nacosNotFound answers a /nacos path Roster does not serve.
 func (s *API) nacosNotFound(w http.ResponseWriter, r *http.Request) {
-	s.writeNacosError(w, r, nacosErr(http.StatusNotFound, nacosCodeResourceNotFound,
-		"Roster does not serve %s %s (see docs/nacos-compatibility.md)", r.Method, r.URL.Path), nacosOther)
+	s.writeNacosError(w, r, nacosErr(http.StatusNotFound, CodeResourceNotFound,
+		"Roster does not serve %s %s (see docs/nacos-compatibility.md)", r.Method, r.URL.Path), ResourceOther)
 }
 
 // nacosWrote sets X-Roster-Index for a write the registry applied at idx, or returns

@@ -33,7 +33,7 @@ func nacosServiceForm(p nacosParams, limits model.Limits) (model.Service, error)
 		svc.ProtectThreshold = t
 	}
 	if raw := p.str("metadata"); raw != "" {
-		if svc.Metadata, err = nacosMetadata(raw, nacosCodeServiceMetadata); err != nil {
+		if svc.Metadata, err = nacosMetadata(raw, CodeServiceMetadata); err != nil {
 			return svc, err
 		}
 	}
@@ -43,7 +43,7 @@ func nacosServiceForm(p nacosParams, limits model.Limits) (model.Service, error)
 	if eph, _, err := p.boolean("ephemeral"); err != nil {
 		return svc, err
 	} else if eph {
-		return svc, nacosInvalid("Roster keeps persistent services only: ephemeral must be false")
+		return svc, Invalid("Roster keeps persistent services only: ephemeral must be false")
 	}
 	if err := limits.AdmitService(svc); err != nil {
 		return svc, err
@@ -61,10 +61,10 @@ func checkNoSelector(raw string) error {
 		Type string `json:"type"`
 	}
 	if err := json.Unmarshal([]byte(raw), &sel); err != nil {
-		return nacosErr(http.StatusBadRequest, nacosCodeSelector, "Param 'selector' is not a JSON object: %v", err)
+		return nacosErr(http.StatusBadRequest, CodeSelector, "Param 'selector' is not a JSON object: %v", err)
 	}
 	if t := strings.ToLower(strings.TrimSpace(sel.Type)); t != "" && t != "none" {
-		return nacosErr(http.StatusBadRequest, nacosCodeSelector,
+		return nacosErr(http.StatusBadRequest, CodeSelector,
 			"selector type %q is not supported: Roster has no selectors (use type none or leave selector out)", sel.Type)
 	}
 	return nil
@@ -73,12 +73,12 @@ func checkNoSelector(raw string) error {
 // errNacosConcurrentChange answers a read-modify-write that kept losing to concurrent
 // changes of the same service (409, resource conflict).
 func errNacosConcurrentChange(key model.ServiceKey) error {
-	return nacosErr(http.StatusConflict, nacosCodeResourceConflict, "service %s kept changing during the update; retry", key.GroupedName())
+	return nacosErr(http.StatusConflict, CodeResourceConflict, "service %s kept changing during the update; retry", key.GroupedName())
 }
 
 // errNacosServiceNotFound is Nacos's answer to a service that does not exist: 400, 21008.
 func errNacosServiceNotFound(key model.ServiceKey) error {
-	return nacosErr(http.StatusBadRequest, nacosCodeServiceNotExist, "service %s not found in namespace %s",
+	return nacosErr(http.StatusBadRequest, CodeServiceNotExist, "service %s not found in namespace %s",
 		key.GroupedName(), key.Namespace)
 }
 
@@ -89,7 +89,7 @@ func (s *API) nacosCreateService(w http.ResponseWriter, r *http.Request, p nacos
 	if err != nil {
 		return nil, err
 	}
-	exists := nacosErr(http.StatusBadRequest, nacosCodeServiceAlreadyExist,
+	exists := nacosErr(http.StatusBadRequest, CodeServiceAlreadyExist,
 		"specified service %s already exists!", svc.Key().GroupedName())
 	// A service the leader already has is refused without a log entry; whether a create
 	// racing another one wins is decided inside the state machine (created only if
@@ -153,7 +153,7 @@ func (s *API) nacosDeleteService(w http.ResponseWriter, r *http.Request, p nacos
 	if !found {
 		return nil, errNacosServiceNotFound(key)
 	}
-	notEmpty := nacosErr(http.StatusBadRequest, nacosCodeServiceDeleteFailure,
+	notEmpty := nacosErr(http.StatusBadRequest, CodeServiceDeleteFailure,
 		"Service %s is not empty, can't be delete. Please unregister instance first", key.GroupedName())
 	if len(view.Instances) > 0 {
 		return nil, notEmpty

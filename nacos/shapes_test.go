@@ -111,14 +111,14 @@ func TestNacosAPI_ListValues(t *testing.T) {
 
 	var info nacosServiceInfo
 	mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/instance/list?serviceName=g1@@orders&clusters=web", "", http.StatusOK).decode(t, &info)
-	if info.Name != "g1@@orders" || info.GroupName != "g1" || info.Clusters != "web" || info.CacheMillis != NacosCacheMillis ||
+	if info.Name != "g1@@orders" || info.GroupName != "g1" || info.Clusters != "web" || info.CacheMillis != CacheMillis ||
 		info.Dom != "g1@@orders" || !info.Valid || info.ReachProtectionThreshold || info.Metadata["team"] != "pay" {
 		t.Fatalf("list %+v", info)
 	}
 	if len(info.Hosts) != 1 {
 		t.Fatalf("hosts %+v", info.Hosts)
 	}
-	want := nacosHost{InstanceID: "127.100.0.1#80#web#g1@@orders", IP: "127.100.0.1", Port: 80, Weight: 2, Healthy: true, Enabled: true,
+	want := Host{InstanceID: "127.100.0.1#80#web#g1@@orders", IP: "127.100.0.1", Port: 80, Weight: 2, Healthy: true, Enabled: true,
 		ClusterName: "web", ServiceName: "g1@@orders", Metadata: map[string]string{"v": "1"}, InstanceHeartBeatInterval: 5000,
 		InstanceIDGenerator: "simple", InstanceHeartBeatTimeOut: 15000, IPDeleteTimeout: 30000, Valid: true}
 	got := info.Hosts[0]

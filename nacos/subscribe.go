@@ -36,7 +36,7 @@ func (s *API) nacosPushRoute(next http.Handler) http.Handler {
 		}
 		port, err := nacosUDPPort(p)
 		if err != nil {
-			s.writeNacosError(w, r, err, nacosInstance)
+			s.writeNacosError(w, r, err, ResourceInstance)
 			return
 		}
 		if r.Header.Get(api.HeaderForwardedBy) != "" {
@@ -75,7 +75,7 @@ func (s *API) nacosPushRoute(next http.Handler) http.Handler {
 		}
 		sub, ok := s.push.subscribe(pushQuery{
 			service: key, clusters: clusters, healthyOnly: healthyOnly, addr: addr,
-			agent: agent, app: p.str("app"), allowed: s.stillAllowed(nacosTokenOf(r), httpx.PermissionOf(r)),
+			agent: agent, app: p.str("app"), allowed: s.reg.StillAllowed(nacosTokenOf(r), httpx.PermissionOf(r)),
 		})
 		if !ok {
 			next.ServeHTTP(w, r)
@@ -109,7 +109,7 @@ func nacosUDPPort(p nacosParams) (int, error) {
 		return 0, err
 	}
 	if port < 0 || port > 65535 {
-		return 0, nacosInvalid("Param 'udpPort' must be a port 1..65535 (or 0 for no push), got %d", port)
+		return 0, Invalid("Param 'udpPort' must be a port 1..65535 (or 0 for no push), got %d", port)
 	}
 	return port, nil
 }
@@ -117,9 +117,9 @@ func nacosUDPPort(p nacosParams) (int, error) {
 // listCacheMillis is the cacheMillis of an instance list answered to r.
 func listCacheMillis(r *http.Request) int64 {
 	if push, _ := r.Context().Value(pushCacheKey{}).(bool); push && !nacosV2(r) {
-		return NacosPushCacheMillis
+		return PushCacheMillis
 	}
-	return NacosCacheMillis
+	return CacheMillis
 }
 
 // Paging of GET /nacos/v1/ns/service/subscribers (Nacos's defaults).

@@ -160,7 +160,7 @@ func TestNacosPush_QueryRecordsAndPushesToTheSource(t *testing.T) {
 	defer named.Close()
 
 	info := a.list(t, "serviceName=DEFAULT_GROUP@@orders&groupName=DEFAULT_GROUP&clusters=&app=shop&clientIP=127.0.0.2", port)
-	if info.CacheMillis != NacosPushCacheMillis || len(info.Hosts) != 1 {
+	if info.CacheMillis != PushCacheMillis || len(info.Hosts) != 1 {
 		t.Fatalf("answer to a push client: cacheMillis %d, %d hosts", info.CacheMillis, len(info.Hosts))
 	}
 	subs := a.subscribers(t, "serviceName=orders")
@@ -237,8 +237,8 @@ func TestNacosPush_BadInput(t *testing.T) {
 		if tt.status == 200 {
 			var info nacosServiceInfo
 			resp.decode(t, &info)
-			if info.CacheMillis != NacosCacheMillis {
-				t.Errorf("%s: cacheMillis %d, want %d", tt.name, info.CacheMillis, NacosCacheMillis)
+			if info.CacheMillis != CacheMillis {
+				t.Errorf("%s: cacheMillis %d, want %d", tt.name, info.CacheMillis, CacheMillis)
 			}
 		}
 	}
@@ -307,7 +307,7 @@ func TestNacosPush_FollowerRecordsAndPushesFromItsState(t *testing.T) {
 	resp := getAs(t, follower.url+"/nacos/v1/ns/instance/list?serviceName=orders&udpPort="+strconv.Itoa(int(c.addr().Port())), goAgent)
 	var info nacosServiceInfo
 	resp.decode(t, &info)
-	if resp.Code != http.StatusOK || resp.Header.Get(api.HeaderServedBy) != "n1" || info.CacheMillis != NacosPushCacheMillis {
+	if resp.Code != http.StatusOK || resp.Header.Get(api.HeaderServedBy) != "n1" || info.CacheMillis != PushCacheMillis {
 		t.Fatalf("forwarded list: %d served by %q, cacheMillis %d", resp.Code, resp.Header.Get(api.HeaderServedBy), info.CacheMillis)
 	}
 	if n := leader.subscribers(t, "serviceName=orders").Count; n != 0 {
@@ -337,7 +337,7 @@ func TestNacosPush_UnackedClientPollsAgain(t *testing.T) {
 	register(t, a.h, "orders", 8080)
 	c := newPushClient(t, "127.0.0.1")
 	port := int(c.addr().Port())
-	if info := a.list(t, "serviceName=orders", port); info.CacheMillis != NacosPushCacheMillis {
+	if info := a.list(t, "serviceName=orders", port); info.CacheMillis != PushCacheMillis {
 		t.Fatalf("cacheMillis %d", info.CacheMillis)
 	}
 	register(t, a.h, "orders", 8081)
@@ -345,13 +345,13 @@ func TestNacosPush_UnackedClientPollsAgain(t *testing.T) {
 	a.advance(t, time.Second)
 	c.next() // the one resend
 	a.advance(t, time.Second)
-	if info := a.list(t, "serviceName=orders", port); info.CacheMillis != NacosCacheMillis {
-		t.Fatalf("after an unacknowledged push: cacheMillis %d, want %d", info.CacheMillis, NacosCacheMillis)
+	if info := a.list(t, "serviceName=orders", port); info.CacheMillis != CacheMillis {
+		t.Fatalf("after an unacknowledged push: cacheMillis %d, want %d", info.CacheMillis, CacheMillis)
 	}
 	register(t, a.h, "orders", 8082)
 	c.ack(c.next())
 	wait.For(t, 10*time.Second, "the ack", func() bool { return !a.push.polling(a.push.subsOf(t)[0]) })
-	if info := a.list(t, "serviceName=orders", port); info.CacheMillis != NacosPushCacheMillis {
+	if info := a.list(t, "serviceName=orders", port); info.CacheMillis != PushCacheMillis {
 		t.Fatalf("after an acknowledged push: cacheMillis %d", info.CacheMillis)
 	}
 }
@@ -447,7 +447,7 @@ func TestNacosPush_Switches(t *testing.T) {
 	a := newPushAPI(t, "n1", nil, pushOptions{}, false)
 	var sw nacosSwitches
 	mustNacos(t, a.h, http.MethodGet, "/nacos/v1/ns/operator/switches", "", http.StatusOK).decode(t, &sw)
-	if !sw.PushEnabled || sw.DefaultPushCacheMillis != NacosPushCacheMillis || sw.DefaultCacheMillis != NacosCacheMillis {
+	if !sw.PushEnabled || sw.DefaultPushCacheMillis != PushCacheMillis || sw.DefaultCacheMillis != CacheMillis {
 		t.Fatalf("switches %+v", sw)
 	}
 }
@@ -463,7 +463,7 @@ func TestNacosPush_NoPushWithoutFanout(t *testing.T) {
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	var info nacosServiceInfo
-	if err := json.Unmarshal(rec.Body.Bytes(), &info); err != nil || info.CacheMillis != NacosCacheMillis {
+	if err := json.Unmarshal(rec.Body.Bytes(), &info); err != nil || info.CacheMillis != CacheMillis {
 		t.Fatalf("%d %s (%v)", rec.Code, rec.Body, err)
 	}
 	if h.(*API).push != nil {
@@ -498,7 +498,7 @@ func TestNacosPush_FloodOfClusterListsIsCapped(t *testing.T) {
 	if resp.Code != http.StatusOK {
 		t.Fatalf("udpPort=999: %d %s", resp.Code, resp.Body)
 	}
-	if resp.decode(t, &info); info.CacheMillis != NacosCacheMillis || len(info.Hosts) != 1 {
+	if resp.decode(t, &info); info.CacheMillis != CacheMillis || len(info.Hosts) != 1 {
 		t.Fatalf("udpPort=999: cacheMillis %d, %d hosts", info.CacheMillis, len(info.Hosts))
 	}
 	if got := testutil.ToFloat64(a.push.m.refused.WithLabelValues("low_port")); got != 1 {

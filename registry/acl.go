@@ -30,6 +30,20 @@ type TokenSource interface {
 // ACLEnabled reports whether this node enforces ACLs (roster server --acl-enabled).
 func (r *Registry) ACLEnabled() bool { return r.aclOn }
 
+// StillAllowed returns, with ACLs on, a check that secret still resolves to a token
+// granting p; a long-lived answer (an SSE stream, a UDP or gRPC push subscription) runs
+// it before each send, so that a deleted token's streams and subscriptions end at their
+// next event. nil with ACLs off: everything stays allowed.
+func (r *Registry) StillAllowed(secret string, p acl.Permission) func() bool {
+	if !r.aclOn {
+		return nil
+	}
+	return func() bool {
+		a, err := r.Authenticate(secret)
+		return err == nil && a.Allows(p)
+	}
+}
+
 // Authenticated is the permission of reads that show each caller only what its token
 // may see (lists across namespaces): any valid token passes; the caller filters.
 var Authenticated = acl.Permission{Resource: "authenticated"}

@@ -484,7 +484,7 @@ func (s *Server) buildAPI(cfg *Config) error {
 		}
 		s.life.onUndo(s.grpcLn.Close)
 		s.grpc, err = nacos.NewGRPC(nacos.GRPCConfig{
-			API: s.nacosAPI, Store: s.store, Watch: s.hub, HTTPAddr: s.httpAdv,
+			Registry: s.registry, API: s.nacosAPI, Store: s.store, Watch: s.hub, HTTPAddr: s.httpAdv,
 			Registerer: s.metrics, Logger: s.log, Alarm: s.fsm.Alarm,
 			CatchUp: func(ctx context.Context) error {
 				return s.node.CatchUp(ctx, max(s.fwd.LastWriteIndex(), s.registry.LastForwarded()))
