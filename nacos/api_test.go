@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rosterhq/roster/nacos/internal/nacostesting"
+
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
@@ -24,7 +26,7 @@ var ordersRef = model.InstanceRef{Namespace: "public", Group: "DEFAULT_GROUP", S
 func TestNacosAPI_V1InstanceLifecycle(t *testing.T) {
 	h, st, node := newStoreAPI(t)
 
-	resp := mustNacos(t, h, http.MethodPost, "/nacos/v1/ns/instance",
+	resp := nacostesting.MustNacos(t, h, http.MethodPost, "/nacos/v1/ns/instance",
 		`serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=false&weight=3&metadata={"v":"1"}`, http.StatusOK)
 	if string(resp.Body) != "ok" || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
 		t.Fatalf("register answered %q (%s)", resp.Body, resp.Header.Get("Content-Type"))
@@ -32,10 +34,10 @@ func TestNacosAPI_V1InstanceLifecycle(t *testing.T) {
 	if resp.Header.Get(api.HeaderIndex) == "" {
 		t.Fatal("no index header on a write")
 	}
-	if got := appliedTypes(node); !reflect.DeepEqual(got, []fsm.MessageType{fsm.RegisterInstanceType}) {
+	if got := node.Applied(); !reflect.DeepEqual(got, []fsm.MessageType{fsm.RegisterInstanceType}) {
 		t.Fatalf("applied %v", got)
 	}
-	in := mustInstance(t, st, ordersRef)
+	in := nacostesting.MustInstance(t, st, ordersRef)
 	if in.Weight != 3 || in.Cluster != "DEFAULT" || !in.Enabled || !in.Healthy || in.Metadata["v"] != "1" {
 		t.Fatalf("registered %+v", in)
 	}
@@ -45,35 +47,35 @@ func TestNacosAPI_V1InstanceLifecycle(t *testing.T) {
 	}
 
 	var detail nacosInstanceDetailV1
-	mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/instance?serviceName=orders&ip=127.100.0.1&port=8080", "", http.StatusOK).decode(t, &detail)
+	nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v1/ns/instance?serviceName=orders&ip=127.100.0.1&port=8080", "", http.StatusOK).Decode(t, &detail)
 	if detail.Service != "DEFAULT_GROUP@@orders" || detail.Weight != 3 || detail.InstanceID != "127.100.0.1#8080#DEFAULT#DEFAULT_GROUP@@orders" {
 		t.Fatalf("detail %+v", detail)
 	}
 
 	// PUT replaces weight, enabled and metadata (defaults for what is left out) and
 	// moves the instance to the cluster given.
-	mustOK(t, h, http.MethodPut, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=8080&enabled=false&clusterName=web")
-	in = mustInstance(t, st, ordersRef)
+	nacostesting.MustOK(t, h, http.MethodPut, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=8080&enabled=false&clusterName=web")
+	in = nacostesting.MustInstance(t, st, ordersRef)
 	if in.Weight != 1 || in.Enabled || len(in.Metadata) != 0 || in.Cluster != "web" || !in.Healthy {
 		t.Fatalf("after PUT %+v", in)
 	}
 	// PATCH changes only what is given; the SDK's legacy "enable" is understood.
-	mustOK(t, h, http.MethodPatch, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=8080&enable=true&metadata=a%3D1")
-	in = mustInstance(t, st, ordersRef)
+	nacostesting.MustOK(t, h, http.MethodPatch, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=8080&enable=true&metadata=a%3D1")
+	in = nacostesting.MustInstance(t, st, ordersRef)
 	if in.Weight != 1 || !in.Enabled || in.Metadata["a"] != "1" || in.Cluster != "web" {
 		t.Fatalf("after PATCH %+v", in)
 	}
 
 	// DELETE without ephemeral=false removes the persistent instance (Nacos would not).
-	mustOK(t, h, http.MethodDelete, "/nacos/v1/ns/instance?serviceName=orders&ip=127.100.0.1&port=8080", "")
+	nacostesting.MustOK(t, h, http.MethodDelete, "/nacos/v1/ns/instance?serviceName=orders&ip=127.100.0.1&port=8080", "")
 	if _, _, err := st.Instance(nil, ordersRef); err == nil {
 		t.Fatal("instance still registered after DELETE without ephemeral")
 	}
 	// Deregistering again answers ok and writes nothing.
-	n := len(appliedTypes(node))
-	mustOK(t, h, http.MethodDelete, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=true")
-	if len(appliedTypes(node)) != n {
-		t.Fatalf("a no-op deregistration applied %v", appliedTypes(node)[n:])
+	n := len(node.Applied())
+	nacostesting.MustOK(t, h, http.MethodDelete, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=true")
+	if len(node.Applied()) != n {
+		t.Fatalf("a no-op deregistration applied %v", node.Applied()[n:])
 	}
 }
 
@@ -82,8 +84,8 @@ func TestNacosAPI_V1InstanceLifecycle(t *testing.T) {
 func TestNacosAPI_DeregisterIgnoresEphemeral(t *testing.T) {
 	for _, eph := range []string{"", "&ephemeral=true", "&ephemeral=false"} {
 		h, st, _ := newStoreAPI(t)
-		mustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=false")
-		mustOK(t, h, http.MethodDelete, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=8080&clusterName=other"+eph)
+		nacostesting.MustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=false")
+		nacostesting.MustOK(t, h, http.MethodDelete, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=8080&clusterName=other"+eph)
 		if _, _, err := st.Instance(nil, ordersRef); err == nil {
 			t.Fatalf("ephemeral %q: instance still registered", eph)
 		}
@@ -93,16 +95,16 @@ func TestNacosAPI_DeregisterIgnoresEphemeral(t *testing.T) {
 // TestNacosAPI_V2Envelope checks v2 answers writes and reads in the envelope.
 func TestNacosAPI_V2Envelope(t *testing.T) {
 	h, st, _ := newStoreAPI(t)
-	resp := mustNacos(t, h, http.MethodPost, "/nacos/v2/ns/instance",
+	resp := nacostesting.MustNacos(t, h, http.MethodPost, "/nacos/v2/ns/instance",
 		"serviceName=orders&groupName=g1&ip=127.100.0.1&port=8080&ephemeral=false&enabled=true", http.StatusOK)
 	if string(resp.Body) != `{"code":0,"message":"success","data":"ok"}`+"\n" {
 		t.Fatalf("v2 write answered %q", resp.Body)
 	}
 	ref := ordersRef
 	ref.Group = "g1"
-	mustInstance(t, st, ref)
-	code, msg, data := mustNacos(t, h, http.MethodGet, "/nacos/v2/ns/instance?serviceName=orders&groupName=g1&ip=127.100.0.1&port=8080",
-		"", http.StatusOK).envelope(t)
+	nacostesting.MustInstance(t, st, ref)
+	code, msg, data := nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v2/ns/instance?serviceName=orders&groupName=g1&ip=127.100.0.1&port=8080",
+		"", http.StatusOK).Envelope(t)
 	var d nacosInstanceDetailV2
 	if err := json.Unmarshal(data, &d); err != nil || code != 0 || msg != "success" || d.ServiceName != "g1@@orders" {
 		t.Fatalf("v2 detail %d %q %s (%v)", code, msg, data, err)
@@ -112,7 +114,7 @@ func TestNacosAPI_V2Envelope(t *testing.T) {
 		{http.MethodPatch, "serviceName=g1@@orders&ip=127.100.0.1&port=8080&enabled=false"},
 		{http.MethodDelete, "serviceName=orders&groupName=g1&ip=127.100.0.1&port=8080"},
 	} {
-		if c, _, d := mustNacos(t, h, w.method, "/nacos/v2/ns/instance", w.form, http.StatusOK).envelope(t); c != 0 || string(d) != `"ok"` {
+		if c, _, d := nacostesting.MustNacos(t, h, w.method, "/nacos/v2/ns/instance", w.form, http.StatusOK).Envelope(t); c != 0 || string(d) != `"ok"` {
 			t.Fatalf("%s: code %d data %s", w.method, c, d)
 		}
 	}
@@ -125,9 +127,9 @@ func TestNacosAPI_V2Envelope(t *testing.T) {
 // shape with Nacos's status and code, and that nothing reaches the Raft log.
 func TestNacosAPI_BadInputWritesNothing(t *testing.T) {
 	h, st, node := newStoreAPI(t)
-	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=false")
-	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=empty")
-	applied, calls := st.AppliedIndex(), len(appliedTypes(node))
+	nacostesting.MustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=false")
+	nacostesting.MustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=empty")
+	applied, calls := st.AppliedIndex(), len(node.Applied())
 
 	const inst = "serviceName=orders&ip=127.100.0.1&port=8080"
 	tests := []struct {
@@ -196,7 +198,7 @@ func TestNacosAPI_BadInputWritesNothing(t *testing.T) {
 	for _, tt := range tests {
 		for _, v := range []string{"v1", "v2"} {
 			t.Run(v+" "+tt.name, func(t *testing.T) {
-				resp := nacosDo(t, h, tt.method, "/nacos/"+v+"/ns/"+tt.path, tt.form)
+				resp := nacostesting.Do(t, h, tt.method, "/nacos/"+v+"/ns/"+tt.path, tt.form)
 				if resp.Code != tt.status {
 					t.Fatalf("status %d %s, want %d", resp.Code, resp.Body, tt.status)
 				}
@@ -207,7 +209,7 @@ func TestNacosAPI_BadInputWritesNothing(t *testing.T) {
 					}
 					return
 				}
-				code, msg, data := resp.envelope(t)
+				code, msg, data := resp.Envelope(t)
 				var detail string
 				if err := json.Unmarshal(data, &detail); err != nil {
 					t.Fatalf("data %s is not a string", data)
@@ -221,8 +223,8 @@ func TestNacosAPI_BadInputWritesNothing(t *testing.T) {
 	if got := st.AppliedIndex(); got != applied {
 		t.Fatalf("applied index moved from %d to %d", applied, got)
 	}
-	if got := appliedTypes(node); len(got) != calls {
-		t.Fatalf("bad input reached the log: %v", appliedTypes(node)[calls:])
+	if got := node.Applied(); len(got) != calls {
+		t.Fatalf("bad input reached the log: %v", node.Applied()[calls:])
 	}
 }
 
@@ -233,11 +235,11 @@ func TestNacosAPI_JSONBodyRefused(t *testing.T) {
 	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
-	resp := response{Code: rec.Code, Body: rec.Body.Bytes()}
-	if code, _, _ := resp.envelope(t); resp.Code != http.StatusBadRequest || code != CodeMediaType {
+	resp := nacostesting.Response{Code: rec.Code, Body: rec.Body.Bytes()}
+	if code, _, _ := resp.Envelope(t); resp.Code != http.StatusBadRequest || code != CodeMediaType {
 		t.Fatalf("%d %s", resp.Code, resp.Body)
 	}
-	if len(appliedTypes(node)) != 0 {
+	if len(node.Applied()) != 0 {
 		t.Fatal("applied")
 	}
 }
@@ -247,30 +249,30 @@ func TestNacosAPI_JSONBodyRefused(t *testing.T) {
 // truthful.
 func TestNacosAPI_HealthOnNoneCluster(t *testing.T) {
 	h, st, _ := newStoreAPI(t)
-	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=orders")
-	mustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster", `serviceName=orders&clusterName=manual&healthChecker={"type":"NONE"}`)
+	nacostesting.MustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=orders")
+	nacostesting.MustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster", `serviceName=orders&clusterName=manual&healthChecker={"type":"NONE"}`)
 	for _, ip := range []string{"127.100.0.1", "127.100.0.2"} {
-		mustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&clusterName=manual&port=8080&ephemeral=false&ip="+ip)
+		nacostesting.MustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&clusterName=manual&port=8080&ephemeral=false&ip="+ip)
 	}
-	mustOK(t, h, http.MethodPut, "/nacos/v1/ns/health/instance", "serviceName=orders&ip=127.100.0.1&port=8080&healthy=false")
-	if in := mustInstance(t, st, ordersRef); in.Healthy {
+	nacostesting.MustOK(t, h, http.MethodPut, "/nacos/v1/ns/health/instance", "serviceName=orders&ip=127.100.0.1&port=8080&healthy=false")
+	if in := nacostesting.MustInstance(t, st, ordersRef); in.Healthy {
 		t.Fatal("health not set")
 	}
 
 	const list = "/nacos/v1/ns/instance/list?serviceName=orders"
 	var info nacosServiceInfo
-	mustNacos(t, h, http.MethodGet, list+"&healthyOnly=true", "", http.StatusOK).decode(t, &info)
+	nacostesting.MustNacos(t, h, http.MethodGet, list+"&healthyOnly=true", "", http.StatusOK).Decode(t, &info)
 	if info.ReachProtectionThreshold || len(info.Hosts) != 1 || info.Hosts[0].IP != "127.100.0.2" {
 		t.Fatalf("healthy only %+v", info)
 	}
-	mustNacos(t, h, http.MethodGet, list, "", http.StatusOK).decode(t, &info)
+	nacostesting.MustNacos(t, h, http.MethodGet, list, "", http.StatusOK).Decode(t, &info)
 	if len(info.Hosts) != 2 || info.Hosts[0].Healthy || !info.Hosts[1].Healthy {
 		t.Fatalf("all with true health %+v", info.Hosts)
 	}
 
 	// Every instance down, threshold 0: Nacos returns them all, marked healthy.
-	mustNacos(t, h, http.MethodPut, "/nacos/v2/ns/health/instance", "serviceName=orders&ip=127.100.0.2&port=8080&healthy=false", http.StatusOK)
-	mustNacos(t, h, http.MethodGet, list+"&healthyOnly=true", "", http.StatusOK).decode(t, &info)
+	nacostesting.MustNacos(t, h, http.MethodPut, "/nacos/v2/ns/health/instance", "serviceName=orders&ip=127.100.0.2&port=8080&healthy=false", http.StatusOK)
+	nacostesting.MustNacos(t, h, http.MethodGet, list+"&healthyOnly=true", "", http.StatusOK).Decode(t, &info)
 	if !info.ReachProtectionThreshold || len(info.Hosts) != 2 || !info.Hosts[0].Healthy || !info.Hosts[1].Healthy {
 		t.Fatalf("threshold reached %+v", info)
 	}
@@ -290,18 +292,18 @@ func TestNacosAPI_HealthOnNoneCluster(t *testing.T) {
 func TestNacosAPI_ServiceLifecycle(t *testing.T) {
 	h, st, _ := newStoreAPI(t)
 	key := model.ServiceKey{Namespace: "dev", Group: "g1", Service: "orders"}
-	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=orders&groupName=g1&namespaceId=dev&protectThreshold=0.5&metadata=a%3D1,b%3D2")
+	nacostesting.MustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=orders&groupName=g1&namespaceId=dev&protectThreshold=0.5&metadata=a%3D1,b%3D2")
 	_, svc, err := st.Service(nil, key)
 	if err != nil || svc.ProtectThreshold != 0.5 || !reflect.DeepEqual(svc.Metadata, map[string]string{"a": "1", "b": "2"}) {
 		t.Fatalf("created %+v %v", svc, err)
 	}
-	mustOK(t, h, http.MethodPut, "/nacos/v1/ns/service", `serviceName=g1@@orders&namespaceId=dev&metadata={"c":"3"}`)
+	nacostesting.MustOK(t, h, http.MethodPut, "/nacos/v1/ns/service", `serviceName=g1@@orders&namespaceId=dev&metadata={"c":"3"}`)
 	_, svc, _ = st.Service(nil, key)
 	if svc.ProtectThreshold != 0 || !reflect.DeepEqual(svc.Metadata, map[string]string{"c": "3"}) {
 		t.Fatalf("updated %+v", svc)
 	}
-	if c, _, d := mustNacos(t, h, http.MethodDelete, "/nacos/v2/ns/service", "serviceName=orders&groupName=g1&namespaceId=dev",
-		http.StatusOK).envelope(t); c != 0 || string(d) != `"ok"` {
+	if c, _, d := nacostesting.MustNacos(t, h, http.MethodDelete, "/nacos/v2/ns/service", "serviceName=orders&groupName=g1&namespaceId=dev",
+		http.StatusOK).Envelope(t); c != 0 || string(d) != `"ok"` {
 		t.Fatalf("delete %d %s", c, d)
 	}
 	if _, _, err := st.Service(nil, key); err == nil {
@@ -315,7 +317,7 @@ func TestNacosAPI_ServiceLifecycle(t *testing.T) {
 func TestNacosAPI_ClusterMapsHealthChecker(t *testing.T) {
 	h, st, node := newStoreAPI(t)
 	key := ordersRef.ServiceKey()
-	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=orders")
+	nacostesting.MustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=orders")
 	if _, err := node.Apply(context.Background(), fsm.UpsertClusterRequest{Cluster: model.Cluster{
 		Namespace: key.Namespace, Group: key.Group, Service: key.Service, Name: "web",
 		HealthCheck: model.HealthCheck{Type: model.CheckTCP, Interval: model.Duration(10 * time.Second),
@@ -324,7 +326,7 @@ func TestNacosAPI_ClusterMapsHealthChecker(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	mustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster",
+	nacostesting.MustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster",
 		`serviceName=orders&clusterName=web&checkPort=9999&healthChecker={"type":"HTTP","path":"/health","headers":"X-A:1","expectedResponseCode":204}`)
 	_, c, err := st.Cluster(nil, key, "web")
 	want := model.HealthCheck{Type: model.CheckHTTP, Port: 0, Path: "/health", Headers: map[string]string{"X-A": "1"},
@@ -333,14 +335,14 @@ func TestNacosAPI_ClusterMapsHealthChecker(t *testing.T) {
 		t.Fatalf("web %+v %v\nwant %+v", c.HealthCheck, err, want)
 	}
 
-	mustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster",
+	nacostesting.MustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster",
 		`serviceName=orders&clusterName=new&healthChecker={"type":"tcp"}&useInstancePort4Check=false&checkPort=9000&metadata={"zone":"a"}`)
 	_, c, _ = st.Cluster(nil, key, "new")
 	want = model.HealthCheck{Type: model.CheckTCP, Port: 9000}.WithDefaults()
 	if !reflect.DeepEqual(c.HealthCheck, want) || c.Metadata["zone"] != "a" {
 		t.Fatalf("new %+v", c)
 	}
-	mustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster",
+	nacostesting.MustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster",
 		`serviceName=orders&clusterName=new&healthChecker={"type":"TCP"}&useInstancePort4Check=true&checkPort=9000`)
 	if _, c, _ = st.Cluster(nil, key, "new"); c.HealthCheck.Port != 0 {
 		t.Fatalf("useInstancePort4Check=true kept port %d", c.HealthCheck.Port)
@@ -350,31 +352,29 @@ func TestNacosAPI_ClusterMapsHealthChecker(t *testing.T) {
 // TestNacosAPI_Operator checks switches, metrics, servers, raft leader and login.
 func TestNacosAPI_Operator(t *testing.T) {
 	h, _, node := newStoreAPI(t)
-	node.members = []raftnode.Member{
+	node.SetMembers([]raftnode.Member{
 		{ID: "n1", RaftAddr: "127.0.0.1:7848", HTTPAddr: "127.0.0.1:8848", Voter: true, Leader: true},
 		{ID: "n2", RaftAddr: "127.0.0.2:7848", HTTPAddr: "127.0.0.2:8848", Voter: true},
-	}
-	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=false")
+	})
+	nacostesting.MustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=false")
 
 	var sw nacosSwitches
-	mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/operator/switches", "", http.StatusOK).decode(t, &sw)
+	nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v1/ns/operator/switches", "", http.StatusOK).Decode(t, &sw)
 	if sw.DefaultInstanceEphemeral || !sw.HealthCheckEnabled || sw.DefaultCacheMillis != CacheMillis || sw.PushEnabled {
 		t.Fatalf("switches %+v", sw)
 	}
 
 	var m nacosMetricsV1
-	mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/operator/metrics", "", http.StatusOK).decode(t, &m)
+	nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v1/ns/operator/metrics", "", http.StatusOK).Decode(t, &m)
 	if m.Status != "UP" || m.ServiceCount != 1 || m.InstanceCount != 1 || m.ResponsibleInstanceCount != 1 {
 		t.Fatalf("metrics %+v", m)
 	}
-	_, _, data := mustNacos(t, h, http.MethodGet, "/nacos/v2/ns/operator/metrics", "", http.StatusOK).envelope(t)
+	_, _, data := nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v2/ns/operator/metrics", "", http.StatusOK).Envelope(t)
 	if string(data) != `{"status":"UP"}` {
 		t.Fatalf("v2 metrics %s", data)
 	}
-	node.mu.Lock()
-	node.ready = false
-	node.mu.Unlock()
-	mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/operator/metrics", "", http.StatusOK).decode(t, &m)
+	node.SetReady(false)
+	nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v1/ns/operator/metrics", "", http.StatusOK).Decode(t, &m)
 	if m.Status != "DOWN" {
 		t.Fatalf("not ready but %q", m.Status)
 	}
@@ -382,21 +382,21 @@ func TestNacosAPI_Operator(t *testing.T) {
 	var servers struct {
 		Servers []nacosServer `json:"servers"`
 	}
-	mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/operator/servers", "", http.StatusOK).decode(t, &servers)
+	nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v1/ns/operator/servers", "", http.StatusOK).Decode(t, &servers)
 	if len(servers.Servers) != 2 || servers.Servers[1].IP != "127.0.0.2" || servers.Servers[1].ServePort != 8848 ||
 		servers.Servers[1].Key != "127.0.0.2:8848" || !servers.Servers[1].Alive {
 		t.Fatalf("servers %+v", servers)
 	}
 
 	var leader map[string]string
-	mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/raft/leader", "", http.StatusOK).decode(t, &leader)
+	nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v1/ns/raft/leader", "", http.StatusOK).Decode(t, &leader)
 	var inner map[string]string
 	if err := json.Unmarshal([]byte(leader["leader"]), &inner); err != nil || inner["ip"] != "127.0.0.1:8848" || inner["state"] != "LEADER" {
 		t.Fatalf("raft leader %v (%v)", leader, err)
 	}
 
 	var login nacosLoginResponse
-	mustNacos(t, h, http.MethodPost, "/nacos/v1/auth/users/login", "username=nacos&password=nacos", http.StatusOK).decode(t, &login)
+	nacostesting.MustNacos(t, h, http.MethodPost, "/nacos/v1/auth/users/login", "username=nacos&password=nacos", http.StatusOK).Decode(t, &login)
 	if login.AccessToken != "" || login.TokenTTL != 18000 || login.GlobalAdmin || !strings.Contains(login.Message, "disabled") {
 		t.Fatalf("login %+v", login)
 	}
@@ -407,25 +407,19 @@ func TestNacosAPI_Operator(t *testing.T) {
 func TestNacosAPI_ReadsAreLeaderLocalByDefault(t *testing.T) {
 	h, _, node := newStoreAPI(t)
 	seedOrders(t, h)
-	node.mu.Lock()
-	node.leaderReads, node.consistentReads = 0, 0
-	node.mu.Unlock()
-	mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/instance/list?serviceName=orders&accessToken=abc", "", http.StatusOK)
-	node.mu.Lock()
-	leader, lin := node.leaderReads, node.consistentReads
-	node.mu.Unlock()
+	node.Reads() // the seeding's
+	nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v1/ns/instance/list?serviceName=orders&accessToken=abc", "", http.StatusOK)
+	leader, lin := node.Reads()
 	if leader != 1 || lin != 0 {
 		t.Fatalf("leader reads %d, linearizable %d", leader, lin)
 	}
-	resp := mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/instance/list?serviceName=orders&consistency=linearizable", "", http.StatusOK)
-	node.mu.Lock()
-	lin = node.consistentReads
-	node.mu.Unlock()
+	resp := nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v1/ns/instance/list?serviceName=orders&consistency=linearizable", "", http.StatusOK)
+	_, lin = node.Reads()
 	if lin != 1 || resp.Header.Get(api.HeaderConsistency) != api.ConsistencyLinearizable {
 		t.Fatalf("linearizable reads %d, header %q", lin, resp.Header.Get(api.HeaderConsistency))
 	}
-	resp = nacosDo(t, h, http.MethodGet, "/nacos/v2/ns/instance/list?serviceName=orders&consistency=bogus", "")
-	if code, _, _ := resp.envelope(t); resp.Code != http.StatusBadRequest || code != CodeParameterValidate {
+	resp = nacostesting.Do(t, h, http.MethodGet, "/nacos/v2/ns/instance/list?serviceName=orders&consistency=bogus", "")
+	if code, _, _ := resp.Envelope(t); resp.Code != http.StatusBadRequest || code != CodeParameterValidate {
 		t.Fatalf("bad consistency: %d %s", resp.Code, resp.Body)
 	}
 }
@@ -438,19 +432,14 @@ func TestNacosAPI_FollowerForwards(t *testing.T) {
 	leaderSrv := httptest.NewServer(leaderH)
 	t.Cleanup(leaderSrv.Close)
 	leaderMember := &model.Member{ID: "n1", RaftAddr: "127.0.0.1:7848", HTTPAddr: leaderSrv.Listener.Addr().String()}
-	leaderNode.mu.Lock()
-	leaderNode.known = leaderMember
-	leaderNode.mu.Unlock()
+	leaderNode.SetKnownLeader(leaderMember)
 
 	followerH, _, follower := newTestAPI(t, "n2", leaderMember)
 	// The follower's own (stale) copy: the same fixture, applied to its state directly.
-	follower.mu.Lock()
-	follower.leader = true
-	follower.mu.Unlock()
+	follower.SetLeading(true)
 	seedOrders(t, followerH)
-	follower.mu.Lock()
-	follower.leader, follower.applies = false, nil
-	follower.mu.Unlock()
+	follower.SetLeading(false)
+	seeded := len(follower.Applied())
 	fsrv := httptest.NewServer(followerH)
 	t.Cleanup(fsrv.Close)
 
@@ -462,7 +451,7 @@ func TestNacosAPI_FollowerForwards(t *testing.T) {
 	if _, _, err := leaderSt.Instance(nil, ordersRef); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("the leader still has the deregistered instance: %v", err)
 	}
-	if got := appliedTypes(follower); len(got) != 0 {
+	if got := follower.Applied()[seeded:]; len(got) != 0 {
 		t.Fatalf("the follower applied %v", got)
 	}
 
@@ -475,7 +464,7 @@ func TestNacosAPI_FollowerForwards(t *testing.T) {
 		t.Fatalf("stale read: %d served by %q", resp.Code, resp.Header.Get(api.HeaderServedBy))
 	}
 	var info nacosServiceInfo
-	resp.decode(t, &info)
+	resp.Decode(t, &info)
 	if len(info.Hosts) != 3 { // the follower's copy: three enabled instances, one not yet deregistered
 		t.Fatalf("stale list %+v", info.Hosts)
 	}
@@ -486,8 +475,8 @@ func TestNacosAPI_FollowerForwards(t *testing.T) {
 func TestNacosAPI_MySQLChecker(t *testing.T) {
 	h, st, _ := newStoreAPI(t)
 	key := ordersRef.ServiceKey()
-	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=orders")
-	mustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster",
+	nacostesting.MustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=orders")
+	nacostesting.MustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster",
 		`serviceName=orders&clusterName=db&healthChecker={"type":"MYSQL","user":"probe","pwd":"s3cret-pw","cmd":"SELECT 2"}`)
 	_, c, err := st.Cluster(nil, key, "db")
 	want := model.HealthCheck{Type: model.CheckMySQL, User: "probe", Password: "s3cret-pw", Query: "SELECT 2"}.WithDefaults()
@@ -495,18 +484,18 @@ func TestNacosAPI_MySQLChecker(t *testing.T) {
 		t.Fatalf("db %+v %v\nwant %+v", c.HealthCheck, err, want)
 	}
 	for _, path := range []string{"/nacos/v1/ns/service", "/nacos/v2/ns/service"} {
-		body := string(mustNacos(t, h, http.MethodGet, path+"?serviceName=orders", "", http.StatusOK).Body)
+		body := string(nacostesting.MustNacos(t, h, http.MethodGet, path+"?serviceName=orders", "", http.StatusOK).Body)
 		if strings.Contains(body, "s3cret-pw") || !strings.Contains(body, `"user":"probe","pwd":"***","cmd":"SELECT 2"`) {
 			t.Fatalf("%s shows %s", path, body)
 		}
 	}
-	mustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster",
+	nacostesting.MustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster",
 		`serviceName=orders&clusterName=db&healthChecker={"type":"MYSQL","user":"probe","pwd":"***","cmd":"SELECT 3"}`)
 	if _, c, _ = st.Cluster(nil, key, "db"); c.HealthCheck.Password != "s3cret-pw" || c.HealthCheck.Query != "SELECT 3" {
 		t.Fatalf("after writing *** back: %+v", c.HealthCheck)
 	}
 	// "***" without a stored password is refused, naming the field.
-	r := mustNacos(t, h, http.MethodPut, "/nacos/v1/ns/cluster",
+	r := nacostesting.MustNacos(t, h, http.MethodPut, "/nacos/v1/ns/cluster",
 		`serviceName=orders&clusterName=other&healthChecker={"type":"MYSQL","user":"probe","pwd":"***"}`, http.StatusBadRequest)
 	if !strings.Contains(string(r.Body), "password") {
 		t.Fatalf("refusal %s", r.Body)

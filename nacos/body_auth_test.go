@@ -74,12 +74,12 @@ func TestNacosACL_TokenCheckedBeforeTheBody(t *testing.T) {
 	}
 	// A valid token in the query: the large body is read and the request served
 	// (refused by the metadata limit, which needs the body).
-	rec, read := send(path+"?accessToken="+url.QueryEscape(tok.mgmt.secret), "", form, false)
+	rec, read := send(path+"?accessToken="+url.QueryEscape(tok.Mgmt.Secret), "", form, false)
 	if rec.Code == http.StatusForbidden || rec.Code == http.StatusRequestEntityTooLarge || read < 1<<20-200 {
 		t.Fatalf("a valid token in the query with a large body: %d %s (%d bytes read)", rec.Code, rec.Body, read)
 	}
 	// A token in a small form body still authenticates.
-	small := "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=false&accessToken=" + url.QueryEscape(tok.mgmt.secret)
+	small := "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=false&accessToken=" + url.QueryEscape(tok.Mgmt.Secret)
 	if rec, _ := send(path, "", small, false); rec.Code != http.StatusOK {
 		t.Fatalf("a token in a small form: %d %s", rec.Code, rec.Body)
 	}

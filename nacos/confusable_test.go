@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rosterhq/roster/nacos/internal/nacostesting"
+
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/store"
@@ -14,7 +16,7 @@ import (
 // naming serviceName, and writes nothing; a plain name is registered.
 func TestNacosGRPC_ConfusableNameRefusedWithTheFlag(t *testing.T) {
 	h, st, _ := newTestAPIWith(t, "n1", nil, func(st *store.Store, cfg *Config) {
-		reg, err := registry.New(registry.Config{Settings: st, Raft: cfg.Node.(*testNode), RequestTimeout: 2 * time.Second,
+		reg, err := registry.New(registry.Config{Settings: st, Raft: cfg.Node.(*nacostesting.Node), RequestTimeout: 2 * time.Second,
 			RefuseConfusableNames: true})
 		if err != nil {
 			t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rosterhq/roster/nacos/internal/nacostesting"
+
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -56,7 +58,7 @@ func TestGRPC_ACL(t *testing.T) {
 	typ, m := c.callAs("", rpcHealthCheckRequest, map[string]any{"module": "internal"})
 	result(t, typ, m, rpcHealthCheckResponse, 200, 0)
 
-	if resp := nacosAs(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=false", "form", tok.mgmt.secret); resp.Code != http.StatusOK {
+	if resp := nacostesting.As(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=false", "form", tok.Mgmt.Secret); resp.Code != http.StatusOK {
 		t.Fatalf("fixture: %d %s", resp.Code, resp.Body)
 	}
 	inst := map[string]any{"ip": "127.100.0.9", "port": 8080, "weight": 1.0, "healthy": true, "enabled": true, "ephemeral": false, "clusterName": "DEFAULT"}
@@ -77,16 +79,16 @@ func TestGRPC_ACL(t *testing.T) {
 		{rpcInstanceRequest, rpcInstanceResponse, write("deregisterInstance"), true},
 		{rpcBatchInstanceRequest, rpcBatchInstanceResponse, naming("orders", map[string]any{"type": "batchRegisterInstance", "instances": []any{inst}}), true},
 	}
-	applied := len(appliedTypes(node))
+	applied := len(node.Applied())
 	unknown, _ := acl.NewID()
 	for _, rq := range requests {
 		refusals := []struct{ who, token, msg string }{
 			{"no token", "", "user not found!"},
 			{"an unknown token", unknown, "token invalid!"},
-			{"a token for dev only", tok.devWriter.secret, "authorization failed!"},
+			{"a token for dev only", tok.DevWriter.Secret, "authorization failed!"},
 		}
 		if rq.write {
-			refusals = append(refusals, struct{ who, token, msg string }{"a read token", tok.reader.secret, "authorization failed!"})
+			refusals = append(refusals, struct{ who, token, msg string }{"a read token", tok.Reader.Secret, "authorization failed!"})
 		}
 		for _, rf := range refusals {
 			typ, m := c.callAs(rf.token, rq.typ, rq.body)
@@ -96,7 +98,7 @@ func TestGRPC_ACL(t *testing.T) {
 			}
 		}
 	}
-	if got := len(appliedTypes(node)); got != applied {
+	if got := len(node.Applied()); got != applied {
 		t.Fatalf("refused requests applied %d entries", got-applied)
 	}
 	if n := testutil.ToFloat64(e.g.m.subscriptions); n != 0 {
@@ -110,26 +112,26 @@ func TestGRPC_ACL(t *testing.T) {
 			body[k] = v
 		}
 		body["namespace"] = "dev"
-		if typ, m := c.callAs(tok.devWriter.secret, rq.typ, body); typ != rq.resp || num(m["errorCode"]) == 403 {
+		if typ, m := c.callAs(tok.DevWriter.Secret, rq.typ, body); typ != rq.resp || num(m["errorCode"]) == 403 {
 			t.Fatalf("%s in dev by the dev writer: %s %v", rq.typ, typ, m)
 		}
 	}
-	typ, m = c.callAs(tok.devWriter.secret, rpcServerLoaderInfoRequest, map[string]any{})
+	typ, m = c.callAs(tok.DevWriter.Secret, rpcServerLoaderInfoRequest, map[string]any{})
 	result(t, typ, m, rpcServerLoaderInfoResponse, 500, 403)
-	typ, m = c.callAs(tok.reader.secret, rpcServerLoaderInfoRequest, map[string]any{})
+	typ, m = c.callAs(tok.Reader.Secret, rpcServerLoaderInfoRequest, map[string]any{})
 	result(t, typ, m, rpcServerLoaderInfoResponse, 200, 0)
 
 	// Allowed: the reader queries, the public writer registers and deregisters.
-	typ, m = c.callAs(tok.reader.secret, rpcServiceQueryRequest, requests[0].body)
+	typ, m = c.callAs(tok.Reader.Secret, rpcServiceQueryRequest, requests[0].body)
 	result(t, typ, m, rpcQueryServiceResponse, 200, 0)
 	if hosts := hostsOf(t, m["serviceInfo"]); len(hosts) != 1 {
 		t.Fatalf("query by a reader: %v", m)
 	}
 	ref := model.InstanceRef{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders", IP: "127.100.0.9", Port: 8080}
-	typ, m = c.callAs(tok.publicWriter.secret, rpcPersistentInstanceRequest, requests[4].body)
+	typ, m = c.callAs(tok.PublicWriter.Secret, rpcPersistentInstanceRequest, requests[4].body)
 	result(t, typ, m, rpcInstanceResponse, 200, 0)
-	mustInstance(t, st, ref)
-	typ, m = c.callAs(tok.publicWriter.secret, rpcPersistentInstanceRequest, requests[5].body)
+	nacostesting.MustInstance(t, st, ref)
+	typ, m = c.callAs(tok.PublicWriter.Secret, rpcPersistentInstanceRequest, requests[5].body)
 	result(t, typ, m, rpcInstanceResponse, 200, 0)
 	if _, _, err := st.Instance(nil, ref); err == nil {
 		t.Fatal("the instance is still registered")
@@ -144,13 +146,13 @@ func TestGRPC_ACLSubscriptionEndsWithItsToken(t *testing.T) {
 	e := newGRPCEnvOn(t, h, st, nil)
 	reg := func(port string) {
 		t.Helper()
-		if resp := nacosAs(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&ephemeral=false&port="+port, "form", tok.mgmt.secret); resp.Code != http.StatusOK {
+		if resp := nacostesting.As(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&ephemeral=false&port="+port, "form", tok.Mgmt.Secret); resp.Code != http.StatusOK {
 			t.Fatalf("register: %d %s", resp.Code, resp.Body)
 		}
 	}
 	reg("1")
 	c := e.connect(false)
-	typ, m := c.callAs(tok.reader.secret, rpcSubscribeServiceRequest, naming("orders", map[string]any{"subscribe": true, "clusters": ""}))
+	typ, m := c.callAs(tok.Reader.Secret, rpcSubscribeServiceRequest, naming("orders", map[string]any{"subscribe": true, "clusters": ""}))
 	result(t, typ, m, rpcSubscribeServiceResponse, 200, 0)
 	reg("2")
 	if _, hosts := c.pushed(5*time.Second, 200); len(hosts) != 2 {
@@ -158,7 +160,7 @@ func TestGRPC_ACLSubscriptionEndsWithItsToken(t *testing.T) {
 	}
 	wait.For(t, 5*time.Second, "the ack", func() bool { return testutil.ToFloat64(e.g.m.pushes.WithLabelValues("acked")) == 1 })
 
-	deleteToken(t, node, tok.reader)
+	nacostesting.DeleteToken(t, node, tok.Reader)
 	reg("3")
 	wait.For(t, 5*time.Second, "the subscription of the deleted token to end", func() bool {
 		return testutil.ToFloat64(e.g.m.subscriptions) == 0
@@ -174,7 +176,7 @@ func TestGRPC_ACLSubscriptionEndsWithItsToken(t *testing.T) {
 // the ErrorResponse that sends clients to another server.
 func TestNacosACL_NodeWithoutACLsServesNothing(t *testing.T) {
 	h, st, node := newTestAPIWith(t, "n1", nil, func(st *store.Store, cfg *Config) {
-		reg, err := registry.New(registry.Config{Settings: st, Raft: cfg.Node.(*testNode), RequestTimeout: 2 * time.Second, Tokens: st})
+		reg, err := registry.New(registry.Config{Settings: st, Raft: cfg.Node.(*nacostesting.Node), RequestTimeout: 2 * time.Second, Tokens: st})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,25 +184,25 @@ func TestNacosACL_NodeWithoutACLsServesNothing(t *testing.T) {
 	})
 	e := newGRPCEnvOn(t, h, st, nil)
 	c := e.connect(false)
-	tok := newToken(t, node, acl.Rules{}, true, true)
-	applied := len(appliedTypes(node))
+	tok := nacostesting.NewToken(t, node, acl.Rules{}, true, true)
+	applied := len(node.Applied())
 	for _, rq := range []struct{ method, path, form string }{
 		{http.MethodGet, "/nacos/v1/ns/instance/list?serviceName=orders", ""},
 		{http.MethodPost, "/nacos/v2/ns/instance", "serviceName=orders&ip=127.0.0.1&port=1&ephemeral=false"},
-		{http.MethodPost, "/nacos/v1/auth/login", "username=" + tok.accessor + "&password=" + tok.secret},
+		{http.MethodPost, "/nacos/v1/auth/login", "username=" + tok.Accessor + "&password=" + tok.Secret},
 	} {
-		if resp := nacosAs(t, h, rq.method, rq.path, rq.form, "form", tok.secret); resp.Code != http.StatusServiceUnavailable ||
+		if resp := nacostesting.As(t, h, rq.method, rq.path, rq.form, "form", tok.Secret); resp.Code != http.StatusServiceUnavailable ||
 			!strings.Contains(string(resp.Body), "acl_mismatch") || !strings.Contains(string(resp.Body), "--acl-enabled") {
 			t.Errorf("%s %s on a node without ACLs: %d %s, want 503 acl_mismatch", rq.method, rq.path, resp.Code, resp.Body)
 		}
 	}
 	for _, typ := range []string{rpcHealthCheckRequest, rpcServiceQueryRequest, rpcPersistentInstanceRequest} {
-		typ, m := c.callAs(tok.secret, typ, naming("orders", map[string]any{"type": "registerInstance", "instance": map[string]any{"ip": "127.0.0.1", "port": 1}}))
+		typ, m := c.callAs(tok.Secret, typ, naming("orders", map[string]any{"type": "registerInstance", "instance": map[string]any{"ip": "127.0.0.1", "port": 1}}))
 		result(t, typ, m, rpcErrorResponse, 500, rpcCodeInvalidServerStatus)
 	}
 	typ, m := c.callAs("", rpcServerCheckRequest, map[string]any{"module": "internal"})
 	result(t, typ, m, rpcServerCheckResponse, 200, 0)
-	if got := len(appliedTypes(node)); got != applied {
+	if got := len(node.Applied()); got != applied {
 		t.Fatalf("a node without ACLs applied %d entries", got-applied)
 	}
 }

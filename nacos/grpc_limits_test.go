@@ -219,9 +219,9 @@ func TestGRPC_UntrustedPhaseWithACLs(t *testing.T) {
 	wait.For(t, 5*time.Second, "the closed session to be unregistered", func() bool { return e.g.Connections() == 0 })
 	// Authenticated: the same message is served, and the connection outlives AuthTimeout.
 	authed := e.connect(false)
-	typ, m = authed.callAs(tok.reader.secret, rpcServiceListRequest, list(10))
+	typ, m = authed.callAs(tok.Reader.Secret, rpcServiceListRequest, list(10))
 	result(t, typ, m, rpcServiceListResponse, 200, 0)
-	typ, m = authed.callAs(tok.reader.secret, rpcServiceListRequest, list(100<<10))
+	typ, m = authed.callAs(tok.Reader.Secret, rpcServiceListRequest, list(100<<10))
 	result(t, typ, m, rpcServiceListResponse, 200, 0)
 	// Registered but never authenticated: closed after AuthTimeout.
 	idle := e.connect(false)
@@ -233,7 +233,7 @@ func TestGRPC_UntrustedPhaseWithACLs(t *testing.T) {
 	idle.ended(10 * time.Second)
 	typ, m = idle.call(rpcHealthCheckRequest, map[string]any{})
 	result(t, typ, m, rpcErrorResponse, 500, 301)
-	typ, m = authed.callAs(tok.reader.secret, rpcHealthCheckRequest, map[string]any{})
+	typ, m = authed.callAs(tok.Reader.Secret, rpcHealthCheckRequest, map[string]any{})
 	result(t, typ, m, rpcHealthCheckResponse, 200, 0)
 }
 

@@ -189,16 +189,16 @@ type rpcServerRequest struct {
 // service name (the Go SDK keys its cache and callbacks by groupName@@name@@clusters and
 // fires no callback for a grouped name), clusters echoes what the client sent.
 type rpcServiceInfo struct {
-	Name                     string      `json:"name"`
-	GroupName                string      `json:"groupName"`
-	Clusters                 string      `json:"clusters"`
-	CacheMillis              int64       `json:"cacheMillis"`
+	Name                     string `json:"name"`
+	GroupName                string `json:"groupName"`
+	Clusters                 string `json:"clusters"`
+	CacheMillis              int64  `json:"cacheMillis"`
 	Hosts                    []Host `json:"hosts"`
-	LastRefTime              int64       `json:"lastRefTime"`
-	Checksum                 string      `json:"checksum"`
-	AllIPs                   bool        `json:"allIPs"`
-	ReachProtectionThreshold bool        `json:"reachProtectionThreshold"`
-	Valid                    bool        `json:"valid"`
+	LastRefTime              int64  `json:"lastRefTime"`
+	Checksum                 string `json:"checksum"`
+	AllIPs                   bool   `json:"allIPs"`
+	ReachProtectionThreshold bool   `json:"reachProtectionThreshold"`
+	Valid                    bool   `json:"valid"`
 }
 
 // rpcRefTimes hands out lastRefTime values: the Go SDK drops a list whose lastRefTime is

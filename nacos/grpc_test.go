@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rosterhq/roster/nacos/internal/nacostesting"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
@@ -407,8 +409,8 @@ func TestGRPC_Reads(t *testing.T) {
 	}
 
 	// Every enabled instance unhealthy: the protect threshold shows them all healthy.
-	mustOK(t, e.h, http.MethodPut, "/nacos/v1/ns/cluster", `serviceName=orders&clusterName=DEFAULT&healthChecker={"type":"NONE"}`)
-	mustOK(t, e.h, http.MethodPut, "/nacos/v1/ns/health/instance", "serviceName=orders&ip=127.100.0.1&port=8080&healthy=false")
+	nacostesting.MustOK(t, e.h, http.MethodPut, "/nacos/v1/ns/cluster", `serviceName=orders&clusterName=DEFAULT&healthChecker={"type":"NONE"}`)
+	nacostesting.MustOK(t, e.h, http.MethodPut, "/nacos/v1/ns/health/instance", "serviceName=orders&ip=127.100.0.1&port=8080&healthy=false")
 	typ, m = c.call(rpcServiceQueryRequest, naming("orders", map[string]any{"cluster": "DEFAULT"}))
 	result(t, typ, m, rpcQueryServiceResponse, 200, 0)
 	if got := strings.Join(hostsOf(t, m["serviceInfo"]), ","); got != "127.100.0.1:8080 up,127.100.0.2:8080 up" || m["serviceInfo"].(map[string]any)["reachProtectionThreshold"] != true {
@@ -428,8 +430,8 @@ func TestGRPC_Reads(t *testing.T) {
 		}
 	}
 
-	mustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=payments&ip=127.100.0.9&port=1&ephemeral=false")
-	mustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=other@@ledger&ip=127.100.0.9&port=1&ephemeral=false")
+	nacostesting.MustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=payments&ip=127.100.0.9&port=1&ephemeral=false")
+	nacostesting.MustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=other@@ledger&ip=127.100.0.9&port=1&ephemeral=false")
 	typ, m = c.call(rpcServiceListRequest, naming("", map[string]any{"pageNo": 1, "pageSize": 10, "selector": ""}))
 	result(t, typ, m, rpcServiceListResponse, 200, 0)
 	if num(m["count"]) != 2 || len(m["serviceNames"].([]any)) != 2 {
@@ -492,7 +494,7 @@ func TestGRPC_InstanceRequests(t *testing.T) {
 
 	typ, m = c.call(rpcPersistentInstanceRequest, body("registerInstance", inst("127.100.0.1", 8080, map[string]any{"weight": 3.5, "metadata": map[string]string{"zone": "a"}})))
 	result(t, typ, m, rpcInstanceResponse, 200, 0)
-	got := mustInstance(t, e.st, ref)
+	got := nacostesting.MustInstance(t, e.st, ref)
 	if got.Weight != 3.5 || got.Cluster != "c1" || got.Metadata["zone"] != "a" || !got.Enabled {
 		t.Fatalf("registered over gRPC: %+v", got)
 	}
@@ -552,7 +554,7 @@ func TestGRPC_Pushes(t *testing.T) {
 	// The subscription's first view equals the answer: no push.
 	c.none(rpcNotifySubscriberRequest, 200*time.Millisecond)
 
-	mustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.4&port=8080&ephemeral=false")
+	nacostesting.MustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.4&port=8080&ephemeral=false")
 	req, hosts := c.pushed(5*time.Second, 200)
 	info := req["serviceInfo"].(map[string]any)
 	if strings.Join(hosts, ",") != "127.100.0.1:8080 up,127.100.0.2:8080 down,127.100.0.4:8080 up" || info["clusters"] != "DEFAULT" || info["name"] != "orders" {
@@ -567,8 +569,8 @@ func TestGRPC_Pushes(t *testing.T) {
 
 	// A change in another cluster is invisible to this filter: no push; the next visible
 	// change is the next push.
-	mustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=::1&port=9091&clusterName=manual&ephemeral=false")
-	mustOK(t, e.h, http.MethodDelete, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.4&port=8080")
+	nacostesting.MustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=::1&port=9091&clusterName=manual&ephemeral=false")
+	nacostesting.MustOK(t, e.h, http.MethodDelete, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.4&port=8080")
 	_, hosts = c.pushed(5*time.Second, 200)
 	if strings.Join(hosts, ",") != "127.100.0.1:8080 up,127.100.0.2:8080 down" {
 		t.Fatalf("push after a deregistration: %v", hosts)
@@ -586,7 +588,7 @@ func TestGRPC_Pushes(t *testing.T) {
 	if e.hub.Subscribers(fanout.ServiceTopic(model.ServiceKey{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders"})) != 0 {
 		t.Fatal("the topic is still followed after the unsubscription")
 	}
-	mustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.5&port=8080&ephemeral=false")
+	nacostesting.MustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.5&port=8080&ephemeral=false")
 	c.none(rpcNotifySubscriberRequest, 300*time.Millisecond)
 }
 
@@ -597,7 +599,7 @@ func TestGRPC_PushRetriesAndCoalesces(t *testing.T) {
 	e := newGRPCEnv(t, func(c *GRPCConfig) { c.PushTimeout, c.PushRetryDelay = time.Second, 100*time.Millisecond })
 	c := e.connect(false)
 	c.call(rpcSubscribeServiceRequest, naming("orders", map[string]any{"subscribe": true}))
-	mustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=1&ephemeral=false")
+	nacostesting.MustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=1&ephemeral=false")
 
 	first := c.next(rpcNotifySubscriberRequest, 5*time.Second) // not answered
 	again := c.next(rpcNotifySubscriberRequest, 5*time.Second)
@@ -624,10 +626,10 @@ func TestGRPC_PushRetriesAndCoalesces(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer watch.Close()
-	mustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.2&port=1&ephemeral=false")
+	nacostesting.MustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.2&port=1&ephemeral=false")
 	inflight := c.next(rpcNotifySubscriberRequest, 5*time.Second)
-	mustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.3&port=1&ephemeral=false")
-	mustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.4&port=1&ephemeral=false")
+	nacostesting.MustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.3&port=1&ephemeral=false")
+	nacostesting.MustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.4&port=1&ephemeral=false")
 	applied := e.st.AppliedIndex()
 	wait.For(t, 5*time.Second, "the hub to publish the fourth registration", func() bool {
 		for _, u := range watch.Next() {
@@ -721,10 +723,10 @@ func TestGRPC_ShutdownResetsClients(t *testing.T) {
 // true. Once one is healthy again none of them reaches it.
 func TestProtectThreshold_ZeroEveryInstanceDown(t *testing.T) {
 	e := newGRPCEnv(t, nil)
-	mustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=pay&protectThreshold=0")
-	mustOK(t, e.h, http.MethodPut, "/nacos/v1/ns/cluster", `serviceName=pay&clusterName=DEFAULT&healthChecker={"type":"NONE"}`)
+	nacostesting.MustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=pay&protectThreshold=0")
+	nacostesting.MustOK(t, e.h, http.MethodPut, "/nacos/v1/ns/cluster", `serviceName=pay&clusterName=DEFAULT&healthChecker={"type":"NONE"}`)
 	for _, form := range []string{"ip=127.100.0.1&port=8080", "ip=127.100.0.2&port=8080", "ip=127.100.0.3&port=8080&enabled=false"} {
-		mustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=pay&ephemeral=false&healthy=false&"+form)
+		nacostesting.MustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=pay&ephemeral=false&healthy=false&"+form)
 	}
 	c := e.connect(false)
 	typ, m := c.call(rpcSubscribeServiceRequest, naming("pay", map[string]any{"subscribe": true, "clusters": ""}))
@@ -739,15 +741,15 @@ func TestProtectThreshold_ZeroEveryInstanceDown(t *testing.T) {
 		got := map[string]answer{}
 		for _, healthyOnly := range []bool{true, false} {
 			for _, v := range []string{"v1", "v2"} {
-				r := mustNacos(t, e.h, http.MethodGet, fmt.Sprintf("/nacos/%s/ns/instance/list?serviceName=pay&healthyOnly=%v", v, healthyOnly), "", 200)
+				r := nacostesting.MustNacos(t, e.h, http.MethodGet, fmt.Sprintf("/nacos/%s/ns/instance/list?serviceName=pay&healthyOnly=%v", v, healthyOnly), "", 200)
 				var info nacosServiceInfo
 				if v == "v2" {
-					_, _, data := r.envelope(t)
+					_, _, data := r.Envelope(t)
 					if err := json.Unmarshal(data, &info); err != nil {
 						t.Fatal(err)
 					}
 				} else {
-					r.decode(t, &info)
+					r.Decode(t, &info)
 				}
 				var hosts []string
 				for _, h := range info.Hosts {
@@ -773,11 +775,11 @@ func TestProtectThreshold_ZeroEveryInstanceDown(t *testing.T) {
 	}
 	check("every instance down", "127.100.0.1:8080 up,127.100.0.2:8080 up", true, m["serviceInfo"].(map[string]any))
 
-	mustOK(t, e.h, http.MethodPut, "/nacos/v1/ns/health/instance", "serviceName=pay&ip=127.100.0.2&port=8080&healthy=true")
+	nacostesting.MustOK(t, e.h, http.MethodPut, "/nacos/v1/ns/health/instance", "serviceName=pay&ip=127.100.0.2&port=8080&healthy=true")
 	push, _ := c.pushed(5*time.Second, 200)
 	check("one instance healthy", "127.100.0.2:8080 up", false, push["serviceInfo"].(map[string]any))
 
-	mustOK(t, e.h, http.MethodPut, "/nacos/v1/ns/health/instance", "serviceName=pay&ip=127.100.0.2&port=8080&healthy=false")
+	nacostesting.MustOK(t, e.h, http.MethodPut, "/nacos/v1/ns/health/instance", "serviceName=pay&ip=127.100.0.2&port=8080&healthy=false")
 	push, _ = c.pushed(5*time.Second, 200)
 	check("every instance down again", "127.100.0.1:8080 up,127.100.0.2:8080 up", true, push["serviceInfo"].(map[string]any))
 }

@@ -185,7 +185,9 @@ func New(cfg Config) (*API, error) {
 	}
 	s.mux = s.routes()
 	s.handler = crossOrigin(s.mux)
-	failWrite := func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, ResourceInstance) }
+	failWrite := func(w http.ResponseWriter, r *http.Request, err error) {
+		s.writeNacosError(w, r, err, ResourceInstance)
+	}
 	// The token of a gRPC write travels as the route's accessToken parameter: it is
 	// resolved and checked here as on the HTTP route, and again by the leader.
 	internal := func(fn nacosHandlerFunc) http.Handler {

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/rosterhq/roster/nacos/internal/nacostesting"
 )
 
 // TestNacosAPI_RefusesHostileInputNamingTheParameter checks the inputs of the
@@ -14,8 +16,8 @@ import (
 // machine's own rules would apply every one of them; the admission rules refuse them.
 func TestNacosAPI_RefusesHostileInputNamingTheParameter(t *testing.T) {
 	h, st, node := newStoreAPI(t)
-	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=false")
-	applied, calls := st.AppliedIndex(), len(appliedTypes(node))
+	nacostesting.MustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=false")
+	applied, calls := st.AppliedIndex(), len(node.Applied())
 
 	const (
 		reg = "serviceName=orders&ip=127.100.0.2&port=8080&ephemeral=false"
@@ -83,7 +85,7 @@ func TestNacosAPI_RefusesHostileInputNamingTheParameter(t *testing.T) {
 				if tt.query != "" {
 					target += "?" + tt.query
 				}
-				resp := nacosDo(t, h, tt.method, target, tt.form)
+				resp := nacostesting.Do(t, h, tt.method, target, tt.form)
 				if resp.Code != http.StatusBadRequest {
 					t.Fatalf("status %d %s, want 400", resp.Code, resp.Body)
 				}
@@ -94,7 +96,7 @@ func TestNacosAPI_RefusesHostileInputNamingTheParameter(t *testing.T) {
 					}
 					return
 				}
-				code, msg, data := resp.envelope(t)
+				code, msg, data := resp.Envelope(t)
 				var detail string
 				if err := json.Unmarshal(data, &detail); err != nil {
 					t.Fatalf("data %s is not a string", data)
@@ -108,7 +110,7 @@ func TestNacosAPI_RefusesHostileInputNamingTheParameter(t *testing.T) {
 	if got := st.AppliedIndex(); got != applied {
 		t.Fatalf("applied index moved from %d to %d", applied, got)
 	}
-	if got := appliedTypes(node); len(got) != calls {
+	if got := node.Applied(); len(got) != calls {
 		t.Fatalf("hostile input reached the log: %v", got[calls:])
 	}
 }
@@ -119,10 +121,10 @@ func TestNacosAPI_RefusesHostileInputNamingTheParameter(t *testing.T) {
 func TestNacosAPI_AcceptsWhatTextNeeds(t *testing.T) {
 	h, _, _ := newStoreAPI(t)
 	q := url.QueryEscape
-	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=a.b..c&groupName=g.1&ip=127.100.0.2&port=%208080%20&ephemeral=false"+
+	nacostesting.MustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=a.b..c&groupName=g.1&ip=127.100.0.2&port=%208080%20&ephemeral=false"+
 		"&metadata="+q(`{"label":"\u05e9\u05dc\u05d5\u05dd\u200f","emoji":"👩\u200d💻","sym":"\ud83d\ude00"}`))
-	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=...&metadata="+q("display name=Dév"))
-	mustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster", `serviceName=...&clusterName=web&healthChecker=`+
+	nacostesting.MustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=...&metadata="+q("display name=Dév"))
+	nacostesting.MustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster", `serviceName=...&clusterName=web&healthChecker=`+
 		q(`{"type":"HTTP","path":"/health?full=1","headers":"X-Token:a b|Host:svc.local"}`)+`&useInstancePort4Check=false&checkPort=65535`)
-	mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/instance/list?serviceName=orders&clusters=DEFAULT,web_1", "", http.StatusOK)
+	nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v1/ns/instance/list?serviceName=orders&clusters=DEFAULT,web_1", "", http.StatusOK)
 }

@@ -56,7 +56,7 @@ type nacosServiceInfo struct {
 	GroupName                string            `json:"groupName"`
 	Clusters                 string            `json:"clusters"`
 	CacheMillis              int64             `json:"cacheMillis"`
-	Hosts                    []Host       `json:"hosts"`
+	Hosts                    []Host            `json:"hosts"`
 	LastRefTime              int64             `json:"lastRefTime"`
 	Checksum                 string            `json:"checksum"`
 	AllIPs                   bool              `json:"allIPs"`

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rosterhq/roster/nacos/internal/nacostesting"
+
 	"github.com/rosterhq/roster/raftnode"
 )
 
@@ -50,10 +52,10 @@ const (
 // field of Nacos's documented example, with the same JSON types.
 func TestNacosAPI_ResponseShapesMatchTheDocs(t *testing.T) {
 	h, _, node := newStoreAPI(t)
-	node.members = []raftnode.Member{{ID: "n1", RaftAddr: "127.0.0.1:7848", HTTPAddr: "127.0.0.1:8848", Voter: true, Leader: true}}
-	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance",
+	node.SetMembers([]raftnode.Member{{ID: "n1", RaftAddr: "127.0.0.1:7848", HTTPAddr: "127.0.0.1:8848", Voter: true, Leader: true}})
+	nacostesting.MustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance",
 		`serviceName=nacos.test.1&ip=127.110.10.10&port=8888&ephemeral=false&metadata={"value":"1"}`)
-	mustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster",
+	nacostesting.MustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster",
 		`serviceName=nacos.test.1&clusterName=DEFAULT&healthChecker={"type":"TCP"}`)
 
 	const q = "?serviceName=nacos.test.1"
@@ -79,10 +81,10 @@ func TestNacosAPI_ResponseShapesMatchTheDocs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp := mustNacos(t, h, http.MethodGet, tt.target, "", http.StatusOK)
+			resp := nacostesting.MustNacos(t, h, http.MethodGet, tt.target, "", http.StatusOK)
 			body := resp.Body
 			if nacosV2(newRequest(t, http.MethodGet, tt.target, "")) {
-				code, msg, data := resp.envelope(t)
+				code, msg, data := resp.Envelope(t)
 				if code != 0 || msg != "success" {
 					t.Fatalf("envelope code %d message %q", code, msg)
 				}
@@ -95,7 +97,7 @@ func TestNacosAPI_ResponseShapesMatchTheDocs(t *testing.T) {
 		})
 	}
 	for _, path := range []string{"/nacos/v1/auth/login", "/nacos/v1/auth/users/login"} {
-		resp := mustNacos(t, h, http.MethodPost, path, "username=nacos&password=nacos", http.StatusOK)
+		resp := nacostesting.MustNacos(t, h, http.MethodPost, path, "username=nacos&password=nacos", http.StatusOK)
 		sameShape(t, path, decodeAny(t, []byte(docV1Login)), decodeAny(t, resp.Body))
 	}
 }
@@ -104,13 +106,13 @@ func TestNacosAPI_ResponseShapesMatchTheDocs(t *testing.T) {
 // echoed clusters, cacheMillis, persistent hosts, and the service's metadata.
 func TestNacosAPI_ListValues(t *testing.T) {
 	h, _, _ := newStoreAPI(t)
-	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=orders&groupName=g1&metadata=team%3Dpay")
-	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance",
+	nacostesting.MustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=orders&groupName=g1&metadata=team%3Dpay")
+	nacostesting.MustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance",
 		`serviceName=g1@@orders&groupName=g1&ip=127.100.0.1&port=80&weight=2&clusterName=web&ephemeral=false&metadata={"v":"1"}`)
-	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&groupName=g1&ip=127.100.0.2&port=80&ephemeral=false")
+	nacostesting.MustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&groupName=g1&ip=127.100.0.2&port=80&ephemeral=false")
 
 	var info nacosServiceInfo
-	mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/instance/list?serviceName=g1@@orders&clusters=web", "", http.StatusOK).decode(t, &info)
+	nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v1/ns/instance/list?serviceName=g1@@orders&clusters=web", "", http.StatusOK).Decode(t, &info)
 	if info.Name != "g1@@orders" || info.GroupName != "g1" || info.Clusters != "web" || info.CacheMillis != CacheMillis ||
 		info.Dom != "g1@@orders" || !info.Valid || info.ReachProtectionThreshold || info.Metadata["team"] != "pay" {
 		t.Fatalf("list %+v", info)
@@ -131,20 +133,20 @@ func TestNacosAPI_ListValues(t *testing.T) {
 	}
 
 	// All clusters; the same list through v2 (clusterName) is enveloped.
-	mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/instance/list?serviceName=orders&groupName=g1", "", http.StatusOK).decode(t, &info)
+	nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v1/ns/instance/list?serviceName=orders&groupName=g1", "", http.StatusOK).Decode(t, &info)
 	if len(info.Hosts) != 2 || info.Clusters != "" {
 		t.Fatalf("list %+v", info)
 	}
-	resp := mustNacos(t, h, http.MethodGet, "/nacos/v2/ns/instance/list?serviceName=orders&groupName=g1&clusterName=DEFAULT", "", http.StatusOK)
-	_, _, data := resp.envelope(t)
+	resp := nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v2/ns/instance/list?serviceName=orders&groupName=g1&clusterName=DEFAULT", "", http.StatusOK)
+	_, _, data := resp.Envelope(t)
 	var v2 nacosServiceInfo
-	response{Body: data}.decode(t, &v2)
+	nacostesting.Response{Body: data}.Decode(t, &v2)
 	if len(v2.Hosts) != 1 || v2.Hosts[0].IP != "127.100.0.2" || v2.Clusters != "DEFAULT" {
 		t.Fatalf("v2 list %+v", v2)
 	}
 
 	// An unknown service is an empty list, not an error.
-	mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/instance/list?serviceName=nope&namespaceId=nowhere", "", http.StatusOK).decode(t, &info)
+	nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v1/ns/instance/list?serviceName=nope&namespaceId=nowhere", "", http.StatusOK).Decode(t, &info)
 	if info.Name != "DEFAULT_GROUP@@nope" || len(info.Hosts) != 0 || info.Hosts == nil {
 		t.Fatalf("unknown service %+v", info)
 	}
@@ -154,27 +156,27 @@ func TestNacosAPI_ListValues(t *testing.T) {
 func TestNacosAPI_ServiceListPaging(t *testing.T) {
 	h, _, _ := newStoreAPI(t)
 	for _, name := range []string{"a", "b", "c"} {
-		mustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName="+name)
+		nacostesting.MustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName="+name)
 	}
-	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=other&groupName=g1")
+	nacostesting.MustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=other&groupName=g1")
 	var l1 nacosServiceListV1
-	mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/service/list?pageNo=2&pageSize=2", "", http.StatusOK).decode(t, &l1)
+	nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v1/ns/service/list?pageNo=2&pageSize=2", "", http.StatusOK).Decode(t, &l1)
 	if l1.Count != 3 || len(l1.Doms) != 1 || l1.Doms[0] != "c" {
 		t.Fatalf("page 2: %+v", l1)
 	}
-	mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/service/list?pageNo=1&pageSize=0", "", http.StatusOK).decode(t, &l1)
+	nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v1/ns/service/list?pageNo=1&pageSize=0", "", http.StatusOK).Decode(t, &l1)
 	if l1.Count != 3 || len(l1.Doms) != 0 || l1.Doms == nil {
 		t.Fatalf("page size 0: %+v", l1)
 	}
-	mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/service/list?pageNo=1&pageSize=10&groupName=g1", "", http.StatusOK).decode(t, &l1)
+	nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v1/ns/service/list?pageNo=1&pageSize=10&groupName=g1", "", http.StatusOK).Decode(t, &l1)
 	if l1.Count != 1 || l1.Doms[0] != "other" {
 		t.Fatalf("group g1: %+v", l1)
 	}
-	mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/service/list?pageNo=1&pageSize=10&namespaceId=nowhere", "", http.StatusOK).decode(t, &l1)
+	nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v1/ns/service/list?pageNo=1&pageSize=10&namespaceId=nowhere", "", http.StatusOK).Decode(t, &l1)
 	if l1.Count != 0 || len(l1.Doms) != 0 {
 		t.Fatalf("unknown namespace: %+v", l1)
 	}
-	resp := mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/service/list?pageSize=10", "", http.StatusBadRequest)
+	resp := nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v1/ns/service/list?pageSize=10", "", http.StatusBadRequest)
 	if string(resp.Body) != "caused: Required parameter 'pageNo' type int is not present;" {
 		t.Fatalf("body %q", resp.Body)
 	}
@@ -182,7 +184,7 @@ func TestNacosAPI_ServiceListPaging(t *testing.T) {
 	// when the application gives none).
 	for _, q := range []string{"pageNo=0&pageSize=10", "pageNo=-3&pageSize=10"} {
 		for _, v := range []string{"v1", "v2"} {
-			resp := mustNacos(t, h, http.MethodGet, "/nacos/"+v+"/ns/service/list?"+q, "", http.StatusOK)
+			resp := nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/"+v+"/ns/service/list?"+q, "", http.StatusOK)
 			if !strings.Contains(string(resp.Body), `"a"`) {
 				t.Errorf("%s %s: %s, want the first page", v, q, resp.Body)
 			}
@@ -196,15 +198,15 @@ func TestNacosAPI_ServiceListPaging(t *testing.T) {
 		{"pageNo=9223372036854775807&pageSize=9223372036854775807", "pageNo"},
 	} {
 		for _, v := range []string{"v1", "v2"} {
-			resp := mustNacos(t, h, http.MethodGet, "/nacos/"+v+"/ns/service/list?"+tt.query, "", http.StatusBadRequest)
+			resp := nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/"+v+"/ns/service/list?"+tt.query, "", http.StatusBadRequest)
 			if !strings.Contains(string(resp.Body), "'"+tt.param+"'") {
 				t.Errorf("%s %s: %s, want it to name %s", v, tt.query, resp.Body, tt.param)
 			}
 		}
 	}
-	_, _, data := mustNacos(t, h, http.MethodGet, "/nacos/v2/ns/service/list", "", http.StatusOK).envelope(t)
+	_, _, data := nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v2/ns/service/list", "", http.StatusOK).Envelope(t)
 	var l2 nacosServiceListV2
-	response{Body: data}.decode(t, &l2)
+	nacostesting.Response{Body: data}.Decode(t, &l2)
 	if l2.Count != 3 || len(l2.Services) != 3 {
 		t.Fatalf("v2 list %+v", l2)
 	}
@@ -213,12 +215,12 @@ func TestNacosAPI_ServiceListPaging(t *testing.T) {
 // TestNacosAPI_ServiceDetail checks the clusters and health checkers GET service shows.
 func TestNacosAPI_ServiceDetail(t *testing.T) {
 	h, _, _ := newStoreAPI(t)
-	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", `serviceName=orders&protectThreshold=0.25&metadata={"team":"pay"}`)
-	mustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster",
+	nacostesting.MustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", `serviceName=orders&protectThreshold=0.25&metadata={"team":"pay"}`)
+	nacostesting.MustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster",
 		`serviceName=orders&clusterName=web&healthChecker={"type":"HTTP","path":"/ping","headers":"X-A:1","expectedResponseCode":204}`+
 			`&useInstancePort4Check=false&checkPort=9000&metadata=zone%3Da`)
 	var v1 nacosServiceV1
-	mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/service?serviceName=orders", "", http.StatusOK).decode(t, &v1)
+	nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v1/ns/service?serviceName=orders", "", http.StatusOK).Decode(t, &v1)
 	if v1.Name != "orders" || v1.GroupName != "DEFAULT_GROUP" || v1.NamespaceID != "public" || v1.ProtectThreshold != 0.25 ||
 		v1.Metadata["team"] != "pay" || v1.Selector.Type != "none" || len(v1.Clusters) != 1 {
 		t.Fatalf("v1 %+v", v1)
@@ -227,9 +229,9 @@ func TestNacosAPI_ServiceDetail(t *testing.T) {
 	if c := v1.Clusters[0]; c.Name != "web" || c.HealthChecker != wantHC || c.Metadata["zone"] != "a" {
 		t.Fatalf("cluster %+v", c)
 	}
-	_, _, data := mustNacos(t, h, http.MethodGet, "/nacos/v2/ns/service?serviceName=orders", "", http.StatusOK).envelope(t)
+	_, _, data := nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v2/ns/service?serviceName=orders", "", http.StatusOK).Envelope(t)
 	var v2 nacosServiceV2
-	response{Body: data}.decode(t, &v2)
+	nacostesting.Response{Body: data}.Decode(t, &v2)
 	c, ok := v2.ClusterMap["web"]
 	if !ok || c.HealthyCheckPort != 9000 || c.UseInstancePortForCheck || c.HealthChecker != wantHC || v2.Ephemeral ||
 		v2.ServiceName != "orders" || v2.Selector.ContextType != "NONE" {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rosterhq/roster/nacos/internal/nacostesting"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -29,7 +31,7 @@ import (
 type pushAPI struct {
 	h     http.Handler
 	st    *store.Store
-	node  *testNode
+	node  *nacostesting.Node
 	push  *pusher
 	conn  *guardConn
 	url   string
@@ -92,7 +94,7 @@ func (a *pushAPI) advance(t *testing.T, d time.Duration) {
 }
 
 // getAs sends a GET with the given User-Agent.
-func getAs(t *testing.T, url, agent string) response {
+func getAs(t *testing.T, url, agent string) nacostesting.Response {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
@@ -108,7 +110,7 @@ func getAs(t *testing.T, url, agent string) response {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return response{Code: resp.StatusCode, Header: resp.Header, Body: b}
+	return nacostesting.Response{Code: resp.StatusCode, Header: resp.Header, Body: b}
 }
 
 // list queries the instance list as nacos-sdk-go v1 does, for a client at udpPort.
@@ -119,7 +121,7 @@ func (a *pushAPI) list(t *testing.T, query string, udpPort int) nacosServiceInfo
 		t.Fatalf("list: %d %s", resp.Code, resp.Body)
 	}
 	var info nacosServiceInfo
-	resp.decode(t, &info)
+	resp.Decode(t, &info)
 	return info
 }
 
@@ -130,13 +132,13 @@ func (a *pushAPI) subscribers(t *testing.T, query string) nacosSubscribersV1 {
 		t.Fatalf("subscribers: %d %s", resp.Code, resp.Body)
 	}
 	var out nacosSubscribersV1
-	resp.decode(t, &out)
+	resp.Decode(t, &out)
 	return out
 }
 
 func register(t *testing.T, h http.Handler, service string, port int) {
 	t.Helper()
-	mustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance",
+	nacostesting.MustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance",
 		"serviceName="+service+"&ip=127.0.0.1&ephemeral=false&port="+strconv.Itoa(port))
 }
 
@@ -236,7 +238,7 @@ func TestNacosPush_BadInput(t *testing.T) {
 		}
 		if tt.status == 200 {
 			var info nacosServiceInfo
-			resp.decode(t, &info)
+			resp.Decode(t, &info)
 			if info.CacheMillis != CacheMillis {
 				t.Errorf("%s: cacheMillis %d, want %d", tt.name, info.CacheMillis, CacheMillis)
 			}
@@ -290,23 +292,17 @@ func TestNacosPush_FollowerRecordsAndPushesFromItsState(t *testing.T) {
 	leader := newPushAPI(t, "n1", nil, pushOptions{}, false)
 	seedOrders(t, leader.h)
 	leaderMember := &model.Member{ID: "n1", RaftAddr: "127.0.0.1:7848", HTTPAddr: strings.TrimPrefix(leader.url, "http://")}
-	leader.node.mu.Lock()
-	leader.node.known = leaderMember
-	leader.node.mu.Unlock()
+	leader.node.SetKnownLeader(leaderMember)
 
 	follower := newPushAPI(t, "n2", leaderMember, pushOptions{}, false)
-	follower.node.mu.Lock()
-	follower.node.leader = true
-	follower.node.mu.Unlock()
+	follower.node.SetLeading(true)
 	seedOrders(t, follower.h) // the follower's copy of the state
-	follower.node.mu.Lock()
-	follower.node.leader = false
-	follower.node.mu.Unlock()
+	follower.node.SetLeading(false)
 
 	c := newPushClient(t, "127.0.0.1")
 	resp := getAs(t, follower.url+"/nacos/v1/ns/instance/list?serviceName=orders&udpPort="+strconv.Itoa(int(c.addr().Port())), goAgent)
 	var info nacosServiceInfo
-	resp.decode(t, &info)
+	resp.Decode(t, &info)
 	if resp.Code != http.StatusOK || resp.Header.Get(api.HeaderServedBy) != "n1" || info.CacheMillis != PushCacheMillis {
 		t.Fatalf("forwarded list: %d served by %q, cacheMillis %d", resp.Code, resp.Header.Get(api.HeaderServedBy), info.CacheMillis)
 	}
@@ -317,9 +313,7 @@ func TestNacosPush_FollowerRecordsAndPushesFromItsState(t *testing.T) {
 		t.Fatalf("the follower's subscribers: %+v", s)
 	}
 	// A change the follower applies is pushed from the follower.
-	follower.node.mu.Lock()
-	follower.node.leader = true
-	follower.node.mu.Unlock()
+	follower.node.SetLeading(true)
 	register(t, follower.h, "orders", 9999)
 	r := c.next()
 	if r.from != follower.push.LocalAddr().(*net.UDPAddr).AddrPort() || len(r.info.Hosts) != 4 {
@@ -436,7 +430,7 @@ func TestNacosPush_Subscribers(t *testing.T) {
 	}
 	// Without a fan-out nothing is recorded and the list is empty.
 	h, _, _ := newStoreAPI(t)
-	resp := mustNacos(t, h, http.MethodGet, "/nacos/v1/ns/service/subscribers?serviceName=orders", "", http.StatusOK)
+	resp := nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v1/ns/service/subscribers?serviceName=orders", "", http.StatusOK)
 	if string(resp.Body) != `{"count":0,"subscribers":[]}`+"\n" {
 		t.Fatalf("without pushes: %s", resp.Body)
 	}
@@ -446,7 +440,7 @@ func TestNacosPush_Subscribers(t *testing.T) {
 func TestNacosPush_Switches(t *testing.T) {
 	a := newPushAPI(t, "n1", nil, pushOptions{}, false)
 	var sw nacosSwitches
-	mustNacos(t, a.h, http.MethodGet, "/nacos/v1/ns/operator/switches", "", http.StatusOK).decode(t, &sw)
+	nacostesting.MustNacos(t, a.h, http.MethodGet, "/nacos/v1/ns/operator/switches", "", http.StatusOK).Decode(t, &sw)
 	if !sw.PushEnabled || sw.DefaultPushCacheMillis != PushCacheMillis || sw.DefaultCacheMillis != CacheMillis {
 		t.Fatalf("switches %+v", sw)
 	}
@@ -498,7 +492,7 @@ func TestNacosPush_FloodOfClusterListsIsCapped(t *testing.T) {
 	if resp.Code != http.StatusOK {
 		t.Fatalf("udpPort=999: %d %s", resp.Code, resp.Body)
 	}
-	if resp.decode(t, &info); info.CacheMillis != CacheMillis || len(info.Hosts) != 1 {
+	if resp.Decode(t, &info); info.CacheMillis != CacheMillis || len(info.Hosts) != 1 {
 		t.Fatalf("udpPort=999: cacheMillis %d, %d hosts", info.CacheMillis, len(info.Hosts))
 	}
 	if got := testutil.ToFloat64(a.push.m.refused.WithLabelValues("low_port")); got != 1 {
