@@ -155,7 +155,7 @@ func TestNacosACL_TokenPlacesAndShapes(t *testing.T) {
 			t.Fatalf("register with the token in the %s: %d %s", place, resp.Code, resp.Body)
 		}
 		resp := nacostesting.As(t, h, http.MethodGet, "/nacos/v1/ns/instance/list?serviceName=orders", "", place, tok.Reader.Secret)
-		var info nacosServiceInfo
+		var info ServiceInfo
 		resp.Decode(t, &info)
 		if resp.Code != http.StatusOK || len(info.Hosts) != i+1 {
 			t.Fatalf("list with the token in the %s: %d %s", place, resp.Code, resp.Body)

@@ -260,7 +260,7 @@ func TestNacosAPI_HealthOnNoneCluster(t *testing.T) {
 	}
 
 	const list = "/nacos/v1/ns/instance/list?serviceName=orders"
-	var info nacosServiceInfo
+	var info ServiceInfo
 	nacostesting.MustNacos(t, h, http.MethodGet, list+"&healthyOnly=true", "", http.StatusOK).Decode(t, &info)
 	if info.ReachProtectionThreshold || len(info.Hosts) != 1 || info.Hosts[0].IP != "127.100.0.2" {
 		t.Fatalf("healthy only %+v", info)
@@ -406,7 +406,7 @@ func TestNacosAPI_Operator(t *testing.T) {
 // consistency unless ?consistency= asks otherwise, and writes ignore auth parameters.
 func TestNacosAPI_ReadsAreLeaderLocalByDefault(t *testing.T) {
 	h, _, node := newStoreAPI(t)
-	seedOrders(t, h)
+	nacostesting.SeedOrders(t, h)
 	node.Reads() // the seeding's
 	nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v1/ns/instance/list?serviceName=orders&accessToken=abc", "", http.StatusOK)
 	leader, lin := node.Reads()
@@ -428,7 +428,7 @@ func TestNacosAPI_ReadsAreLeaderLocalByDefault(t *testing.T) {
 // included, and default reads to the leader, and serves stale reads itself.
 func TestNacosAPI_FollowerForwards(t *testing.T) {
 	leaderH, leaderSt, leaderNode := newStoreAPI(t)
-	seedOrders(t, leaderH)
+	nacostesting.SeedOrders(t, leaderH)
 	leaderSrv := httptest.NewServer(leaderH)
 	t.Cleanup(leaderSrv.Close)
 	leaderMember := &model.Member{ID: "n1", RaftAddr: "127.0.0.1:7848", HTTPAddr: leaderSrv.Listener.Addr().String()}
@@ -437,7 +437,7 @@ func TestNacosAPI_FollowerForwards(t *testing.T) {
 	followerH, _, follower := newTestAPI(t, "n2", leaderMember)
 	// The follower's own (stale) copy: the same fixture, applied to its state directly.
 	follower.SetLeading(true)
-	seedOrders(t, followerH)
+	nacostesting.SeedOrders(t, followerH)
 	follower.SetLeading(false)
 	seeded := len(follower.Applied())
 	fsrv := httptest.NewServer(followerH)
@@ -463,7 +463,7 @@ func TestNacosAPI_FollowerForwards(t *testing.T) {
 	if resp.Code != http.StatusOK || resp.Header.Get(api.HeaderServedBy) != "n2" {
 		t.Fatalf("stale read: %d served by %q", resp.Code, resp.Header.Get(api.HeaderServedBy))
 	}
-	var info nacosServiceInfo
+	var info ServiceInfo
 	resp.Decode(t, &info)
 	if len(info.Hosts) != 3 { // the follower's copy: three enabled instances, one not yet deregistered
 		t.Fatalf("stale list %+v", info.Hosts)

@@ -141,23 +141,6 @@ func newStoreAPI(t testing.TB) (http.Handler, *store.Store, *nacostesting.Node) 
 	return newTestAPI(t, "n1", nil)
 }
 
-// seedOrders registers the orders service's fixture through h: three instances of
-// DEFAULT (127.100.0.1 healthy, .2 unhealthy, .3 disabled) and [::1]:9090 in a NONE
-// cluster "manual".
-func seedOrders(t *testing.T, h http.Handler) {
-	t.Helper()
-	nacostesting.MustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=orders")
-	nacostesting.MustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster", `serviceName=orders&clusterName=manual&healthChecker={"type":"NONE"}`)
-	for _, form := range []string{
-		"ip=127.100.0.1&port=8080",
-		"ip=127.100.0.2&port=8080&healthy=false",
-		"ip=127.100.0.3&port=8080&enabled=false",
-		"ip=::1&port=9090&clusterName=manual",
-	} {
-		nacostesting.MustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ephemeral=false&"+form)
-	}
-}
-
 // newRequest builds a Nacos request with a form body, as BufferBody leaves it.
 func newRequest(t *testing.T, method, target string, form string) *http.Request {
 	t.Helper()

@@ -229,7 +229,7 @@ func (s *API) nacosListInstances(w http.ResponseWriter, r *http.Request, p nacos
 	if err != nil {
 		return nil, err
 	}
-	return nacosServiceInfoFor(key, view, found, clusters, healthyOnly, listCacheMillis(r), time.Now()), nil
+	return ServiceInfoFor(key, view, found, clusters, healthyOnly, listCacheMillis(r), time.Now()), nil
 }
 
 // nacosSetHealth serves PUT .../health/instance (and .../health): set an instance's

@@ -24,9 +24,9 @@ const CacheMillis = 1000
 // and probed by the leader, so these describe nothing; they are sent because the Nacos
 // list shape has them.
 const (
-	nacosHeartBeatInterval = 5000
-	nacosHeartBeatTimeout  = 15000
-	nacosIPDeleteTimeout   = 30000
+	heartBeatInterval = 5000
+	heartBeatTimeout  = 15000
+	ipDeleteTimeout   = 30000
 )
 
 // Host is one entry of "hosts" in an instance list (the 1.x Open API page, nacos-group/nacos-group.github.io: src/content/docs/v1/en/open-api.md, "Query instance list").
@@ -49,9 +49,9 @@ type Host struct {
 	Marked                    bool              `json:"marked"`
 }
 
-// nacosServiceInfo is the body of GET /nacos/v1/ns/instance/list (and the data of the v2
+// ServiceInfo is the body of GET /nacos/v1/ns/instance/list (and the data of the v2
 // list): the fields of Nacos's documented example plus those the 1.x code emits.
-type nacosServiceInfo struct {
+type ServiceInfo struct {
 	Name                     string            `json:"name"`
 	GroupName                string            `json:"groupName"`
 	Clusters                 string            `json:"clusters"`
@@ -133,20 +133,20 @@ func HostOf(in model.Instance) Host {
 		ClusterName:               in.Cluster,
 		ServiceName:               in.ServiceKey().GroupedName(),
 		Metadata:                  nonNilMap(in.Metadata),
-		InstanceHeartBeatInterval: nacosHeartBeatInterval,
+		InstanceHeartBeatInterval: heartBeatInterval,
 		InstanceIDGenerator:       "simple",
-		InstanceHeartBeatTimeOut:  nacosHeartBeatTimeout,
-		IPDeleteTimeout:           nacosIPDeleteTimeout,
+		InstanceHeartBeatTimeOut:  heartBeatTimeout,
+		IPDeleteTimeout:           ipDeleteTimeout,
 		Valid:                     in.Healthy,
 	}
 }
 
-// nacosServiceInfoFor builds an instance list, as GET .../instance/list answers it and
+// ServiceInfoFor builds an instance list, as GET .../instance/list answers it and
 // as a push carries it. clusters is echoed as the client sent it: nacos-sdk-go keys its
 // cache by name and clusters. found is false for a service that does not exist, which
 // Nacos answers with an empty list, not an error.
-func nacosServiceInfoFor(key model.ServiceKey, view store.ServiceView, found bool, clusters string, healthyOnly bool, cacheMillis int64, now time.Time) nacosServiceInfo {
-	info := nacosServiceInfo{
+func ServiceInfoFor(key model.ServiceKey, view store.ServiceView, found bool, clusters string, healthyOnly bool, cacheMillis int64, now time.Time) ServiceInfo {
+	info := ServiceInfo{
 		Name:        key.GroupedName(),
 		GroupName:   key.Group,
 		Clusters:    clusters,

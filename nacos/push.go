@@ -610,7 +610,7 @@ func (p *pusher) publish(w *pushWatch, u *fanout.Update) {
 func (p *pusher) render(key model.ServiceKey, u *fanout.Update, clusters string, healthyOnly bool, now time.Time) (int64, []byte, error) {
 	memo := pushRenderKey + strconv.FormatBool(healthyOnly) + "\x00" + clusters
 	b, err := u.Render(memo, func() ([]byte, error) {
-		info := nacosServiceInfoFor(key, u.Service, u.Err == nil, clusters, healthyOnly, PushCacheMillis, now)
+		info := ServiceInfoFor(key, u.Service, u.Err == nil, clusters, healthyOnly, PushCacheMillis, now)
 		ref := p.seq.Add(1)
 		packet, err := encodePush(info, ref)
 		if err != nil {
@@ -635,7 +635,7 @@ type pushPacket struct {
 }
 
 // encodePush encodes a push of info, gzipped when it is 1 KiB or more.
-func encodePush(info nacosServiceInfo, ref int64) ([]byte, error) {
+func encodePush(info ServiceInfo, ref int64) ([]byte, error) {
 	data, err := json.Marshal(info)
 	if err != nil {
 		return nil, err

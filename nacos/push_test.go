@@ -222,7 +222,7 @@ type received struct {
 	raw    []byte
 	gzip   bool
 	packet pushPacket
-	info   nacosServiceInfo
+	info   ServiceInfo
 	from   netip.AddrPort
 }
 
@@ -268,7 +268,7 @@ func (c *pushClient) ack(r received) {
 }
 
 // hostPorts lists the ports of a pushed list.
-func hostPorts(info nacosServiceInfo) []int {
+func hostPorts(info ServiceInfo) []int {
 	var out []int
 	for _, h := range info.Hosts {
 		out = append(out, h.Port)
@@ -287,7 +287,7 @@ func TestPush_ChangeIsPushedAndAcked(t *testing.T) {
 	if r.packet.Type != "dom" || r.from.Port() != uint16(e.conn.LocalAddr().(*net.UDPAddr).Port) {
 		t.Fatalf("push %+v from %s (socket %s), gzip %v", r.packet.Type, r.from, e.conn.LocalAddr(), r.gzip)
 	}
-	want := nacosServiceInfoFor(pushKey, mustView(t, e.st), true, "", false, PushCacheMillis, e.clock.Now())
+	want := ServiceInfoFor(pushKey, mustView(t, e.st), true, "", false, PushCacheMillis, e.clock.Now())
 	wantJSON, _ := json.Marshal(want)
 	if r.packet.Data != string(wantJSON) {
 		t.Fatalf("pushed data\n %s\nwant what instance/list answers\n %s", r.packet.Data, wantJSON)

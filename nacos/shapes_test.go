@@ -111,7 +111,7 @@ func TestNacosAPI_ListValues(t *testing.T) {
 		`serviceName=g1@@orders&groupName=g1&ip=127.100.0.1&port=80&weight=2&clusterName=web&ephemeral=false&metadata={"v":"1"}`)
 	nacostesting.MustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&groupName=g1&ip=127.100.0.2&port=80&ephemeral=false")
 
-	var info nacosServiceInfo
+	var info ServiceInfo
 	nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v1/ns/instance/list?serviceName=g1@@orders&clusters=web", "", http.StatusOK).Decode(t, &info)
 	if info.Name != "g1@@orders" || info.GroupName != "g1" || info.Clusters != "web" || info.CacheMillis != CacheMillis ||
 		info.Dom != "g1@@orders" || !info.Valid || info.ReachProtectionThreshold || info.Metadata["team"] != "pay" {
@@ -139,7 +139,7 @@ func TestNacosAPI_ListValues(t *testing.T) {
 	}
 	resp := nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v2/ns/instance/list?serviceName=orders&groupName=g1&clusterName=DEFAULT", "", http.StatusOK)
 	_, _, data := resp.Envelope(t)
-	var v2 nacosServiceInfo
+	var v2 ServiceInfo
 	nacostesting.Response{Body: data}.Decode(t, &v2)
 	if len(v2.Hosts) != 1 || v2.Hosts[0].IP != "127.100.0.2" || v2.Clusters != "DEFAULT" {
 		t.Fatalf("v2 list %+v", v2)

@@ -114,13 +114,13 @@ func getAs(t *testing.T, url, agent string) nacostesting.Response {
 }
 
 // list queries the instance list as nacos-sdk-go v1 does, for a client at udpPort.
-func (a *pushAPI) list(t *testing.T, query string, udpPort int) nacosServiceInfo {
+func (a *pushAPI) list(t *testing.T, query string, udpPort int) ServiceInfo {
 	t.Helper()
 	resp := getAs(t, a.url+"/nacos/v1/ns/instance/list?"+query+"&udpPort="+strconv.Itoa(udpPort)+"&healthyOnly=false", goAgent)
 	if resp.Code != http.StatusOK {
 		t.Fatalf("list: %d %s", resp.Code, resp.Body)
 	}
-	var info nacosServiceInfo
+	var info ServiceInfo
 	resp.Decode(t, &info)
 	return info
 }
@@ -237,7 +237,7 @@ func TestNacosPush_BadInput(t *testing.T) {
 			continue
 		}
 		if tt.status == 200 {
-			var info nacosServiceInfo
+			var info ServiceInfo
 			resp.Decode(t, &info)
 			if info.CacheMillis != CacheMillis {
 				t.Errorf("%s: cacheMillis %d, want %d", tt.name, info.CacheMillis, CacheMillis)
@@ -290,18 +290,18 @@ func TestNacosPush_BadInput(t *testing.T) {
 // leader, which records nothing but answers the push cacheMillis.
 func TestNacosPush_FollowerRecordsAndPushesFromItsState(t *testing.T) {
 	leader := newPushAPI(t, "n1", nil, pushOptions{}, false)
-	seedOrders(t, leader.h)
+	nacostesting.SeedOrders(t, leader.h)
 	leaderMember := &model.Member{ID: "n1", RaftAddr: "127.0.0.1:7848", HTTPAddr: strings.TrimPrefix(leader.url, "http://")}
 	leader.node.SetKnownLeader(leaderMember)
 
 	follower := newPushAPI(t, "n2", leaderMember, pushOptions{}, false)
 	follower.node.SetLeading(true)
-	seedOrders(t, follower.h) // the follower's copy of the state
+	nacostesting.SeedOrders(t, follower.h) // the follower's copy of the state
 	follower.node.SetLeading(false)
 
 	c := newPushClient(t, "127.0.0.1")
 	resp := getAs(t, follower.url+"/nacos/v1/ns/instance/list?serviceName=orders&udpPort="+strconv.Itoa(int(c.addr().Port())), goAgent)
-	var info nacosServiceInfo
+	var info ServiceInfo
 	resp.Decode(t, &info)
 	if resp.Code != http.StatusOK || resp.Header.Get(api.HeaderServedBy) != "n1" || info.CacheMillis != PushCacheMillis {
 		t.Fatalf("forwarded list: %d served by %q, cacheMillis %d", resp.Code, resp.Header.Get(api.HeaderServedBy), info.CacheMillis)
@@ -456,7 +456,7 @@ func TestNacosPush_NoPushWithoutFanout(t *testing.T) {
 	req.Header.Set("User-Agent", goAgent)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
-	var info nacosServiceInfo
+	var info ServiceInfo
 	if err := json.Unmarshal(rec.Body.Bytes(), &info); err != nil || info.CacheMillis != CacheMillis {
 		t.Fatalf("%d %s (%v)", rec.Code, rec.Body, err)
 	}
@@ -488,7 +488,7 @@ func TestNacosPush_FloodOfClusterListsIsCapped(t *testing.T) {
 	}
 	// A system port: answered (as a poll), not recorded, counted.
 	resp := getAs(t, a.url+"/nacos/v1/ns/instance/list?serviceName=orders&udpPort=999", goAgent)
-	var info nacosServiceInfo
+	var info ServiceInfo
 	if resp.Code != http.StatusOK {
 		t.Fatalf("udpPort=999: %d %s", resp.Code, resp.Body)
 	}

@@ -23,7 +23,7 @@ TARGETS=${FUZZ_TARGETS:-"
 ./httpapi:FuzzHealthCheckSpec
 ./httpapi:FuzzEncodedNamespace
 ./nacos:FuzzNacosParams
-./nacos:FuzzGRPCRequest
+./nacos/grpcapi:FuzzGRPCRequest
 ./dnsapi:FuzzQuery
 "}
 

@@ -3,9 +3,8 @@
 package server
 
 import (
+	"github.com/rosterhq/roster/nacos/grpcapi"
 	"golang.org/x/sys/unix"
-
-	"github.com/rosterhq/roster/nacos"
 )
 
 // DefaultMaxWatchers is the default bound on the blocking queries and streams a node
@@ -44,13 +43,13 @@ func RaiseFileLimit() uint64 {
 
 // DefaultMaxGRPCTransports bounds the TCP connections of the Nacos gRPC port, registered
 // or not: a quarter of the soft limit on open files, between 64 and
-// nacos.DefaultMaxGRPCConnections, so that a flood of the gRPC port leaves file
+// grpcapi.DefaultMaxConnections, so that a flood of the gRPC port leaves file
 // descriptors for the HTTPS API, Raft and the data files (docs/security.md). With the
-// soft limit unknown it is nacos.DefaultMaxGRPCConnections.
+// soft limit unknown it is grpcapi.DefaultMaxConnections.
 func DefaultMaxGRPCTransports() int {
 	var rl unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == unix.RLIM_INFINITY {
-		return nacos.DefaultMaxGRPCConnections
+		return grpcapi.DefaultMaxConnections
 	}
-	return int(min(max(int64(rl.Cur)/4, 64), nacos.DefaultMaxGRPCConnections))
+	return int(min(max(int64(rl.Cur)/4, 64), grpcapi.DefaultMaxConnections))
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/rosterhq/roster/internal/instgauge"
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/nacos"
+	"github.com/rosterhq/roster/nacos/grpcapi"
 	"github.com/rosterhq/roster/peerrpc"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/registry"
@@ -118,11 +119,11 @@ type Config struct {
 	// JoinToken is the token (operator: write) this node presents when it asks to join a
 	// cluster with ACLs, or announces its addresses to the leader.
 	JoinToken string
-	// GRPCAddr is the address of the Nacos 2.x gRPC API (nacos.GRPCAddrFor gives the
+	// GRPCAddr is the address of the Nacos 2.x gRPC API (grpcapi.AddrFor gives the
 	// address clients expect: the HTTP port + 1000); "" serves no gRPC.
 	GRPCAddr string
 	// GRPCMaxConnsPerIP bounds the gRPC port's connections from one source address
-	// (0: nacos.DefaultGRPCMaxConnsPerIP), GRPCMaxConns all of them (0:
+	// (0: grpcapi.DefaultMaxConnsPerIP), GRPCMaxConns all of them (0:
 	// DefaultMaxGRPCTransports(), from the file descriptor limit).
 	GRPCMaxConnsPerIP int
 	GRPCMaxConns      int
@@ -135,7 +136,7 @@ type Config struct {
 	// GRPCMaxUntrusted and GRPCMaxUntrustedPerIP bound the gRPC port's connections not
 	// yet authenticated, node-wide and from one source; GRPCAcceptRatePerIP is the
 	// connections a second accepted from one source, after a burst of 4 times as many
-	// (0: the nacos.DefaultGRPC... constants).
+	// (0: the grpcapi.Default... constants).
 	GRPCMaxUntrusted      int
 	GRPCMaxUntrustedPerIP int
 	GRPCAcceptRatePerIP   float64
@@ -236,7 +237,7 @@ type Server struct {
 	fwd      *httpx.Forwarder
 	dns      *dnsapi.Server // nil: no DNS
 	nacosAPI *nacos.API
-	grpc     *nacos.GRPCServer // nil: no gRPC
+	grpc     *grpcapi.Server // nil: no gRPC
 	grpcLn   net.Listener
 	hub      *fanout.Hub // watch fan-out of this node's state
 	ln       net.Listener
@@ -483,7 +484,7 @@ func (s *Server) buildAPI(cfg *Config) error {
 			return fmt.Errorf("grpc-addr: %w", err)
 		}
 		s.life.onUndo(s.grpcLn.Close)
-		s.grpc, err = nacos.NewGRPC(nacos.GRPCConfig{
+		s.grpc, err = grpcapi.New(grpcapi.Config{
 			Registry: s.registry, API: s.nacosAPI, Store: s.store, Watch: s.hub, HTTPAddr: s.httpAdv,
 			Registerer: s.metrics, Logger: s.log, Alarm: s.fsm.Alarm,
 			CatchUp: func(ctx context.Context) error {

@@ -19,6 +19,7 @@ import (
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/httpapi"
 	"github.com/rosterhq/roster/nacos"
+	"github.com/rosterhq/roster/nacos/grpcapi"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/server"
 	"github.com/rosterhq/roster/store"
@@ -111,7 +112,7 @@ func (o nodeOptions) grpcAddr() string {
 	case grpcAddrOff:
 		return ""
 	case "":
-		return nacos.GRPCAddrFor(o.HTTPAddr)
+		return grpcapi.AddrFor(o.HTTPAddr)
 	}
 	return o.GRPCAddr
 }
@@ -134,15 +135,15 @@ func (o nodeOptions) readCacheSize() int64 {
 // grpcFlag adds --grpc-addr and --trusted-origins.
 func grpcFlag(fs *pflag.FlagSet, o *nodeOptions) {
 	fs.StringVar(&o.GRPCAddr, "grpc-addr", "", `address of the Nacos 2.x gRPC API (default: the --http-addr host, port + 1000, as Nacos clients expect; "off": none)`)
-	fs.IntVar(&o.GRPCMaxConnsPerIP, "grpc-max-conns-per-ip", nacos.DefaultGRPCMaxConnsPerIP,
+	fs.IntVar(&o.GRPCMaxConnsPerIP, "grpc-max-conns-per-ip", grpcapi.DefaultMaxConnsPerIP,
 		"most connections to the gRPC port from one source address (an IPv6 /64); more are closed as soon as accepted")
 	fs.IntVar(&o.GRPCMaxConns, "grpc-max-conns", 0,
 		"most connections to the gRPC port, registered or not (0: a quarter of the open-file limit, between 64 and 20000)")
-	fs.IntVar(&o.GRPCMaxUntrusted, "grpc-max-untrusted", nacos.DefaultGRPCMaxUntrusted,
+	fs.IntVar(&o.GRPCMaxUntrusted, "grpc-max-untrusted", grpcapi.DefaultMaxUntrusted,
 		"most connections to the gRPC port not yet authenticated; when full, a source holding fewer of them takes the oldest of the source holding the most")
-	fs.IntVar(&o.GRPCMaxUntrustedPerIP, "grpc-max-untrusted-per-ip", nacos.DefaultGRPCMaxUntrustedPerIP,
+	fs.IntVar(&o.GRPCMaxUntrustedPerIP, "grpc-max-untrusted-per-ip", grpcapi.DefaultMaxUntrustedPerIP,
 		"most connections to the gRPC port not yet authenticated from one source address (an IPv6 /64); more are closed as soon as accepted")
-	fs.Float64Var(&o.GRPCAcceptRatePerIP, "grpc-accept-rate-per-ip", nacos.DefaultGRPCAcceptRatePerIP,
+	fs.Float64Var(&o.GRPCAcceptRatePerIP, "grpc-accept-rate-per-ip", grpcapi.DefaultAcceptRatePerIP,
 		"connections a second the gRPC port accepts from one source address (an IPv6 /64), after a burst of 4 times as many; more are closed as soon as accepted")
 	fs.IntVar(&o.MaxWatchers, "max-watchers", 0, "most blocking queries and streams held at once; more are answered 429 (0: the open-file limit less 1024, at most 100000; negative: no limit)")
 	fs.StringSliceVar(&o.TrustedOrigins, "trusted-origins", nil, "origins (scheme://host[:port], comma-separated) whose web pages may send writes; browsers' writes from any other origin are refused")

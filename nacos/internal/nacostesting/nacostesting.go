@@ -317,6 +317,23 @@ func MustInstance(t testing.TB, st *store.Store, ref model.InstanceRef) model.In
 	return in
 }
 
+// SeedOrders registers the orders service's fixture through h: three instances of
+// DEFAULT (127.100.0.1 healthy, .2 unhealthy, .3 disabled) and [::1]:9090 in a NONE
+// cluster "manual".
+func SeedOrders(t testing.TB, h http.Handler) {
+	t.Helper()
+	MustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=orders")
+	MustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster", `serviceName=orders&clusterName=manual&healthChecker={"type":"NONE"}`)
+	for _, form := range []string{
+		"ip=127.100.0.1&port=8080",
+		"ip=127.100.0.2&port=8080&healthy=false",
+		"ip=127.100.0.3&port=8080&enabled=false",
+		"ip=::1&port=9090&clusterName=manual",
+	} {
+		MustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ephemeral=false&"+form)
+	}
+}
+
 // Token is a token of a test API: the login's username and password.
 type Token struct {
 	Accessor, Secret string

@@ -1,4 +1,4 @@
-package nacos
+package grpcapi
 
 import (
 	"context"
@@ -79,7 +79,7 @@ func closedFor(e *grpcEnv, reason string) int {
 // trusted and all of them are bounded; a connection beyond a bound is closed as soon as
 // it is accepted, and a registered client (trusted: ACLs are off) keeps working.
 func TestGRPC_ConnectionBounds(t *testing.T) {
-	e := newGRPCEnv(t, func(c *GRPCConfig) { c.MaxConnsPerIP, c.MaxUntrusted = 3, 5 })
+	e := newGRPCEnv(t, func(c *Config) { c.MaxConnsPerIP, c.MaxUntrusted = 3, 5 })
 	legit := e.connect(false) // from 127.0.0.1: registered, so trusted
 	f := newFlood(t, e)
 	f.idle(grpcflood.Loopback(0), 5)
@@ -94,7 +94,7 @@ func TestGRPC_ConnectionBounds(t *testing.T) {
 	typ, m := legit.call(rpcHealthCheckRequest, map[string]any{})
 	result(t, typ, m, rpcHealthCheckResponse, 200, 0)
 
-	all := newGRPCEnv(t, func(c *GRPCConfig) { c.MaxTransports = 3 })
+	all := newGRPCEnv(t, func(c *Config) { c.MaxTransports = 3 })
 	g := newFlood(t, all)
 	g.idle(grpcflood.Loopback(0), 2)
 	g.idle(grpcflood.Loopback(1), 2)
@@ -106,7 +106,7 @@ func TestGRPC_ConnectionBounds(t *testing.T) {
 // TestGRPC_SetupTimeout: a connection that sends HTTP/2's preface and no
 // ConnectionSetupRequest is closed after SetupTimeout; a registered one is not.
 func TestGRPC_SetupTimeout(t *testing.T) {
-	e := newGRPCEnv(t, func(c *GRPCConfig) { c.SetupTimeout, c.EjectInterval = 300*time.Millisecond, 50*time.Millisecond })
+	e := newGRPCEnv(t, func(c *Config) { c.SetupTimeout, c.EjectInterval = 300*time.Millisecond, 50*time.Millisecond })
 	legit := e.connect(false)
 	f := newFlood(t, e)
 	f.idle(grpcflood.Loopback(0), 3)
@@ -196,8 +196,7 @@ func callPayload(ctx context.Context, c *rpcClient, typ string, body []byte) (*n
 // over UntrustedMessageBytes closes it, and it is closed AuthTimeout after its setup;
 // once a request authenticated, larger messages pass and no timeout applies.
 func TestGRPC_UntrustedPhaseWithACLs(t *testing.T) {
-	h, st, _, tok, _ := newACLAPI(t)
-	e := newGRPCEnvOn(t, h, st, func(c *GRPCConfig) {
+	e, tok := newACLEnv(t, func(c *Config) {
 		c.AuthTimeout, c.EjectInterval = 500*time.Millisecond, 50*time.Millisecond
 	})
 	list := func(pad int) map[string]any {
@@ -252,7 +251,7 @@ func untrustedNow(e *grpcEnv) int {
 // not yet trusted, far below its bound on all connections; another source still gets
 // in, and a trusted connection of the source does not count.
 func TestGRPC_UntrustedPerSource(t *testing.T) {
-	e := newGRPCEnv(t, func(c *GRPCConfig) { c.MaxUntrustedPerIP = 3 })
+	e := newGRPCEnv(t, func(c *Config) { c.MaxUntrustedPerIP = 3 })
 	f := newFlood(t, e)
 	f.idle(grpcflood.Loopback(0), 5)
 	wait.For(t, 10*time.Second, "2 of 5 untrusted connections from one address refused", func() bool {
@@ -275,7 +274,7 @@ func TestGRPC_UntrustedPerSource(t *testing.T) {
 // then a rate); beyond it connections are closed at accept, closing the accepted ones
 // gives no tokens back, and another source has its own bucket.
 func TestGRPC_AcceptRatePerSource(t *testing.T) {
-	e := newGRPCEnv(t, func(c *GRPCConfig) {
+	e := newGRPCEnv(t, func(c *Config) {
 		c.AcceptBurstPerIP, c.AcceptRatePerIP = 3, 1e-6 // no refill within the test
 		c.SetupTimeout, c.EjectInterval = 200*time.Millisecond, 50*time.Millisecond
 	})
@@ -302,7 +301,7 @@ func TestGRPC_AcceptRatePerSource(t *testing.T) {
 // holding fewer untrusted connections than another takes the oldest of that other's,
 // until they hold as many (then it is refused).
 func TestGRPC_UntrustedFairShare(t *testing.T) {
-	e := newGRPCEnv(t, func(c *GRPCConfig) { c.MaxUntrusted, c.MaxUntrustedPerIP = 4, 8 })
+	e := newGRPCEnv(t, func(c *Config) { c.MaxUntrusted, c.MaxUntrustedPerIP = 4, 8 })
 	f := newFlood(t, e)
 	a, b := grpcflood.Loopback(0), grpcflood.Loopback(1)
 	f.idle(a, 4)
@@ -322,7 +321,7 @@ func TestGRPC_UntrustedFairShare(t *testing.T) {
 // holding the most.
 func TestGRPC_CleanSourceUnderAFlood(t *testing.T) {
 	const sources = 30
-	e := newGRPCEnv(t, func(c *GRPCConfig) { c.MaxUntrusted, c.MaxUntrustedPerIP = 2*sources, 8 })
+	e := newGRPCEnv(t, func(c *Config) { c.MaxUntrusted, c.MaxUntrustedPerIP = 2*sources, 8 })
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	target := grpcflood.Target{Addr: e.addr}
@@ -356,7 +355,7 @@ func TestGRPC_CleanSourceUnderAFlood(t *testing.T) {
 // TCP listener's socket directly (Linux) and through any net.Listener — and a refused
 // connection is closed at once, before the server reads or writes a byte.
 func TestGRPC_AcceptPaths(t *testing.T) {
-	e := newGRPCEnv(t, func(c *GRPCConfig) { c.MaxUntrustedPerIP = 2 })
+	e := newGRPCEnv(t, func(c *Config) { c.MaxUntrustedPerIP = 2 })
 	for _, tc := range []struct {
 		name string
 		wrap func(net.Listener) net.Listener

@@ -1,4 +1,4 @@
-package nacos
+package grpcapi
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rosterhq/roster/nacos"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -31,19 +33,19 @@ import (
 	"github.com/rosterhq/roster/registry"
 )
 
-// Defaults of GRPCConfig.
+// Defaults of Config.
 const (
-	// DefaultGRPCPortOffset is how far above the HTTP port Nacos 2.x clients look for
+	// DefaultPortOffset is how far above the HTTP port Nacos 2.x clients look for
 	// the gRPC port (Nacos's SDK_GRPC_PORT_DEFAULT_OFFSET).
-	DefaultGRPCPortOffset = 1000
-	// DefaultGRPCMaxBodyBytes bounds the JSON body of one request, as the HTTP API
+	DefaultPortOffset = 1000
+	// DefaultMaxBodyBytes bounds the JSON body of one request, as the HTTP API
 	// bounds a request body; a larger one is answered with an ErrorResponse.
-	DefaultGRPCMaxBodyBytes = 1 << 20
-	// DefaultGRPCMaxMessageBytes is the largest message a trusted client may send: the
+	DefaultMaxBodyBytes = 1 << 20
+	// DefaultMaxMessageBytes is the largest message a trusted client may send: the
 	// body limit and the envelope (MaxBodyBytes + 64 KiB); larger ones are refused by
 	// gRPC itself. Nacos accepts 10 MiB, but no body over MaxBodyBytes is served
 	// anyway, and a larger limit only lets a client make the node buffer more.
-	DefaultGRPCMaxMessageBytes = DefaultGRPCMaxBodyBytes + rpcEnvelopeBytes
+	DefaultMaxMessageBytes = DefaultMaxBodyBytes + rpcEnvelopeBytes
 	// DefaultPushTimeout is how long a push waits for the client's ack (Nacos's
 	// pushTaskTimeout); DefaultPushRetryDelay how long after a failed or timed-out push
 	// the latest list is sent again (pushTaskRetryDelay).
@@ -58,40 +60,40 @@ const (
 	// DefaultCatchUpTimeout bounds the wait of a read for this node to catch up; past it
 	// the read is served from what the node has.
 	DefaultCatchUpTimeout = 2 * time.Second
-	// DefaultMaxGRPCConnections bounds the registered connections of a node, and
+	// DefaultMaxConnections bounds the registered connections of a node, and
 	// DefaultMaxSubscriptionsPerConn the subscriptions of one connection. The TCP
 	// connections of the port, registered or not, are bounded by MaxTransports (the
 	// same default; the server derives it from its file descriptor limit).
-	DefaultMaxGRPCConnections      = 20000
+	DefaultMaxConnections          = 20000
 	DefaultMaxSubscriptionsPerConn = 4096
 )
 
-// GRPCAddrFor is the gRPC address Nacos 2.x clients expect beside an HTTP address: the
+// AddrFor is the gRPC address Nacos 2.x clients expect beside an HTTP address: the
 // same host, the HTTP port + 1000 (8848 → 9848). It is "" when the HTTP port is 0 or
 // the sum is not a port.
-func GRPCAddrFor(httpAddr string) string {
+func AddrFor(httpAddr string) string {
 	host, port, err := net.SplitHostPort(httpAddr)
 	if err != nil {
 		return ""
 	}
 	p, err := strconv.Atoi(port)
-	if err != nil || p == 0 || p+DefaultGRPCPortOffset > 65535 {
+	if err != nil || p == 0 || p+DefaultPortOffset > 65535 {
 		return ""
 	}
-	return net.JoinHostPort(host, strconv.Itoa(p+DefaultGRPCPortOffset))
+	return net.JoinHostPort(host, strconv.Itoa(p+DefaultPortOffset))
 }
 
-// GRPCConfig configures the Nacos 2.x gRPC server. Registry, API, Store and Watch are
+// Config configures the Nacos 2.x gRPC server. Registry, API, Store and Watch are
 // required.
-type GRPCConfig struct {
+type Config struct {
 	// Registry decides every write and read (and sends a follower's to the leader) and
 	// authenticates every token.
 	Registry *registry.Registry
 	// API is the node's Nacos HTTP API (from New): a write runs through its routes only
 	// while the leader runs a release without the peer RPC (legacyWrite).
-	API *API
+	API *nacos.API
 	// Store is what reads and pushes are served from: the node's own state.
-	Store Reader
+	Store nacos.Reader
 	// Watch is the node's change fan-out, which drives the pushes.
 	Watch *fanout.Hub
 	// HTTPAddr is the node's advertised HTTP address (ServerLoaderInfoResponse.address).
@@ -123,7 +125,7 @@ type GRPCConfig struct {
 	MaxSubscriptions int
 
 	// The bounds on connections before they are registered and authenticated
-	// (grpc_limits.go; docs/security.md): zero values take the DefaultGRPC...
+	// (grpc_limits.go; docs/security.md): zero values take the Default...
 	// constants, MaxTransports that of MaxConnections.
 	HandshakeTimeout         time.Duration
 	SetupTimeout             time.Duration
@@ -139,7 +141,7 @@ type GRPCConfig struct {
 	UntrustedMessageBytes    int
 }
 
-func (c *GRPCConfig) defaults() {
+func (c *Config) defaults() {
 	set := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
 			*d = v
@@ -152,47 +154,47 @@ func (c *GRPCConfig) defaults() {
 	set(&c.EjectInterval, DefaultEjectInterval)
 	set(&c.CatchUpTimeout, DefaultCatchUpTimeout)
 	if c.MaxBodyBytes <= 0 {
-		c.MaxBodyBytes = DefaultGRPCMaxBodyBytes
+		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if c.MaxConnections <= 0 {
-		c.MaxConnections = DefaultMaxGRPCConnections
+		c.MaxConnections = DefaultMaxConnections
 	}
 	if c.MaxSubscriptions <= 0 {
 		c.MaxSubscriptions = DefaultMaxSubscriptionsPerConn
 	}
-	set(&c.HandshakeTimeout, DefaultGRPCHandshakeTimeout)
-	set(&c.SetupTimeout, DefaultGRPCSetupTimeout)
-	set(&c.AuthTimeout, DefaultGRPCAuthTimeout)
+	set(&c.HandshakeTimeout, DefaultHandshakeTimeout)
+	set(&c.SetupTimeout, DefaultSetupTimeout)
+	set(&c.AuthTimeout, DefaultAuthTimeout)
 	setInt := func(v *int, d int) {
 		if *v <= 0 {
 			*v = d
 		}
 	}
-	setInt(&c.MaxTransports, DefaultMaxGRPCConnections)
-	setInt(&c.MaxConnsPerIP, DefaultGRPCMaxConnsPerIP)
-	setInt(&c.MaxUntrusted, DefaultGRPCMaxUntrusted)
-	setInt(&c.MaxUntrustedPerIP, DefaultGRPCMaxUntrustedPerIP)
+	setInt(&c.MaxTransports, DefaultMaxConnections)
+	setInt(&c.MaxConnsPerIP, DefaultMaxConnsPerIP)
+	setInt(&c.MaxUntrusted, DefaultMaxUntrusted)
+	setInt(&c.MaxUntrustedPerIP, DefaultMaxUntrustedPerIP)
 	if c.AcceptRatePerIP <= 0 {
-		c.AcceptRatePerIP = DefaultGRPCAcceptRatePerIP
+		c.AcceptRatePerIP = DefaultAcceptRatePerIP
 	}
 	// A burst of 4 seconds of the rate.
 	setInt(&c.AcceptBurstPerIP, max(1, int(math.Ceil(4*c.AcceptRatePerIP))))
-	setInt(&c.MaxStreams, DefaultGRPCMaxStreams)
-	setInt(&c.UnregisteredMessageBytes, DefaultGRPCUnregisteredMessageBytes)
-	setInt(&c.UntrustedMessageBytes, DefaultGRPCUntrustedMessageBytes)
+	setInt(&c.MaxStreams, DefaultMaxStreams)
+	setInt(&c.UnregisteredMessageBytes, DefaultUnregisteredMessageBytes)
+	setInt(&c.UntrustedMessageBytes, DefaultUntrustedMessageBytes)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 }
 
-// GRPCServer serves the Nacos 2.x gRPC API (docs/nacos-compatibility.md): the
+// Server serves the Nacos 2.x gRPC API (docs/nacos-compatibility.md): the
 // connection lifecycle, the naming reads and subscriptions, persistent writes, and
 // pushes of every change to the subscribed connections. Reads and pushes come from the
 // node's own state, as each Nacos server serves its own memory; writes go to the leader.
-type GRPCServer struct {
-	cfg GRPCConfig
+type Server struct {
+	cfg Config
 	reg *registry.Registry
-	api *API // the Open API, for legacyWrite only
+	api *nacos.API // the Open API, for legacyWrite only
 	log *slog.Logger
 	m   *rpcMetrics
 	srv *grpc.Server
@@ -217,17 +219,17 @@ type GRPCServer struct {
 // response's type and body.
 type rpcHandler func(ctx context.Context, s *rpcSession, md *nacospb.Metadata, body []byte) (string, any)
 
-// NewGRPC builds the gRPC server; Serve starts it.
-func NewGRPC(cfg GRPCConfig) (*GRPCServer, error) {
+// New builds the gRPC server; Serve starts it.
+func New(cfg Config) (*Server, error) {
 	if cfg.Registry == nil || cfg.API == nil || cfg.Store == nil || cfg.Watch == nil {
-		return nil, errors.New("nacos: GRPCConfig.Registry, API (from nacos.New), Store and Watch are required")
+		return nil, errors.New("nacos: Config.Registry, API (from nacos.New), Store and Watch are required")
 	}
 	cfg.defaults()
 	m, err := newRPCMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err
 	}
-	g := &GRPCServer{
+	g := &Server{
 		cfg: cfg, reg: cfg.Registry, api: cfg.API, log: cfg.Logger.With("component", "nacos-grpc"), m: m,
 		conns: make(map[string]*rpcConn), stop: make(chan struct{}), ejectDone: make(chan struct{}),
 	}
@@ -273,7 +275,7 @@ func NewGRPC(cfg GRPCConfig) (*GRPCServer, error) {
 }
 
 // Serve accepts connections on ln until Shutdown.
-func (g *GRPCServer) Serve(ln net.Listener) error {
+func (g *Server) Serve(ln net.Listener) error {
 	if g.started.CompareAndSwap(false, true) {
 		go g.eject()
 	}
@@ -290,7 +292,7 @@ func (g *GRPCServer) Serve(ln net.Listener) error {
 // (ConnectResetRequest), waits up to the context's deadline for them to go, then
 // stops. Requests arriving meanwhile are answered "server not running" (300), which
 // makes clients pick another server.
-func (g *GRPCServer) Shutdown(ctx context.Context) {
+func (g *Server) Shutdown(ctx context.Context) {
 	g.mu.Lock()
 	if g.stopping {
 		g.mu.Unlock()
@@ -328,7 +330,7 @@ func (g *GRPCServer) Shutdown(ctx context.Context) {
 }
 
 // sessionsLocked lists the registered sessions. Called with g.mu held.
-func (g *GRPCServer) sessionsLocked() []*rpcSession {
+func (g *Server) sessionsLocked() []*rpcSession {
 	var out []*rpcSession
 	for _, c := range g.conns {
 		if s := c.current(); s != nil {
@@ -339,13 +341,13 @@ func (g *GRPCServer) sessionsLocked() []*rpcSession {
 }
 
 // Connections returns the number of registered connections.
-func (g *GRPCServer) Connections() int {
+func (g *Server) Connections() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.registered
 }
 
-func (g *GRPCServer) isStopping() bool {
+func (g *Server) isStopping() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.stopping
@@ -372,7 +374,7 @@ func (c *rpcConn) current() *rpcSession {
 
 // rpcTagger gives every transport its Nacos connection id (time_ip_port, as Nacos's
 // AddressTransportFilter does) and forgets it when the transport ends.
-type rpcTagger struct{ g *GRPCServer }
+type rpcTagger struct{ g *Server }
 
 type rpcConnKey struct{}
 
@@ -421,7 +423,7 @@ func connOf(ctx context.Context) *rpcConn {
 // Request answers one unary request. Every answer is a payload with gRPC status OK;
 // failures travel inside it (ErrorResponse, or the request's own response type with
 // resultCode 500), as Nacos answers them.
-func (g *GRPCServer) Request(ctx context.Context, in *nacospb.Payload) (*nacospb.Payload, error) {
+func (g *Server) Request(ctx context.Context, in *nacospb.Payload) (*nacospb.Payload, error) {
 	start := time.Now()
 	typ := in.GetMetadata().GetType()
 	respType, body := g.dispatch(ctx, typ, in)
@@ -435,7 +437,7 @@ func (g *GRPCServer) Request(ctx context.Context, in *nacospb.Payload) (*nacospb
 
 // dispatch checks the request in Nacos's order (server state, ServerCheck, handler,
 // registration, size) and runs its handler.
-func (g *GRPCServer) dispatch(ctx context.Context, typ string, in *nacospb.Payload) (string, any) {
+func (g *Server) dispatch(ctx context.Context, typ string, in *nacospb.Payload) (string, any) {
 	if g.isStopping() {
 		return rpcErrorResponse, rpcFail(rpcCodeInvalidServerStatus, rpcMessageServerNotRunning)
 	}
@@ -500,7 +502,7 @@ func rpcPayload(typ string, body any) (*nacospb.Payload, error) {
 // RequestBiStream serves a connection's stream: the ConnectionSetupRequest that
 // registers the connection, then the client's answers to the server's requests. The
 // session ends with the stream.
-func (g *GRPCServer) RequestBiStream(st nacospb.BiStream) error {
+func (g *Server) RequestBiStream(st nacospb.BiStream) error {
 	c := connOf(st.Context())
 	if c == nil {
 		return status.Error(codes.Internal, "connection without an id")
@@ -569,7 +571,7 @@ func (g *GRPCServer) RequestBiStream(st nacospb.BiStream) error {
 // register records a connection's session from its ConnectionSetupRequest and, when the
 // client negotiates abilities, tells it the server's (Roster serves persistent
 // instances over gRPC).
-func (g *GRPCServer) register(c *rpcConn, st nacospb.BiStream, md *nacospb.Metadata, body []byte) (*rpcSession, error) {
+func (g *Server) register(c *rpcConn, st nacospb.BiStream, md *nacospb.Metadata, body []byte) (*rpcSession, error) {
 	var req rpcConnectionSetup
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, fmt.Errorf("unparseable ConnectionSetupRequest: %w", err)
@@ -632,11 +634,11 @@ func (g *GRPCServer) register(c *rpcConn, st nacospb.BiStream, md *nacospb.Metad
 	return s, nil
 }
 
-func (g *GRPCServer) nextID() string { return strconv.FormatUint(g.ids.Add(1), 10) }
+func (g *Server) nextID() string { return strconv.FormatUint(g.ids.Add(1), 10) }
 
 // eject sends a ClientDetectionRequest to every connection silent for IdleTimeout and
 // closes those that do not answer within DetectionTimeout.
-func (g *GRPCServer) eject() {
+func (g *Server) eject() {
 	defer close(g.ejectDone)
 	tick := time.NewTicker(g.cfg.EjectInterval)
 	defer tick.Stop()
@@ -662,7 +664,7 @@ func (g *GRPCServer) eject() {
 	}
 }
 
-func (g *GRPCServer) detect(s *rpcSession) {
+func (g *Server) detect(s *rpcSession) {
 	defer s.detecting.Store(false)
 	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.DetectionTimeout)
 	defer cancel()
@@ -678,7 +680,7 @@ func (g *GRPCServer) detect(s *rpcSession) {
 // rpcSession is a registered connection: what its setup said, its stream (the push
 // channel) and its subscriptions.
 type rpcSession struct {
-	g      *GRPCServer
+	g      *Server
 	c      *rpcConn
 	stream nacospb.BiStream
 	sendMu sync.Mutex
@@ -804,7 +806,7 @@ func (s *rpcSession) end(reason string) bool {
 
 // trustIfAuthenticated ends c's untrusted phase once a request of it presents a token
 // that authenticates (with ACLs off, registering was enough).
-func (g *GRPCServer) trustIfAuthenticated(c *rpcConn, md *nacospb.Metadata) {
+func (g *Server) trustIfAuthenticated(c *rpcConn, md *nacospb.Metadata) {
 	if c == nil || c.guard == nil || c.guard.trusted.Load() {
 		return
 	}
@@ -822,7 +824,7 @@ func (g *GRPCServer) trustIfAuthenticated(c *rpcConn, md *nacospb.Metadata) {
 // cutUnauthenticated closes the connections that did not register within SetupTimeout
 // of their accept (or of losing their session), and, with ACLs on, those registered
 // for AuthTimeout without a request that authenticated.
-func (g *GRPCServer) cutUnauthenticated(now time.Time) {
+func (g *Server) cutUnauthenticated(now time.Time) {
 	type cut struct {
 		gc     *connGuard
 		reason string

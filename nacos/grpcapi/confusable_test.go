@@ -1,9 +1,11 @@
-package nacos
+package grpcapi
 
 import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rosterhq/roster/nacos"
 
 	"github.com/rosterhq/roster/nacos/internal/nacostesting"
 
@@ -15,15 +17,15 @@ import (
 // A registry that refuses confusable names refuses them on the Nacos gRPC route too,
 // naming serviceName, and writes nothing; a plain name is registered.
 func TestNacosGRPC_ConfusableNameRefusedWithTheFlag(t *testing.T) {
-	h, st, _ := newTestAPIWith(t, "n1", nil, func(st *store.Store, cfg *Config) {
+	e := newGRPCEnvWith(t, func(st *store.Store, cfg *nacos.Config) {
 		reg, err := registry.New(registry.Config{Settings: st, Raft: cfg.Node.(*nacostesting.Node), RequestTimeout: 2 * time.Second,
 			RefuseConfusableNames: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		cfg.Registry = reg
-	})
-	e := newGRPCEnvOn(t, h, st, nil)
+	}, nil)
+	st := e.st
 	c := e.connect(false)
 	register := func(service string) (string, map[string]any) {
 		return c.call(rpcPersistentInstanceRequest, map[string]any{"module": "naming", "namespace": "public", "groupName": "DEFAULT_GROUP",

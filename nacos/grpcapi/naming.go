@@ -1,4 +1,4 @@
-package nacos
+package grpcapi
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rosterhq/roster/nacos"
+
 	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
@@ -21,14 +23,14 @@ import (
 )
 
 // healthCheck answers the client's keep-alive.
-func (g *GRPCServer) healthCheck(context.Context, *rpcSession, *nacospb.Metadata, []byte) (string, any) {
+func (g *Server) healthCheck(context.Context, *rpcSession, *nacospb.Metadata, []byte) (string, any) {
 	return rpcHealthCheckResponse, rpcOK()
 }
 
 // serverLoaderInfo reports this node's load as Nacos's ServerLoaderInfoRequestHandler
 // does (every value a string). With ACLs on it needs operator read access, as the
 // operator routes of the HTTP API do.
-func (g *GRPCServer) serverLoaderInfo(_ context.Context, _ *rpcSession, md *nacospb.Metadata, _ []byte) (string, any) {
+func (g *Server) serverLoaderInfo(_ context.Context, _ *rpcSession, md *nacospb.Metadata, _ []byte) (string, any) {
 	if refused, ok := g.authorize(md, acl.OperatorRead); !ok {
 		return rpcServerLoaderInfoResponse, refused
 	}
@@ -49,11 +51,11 @@ func (g *GRPCServer) serverLoaderInfo(_ context.Context, _ *rpcSession, md *naco
 // is DEFAULT_GROUP, and a grouped serviceName (group@@name) is accepted when its group
 // agrees. Names follow the store's rules.
 func rpcServiceKey(b rpcNamingBase) (model.ServiceKey, error) {
-	key, err := ResolveServiceKey(b.Namespace, b.GroupName, b.ServiceName)
+	key, err := nacos.ResolveServiceKey(b.Namespace, b.GroupName, b.ServiceName)
 	switch {
-	case errors.Is(err, ErrGroupedName):
+	case errors.Is(err, nacos.ErrGroupedName):
 		return key, model.Invalid("serviceName", "%q should be format as 'groupName@@serviceName'", b.ServiceName)
-	case errors.Is(err, ErrGroupMismatch):
+	case errors.Is(err, nacos.ErrGroupMismatch):
 		return key, model.Invalid("groupName", "%q does not match the group of serviceName %q", b.GroupName, b.ServiceName)
 	}
 	return key, err
@@ -67,7 +69,7 @@ func paramInvalid(err error) rpcResponse {
 // catchUp waits, within CatchUpTimeout, until this node has applied what it knows is
 // committed and the writes it forwarded; a node that cannot catch up in time serves what
 // it has (its state is never more than stale).
-func (g *GRPCServer) catchUp(ctx context.Context) {
+func (g *Server) catchUp(ctx context.Context) {
 	if g.cfg.CatchUp == nil {
 		return
 	}
@@ -83,14 +85,14 @@ func (g *GRPCServer) catchUp(ctx context.Context) {
 // read permission (ctx carries the caller's rights: authorizeIn), as for every surface.
 // The read is stale: Nacos clients read each server's own memory. A refusal is answered
 // as Nacos answers it; ok is false then.
-func (g *GRPCServer) read(ctx context.Context, ns string, fn func() error) (rpcResponse, bool) {
+func (g *Server) read(ctx context.Context, ns string, fn func() error) (rpcResponse, bool) {
 	g.catchUp(ctx)
 	_, err := g.reg.Read(ctx, registry.ReadOptions{Namespace: ns, Consistency: registry.Stale},
 		func(*registry.WatchSet) (uint64, error) { return 0, fn() })
 	if err == nil {
 		return rpcResponse{}, true
 	}
-	ne := Classify(err, ResourceOther)
+	ne := nacos.Classify(err, nacos.ResourceOther)
 	if ne.Auth {
 		return rpcFail(rpcCodeNoRight, ne.Msg), false
 	}
@@ -98,7 +100,7 @@ func (g *GRPCServer) read(ctx context.Context, ns string, fn func() error) (rpcR
 }
 
 // view reads a service's list for a clusters filter from this node's state.
-func (g *GRPCServer) view(key model.ServiceKey, clusters string, healthyOnly bool) (rpcView, error) {
+func (g *Server) view(key model.ServiceKey, clusters string, healthyOnly bool) (rpcView, error) {
 	_, sv, err := g.cfg.Store.ServiceView(nil, key)
 	found := err == nil
 	if err != nil && !errors.Is(err, model.ErrNotFound) {
@@ -108,7 +110,7 @@ func (g *GRPCServer) view(key model.ServiceKey, clusters string, healthyOnly boo
 }
 
 // serviceInfoAnswer encodes a list with a fresh lastRefTime into a response of type typ.
-func (g *GRPCServer) serviceInfoAnswer(typ string, v rpcView) (string, any) {
+func (g *Server) serviceInfoAnswer(typ string, v rpcView) (string, any) {
 	info, err := v.encode(g.refs.next(time.Now()))
 	if err != nil {
 		return typ, rpcServiceInfoAnswer{rpcResponse: rpcFail(http.StatusInternalServerError, httpx.Message(err))}
@@ -120,7 +122,7 @@ func (g *GRPCServer) serviceInfoAnswer(typ string, v rpcView) (string, any) {
 // request's clusters (enabled instances, protect threshold applied), and with subscribe
 // true a subscription of this connection, pushed every later change of that list.
 // subscribe false ends the subscription and still answers the list.
-func (g *GRPCServer) subscribeService(ctx context.Context, s *rpcSession, md *nacospb.Metadata, body []byte) (string, any) {
+func (g *Server) subscribeService(ctx context.Context, s *rpcSession, md *nacospb.Metadata, body []byte) (string, any) {
 	var req rpcSubscribe
 	if t, v, ok := decode(body, &req); !ok {
 		return t, v
@@ -132,7 +134,7 @@ func (g *GRPCServer) subscribeService(ctx context.Context, s *rpcSession, md *na
 	}
 	key, err := rpcServiceKey(req.rpcNamingBase)
 	if err == nil {
-		err = CheckClusterList("clusters", req.Clusters)
+		err = nacos.CheckClusterList("clusters", req.Clusters)
 	}
 	if err != nil {
 		return rpcSubscribeServiceResponse, rpcServiceInfoAnswer{rpcResponse: paramInvalid(err)}
@@ -159,7 +161,7 @@ func (g *GRPCServer) subscribeService(ctx context.Context, s *rpcSession, md *na
 
 // queryService answers ServiceQueryRequest: the list without a subscription, healthy
 // instances only when asked (note the request's field is "cluster").
-func (g *GRPCServer) queryService(ctx context.Context, _ *rpcSession, md *nacospb.Metadata, body []byte) (string, any) {
+func (g *Server) queryService(ctx context.Context, _ *rpcSession, md *nacospb.Metadata, body []byte) (string, any) {
 	var req rpcQuery
 	if t, v, ok := decode(body, &req); !ok {
 		return t, v
@@ -170,7 +172,7 @@ func (g *GRPCServer) queryService(ctx context.Context, _ *rpcSession, md *nacosp
 	}
 	key, err := rpcServiceKey(req.rpcNamingBase)
 	if err == nil {
-		err = CheckClusterList("cluster", req.Cluster)
+		err = nacos.CheckClusterList("cluster", req.Cluster)
 	}
 	if err != nil {
 		return rpcQueryServiceResponse, rpcServiceInfoAnswer{rpcResponse: paramInvalid(err)}
@@ -185,7 +187,7 @@ func (g *GRPCServer) queryService(ctx context.Context, _ *rpcSession, md *nacosp
 // serviceList answers ServiceListRequest: one page of the names of a group's services
 // (plain names), with the number of services in the group. A namespace without services
 // has none. selector is accepted and ignored, as Nacos does.
-func (g *GRPCServer) serviceList(ctx context.Context, _ *rpcSession, md *nacospb.Metadata, body []byte) (string, any) {
+func (g *Server) serviceList(ctx context.Context, _ *rpcSession, md *nacospb.Metadata, body []byte) (string, any) {
 	var req rpcServiceList
 	if t, v, ok := decode(body, &req); !ok {
 		return t, v
@@ -248,7 +250,7 @@ func errPersistentOnly(key model.ServiceKey) rpcResponse {
 // refused with the typed InstanceResponse (an ErrorResponse would make the Go SDK retry
 // the registration in a loop); a deregistration removes the persistent instance at
 // ip:port, as DELETE /nacos/v1/ns/instance does whatever ephemeral says.
-func (g *GRPCServer) instance(ctx context.Context, s *rpcSession, md *nacospb.Metadata, body []byte) (string, any) {
+func (g *Server) instance(ctx context.Context, s *rpcSession, md *nacospb.Metadata, body []byte) (string, any) {
 	var req rpcInstanceOp
 	if t, v, ok := decode(body, &req); !ok {
 		return t, v
@@ -275,7 +277,7 @@ func (g *GRPCServer) instance(ctx context.Context, s *rpcSession, md *nacospb.Me
 // persistentInstance answers PersistentInstanceRequest (Java clients ≥ 2.3, once the
 // setup ack said supportPersistentInstanceByGrpc): register or deregister a persistent
 // instance through the same route, validation and codes as the HTTP API.
-func (g *GRPCServer) persistentInstance(ctx context.Context, s *rpcSession, md *nacospb.Metadata, body []byte) (string, any) {
+func (g *Server) persistentInstance(ctx context.Context, s *rpcSession, md *nacospb.Metadata, body []byte) (string, any) {
 	var req rpcInstanceOp
 	if t, v, ok := decode(body, &req); !ok {
 		return t, v
@@ -302,7 +304,7 @@ func (g *GRPCServer) persistentInstance(ctx context.Context, s *rpcSession, md *
 // batchInstance answers BatchInstanceRequest, which only ever carries ephemeral
 // instances (Java's batch deregistration is a batch registration of what remains): it
 // is refused with the typed response.
-func (g *GRPCServer) batchInstance(_ context.Context, _ *rpcSession, md *nacospb.Metadata, body []byte) (string, any) {
+func (g *Server) batchInstance(_ context.Context, _ *rpcSession, md *nacospb.Metadata, body []byte) (string, any) {
 	var req rpcBatchInstanceOp
 	if t, v, ok := decode(body, &req); !ok {
 		return t, v
@@ -327,7 +329,7 @@ func (g *GRPCServer) batchInstance(_ context.Context, _ *rpcSession, md *nacospb
 // status the Open API would answer as errorCode and its message. The instance is
 // checked by the same rules, in the same order and with the same messages, as the Open
 // API's form.
-func (g *GRPCServer) write(ctx context.Context, s *rpcSession, md *nacospb.Metadata, method string, key model.ServiceKey, in rpcInstance) rpcResponse {
+func (g *Server) write(ctx context.Context, s *rpcSession, md *nacospb.Metadata, method string, key model.ServiceKey, in rpcInstance) rpcResponse {
 	limits := g.reg.Limits()
 	f, err := rpcInstanceForm(key, in, limits)
 	if err == nil {
@@ -351,20 +353,20 @@ func (g *GRPCServer) write(ctx context.Context, s *rpcSession, md *nacospb.Metad
 	if err == nil {
 		return rpcOK()
 	}
-	ne := Classify(err, ResourceInstance)
+	ne := nacos.Classify(err, nacos.ResourceInstance)
 	return rpcFail(ne.Status, ne.Msg)
 }
 
 // rpcInstanceForm checks a gRPC request's instance as parseNacosInstanceForm checks the
 // Open API's form: ip, port, clusterName, weight, enabled, healthy and metadata.
-func rpcInstanceForm(key model.ServiceKey, in rpcInstance, limits model.Limits) (InstanceForm, error) {
-	var f InstanceForm
+func rpcInstanceForm(key model.ServiceKey, in rpcInstance, limits model.Limits) (nacos.InstanceForm, error) {
+	var f nacos.InstanceForm
 	ip := strings.TrimSpace(in.IP)
 	if ip == "" {
-		return f, Missing("ip", "String")
+		return f, nacos.Missing("ip", "String")
 	}
 	if in.Port == 0 {
-		return f, Missing("port", "Integer")
+		return f, nacos.Missing("port", "Integer")
 	}
 	f.Ref = model.InstanceRef{Namespace: key.Namespace, Group: key.Group, Service: key.Service, IP: ip, Port: in.Port}
 	if err := model.ValidateInstanceRef(f.Ref); err != nil {
@@ -399,7 +401,7 @@ func rpcInstanceForm(key model.ServiceKey, in rpcInstance, limits model.Limits) 
 // /nacos/v2/ns/instance) on this node, whose HTTP stack forwards it to the leader.
 // Every release from this one on takes writes over the peer RPC, so this goes once
 // v0.2.x is no longer a release to upgrade from.
-func (g *GRPCServer) legacyWrite(ctx context.Context, s *rpcSession, md *nacospb.Metadata, method string, key model.ServiceKey, in rpcInstance) rpcResponse {
+func (g *Server) legacyWrite(ctx context.Context, s *rpcSession, md *nacospb.Metadata, method string, key model.ServiceKey, in rpcInstance) rpcResponse {
 	q := url.Values{}
 	q.Set("namespaceId", key.Namespace)
 	q.Set("groupName", key.Group)
@@ -429,10 +431,10 @@ func (g *GRPCServer) legacyWrite(ctx context.Context, s *rpcSession, md *nacospb
 		q.Set("ephemeral", "false")
 	}
 	if tok := rpcToken(md); tok != "" {
-		q.Set(AccessTokenParam, tok)
+		q.Set(nacos.AccessTokenParam, tok)
 	}
 	status, res := g.api.ServeInternal(ctx, method, "/nacos/v2/ns/instance", q, s.c.remote)
-	if status == http.StatusOK && res.Code == CodeSuccess {
+	if status == http.StatusOK && res.Code == nacos.CodeSuccess {
 		return rpcOK()
 	}
 	msg, _ := res.Data.(string)
@@ -445,7 +447,7 @@ func (g *GRPCServer) legacyWrite(ctx context.Context, s *rpcSession, md *nacospb
 // rpcToken is the token a gRPC request presents: its accessToken header, which
 // nacos-sdk-go v2 sets on every request once it has logged in over HTTP.
 func rpcToken(md *nacospb.Metadata) string {
-	return strings.TrimSpace(md.GetHeaders()[AccessTokenParam])
+	return strings.TrimSpace(md.GetHeaders()[nacos.AccessTokenParam])
 }
 
 // rpcNamespacePermission is access a to the namespace a naming request names (public
@@ -463,14 +465,14 @@ func rpcNamespacePermission(b rpcNamingBase, a acl.Access) acl.Permission {
 // anything. A refusal is Nacos's (RemoteRequestAuthFilter): the request's own response
 // type with resultCode 500, errorCode 403 (NacosException.NO_RIGHT) and the auth
 // plugin's message; ok is false then.
-func (g *GRPCServer) authorize(md *nacospb.Metadata, p acl.Permission) (rpcResponse, bool) {
+func (g *Server) authorize(md *nacospb.Metadata, p acl.Permission) (rpcResponse, bool) {
 	_, refused, ok := g.authorizeIn(context.Background(), md, p)
 	return refused, ok
 }
 
 // authorizeIn is authorize that returns ctx carrying what the request may do, for the
 // registry (which hands the token on to the leader with a write).
-func (g *GRPCServer) authorizeIn(ctx context.Context, md *nacospb.Metadata, p acl.Permission) (context.Context, rpcResponse, bool) {
+func (g *Server) authorizeIn(ctx context.Context, md *nacospb.Metadata, p acl.Permission) (context.Context, rpcResponse, bool) {
 	if !g.reg.ACLEnabled() {
 		return ctx, rpcResponse{}, true // dispatch checked that the node agrees with the cluster
 	}
@@ -479,12 +481,12 @@ func (g *GRPCServer) authorizeIn(ctx context.Context, md *nacospb.Metadata, p ac
 	if err == nil {
 		err = a.Check(p)
 	} else {
-		err = AuthError(secret, err)
+		err = nacos.AuthError(secret, err)
 	}
 	if err == nil {
 		return acl.WithAuthorizer(ctx, a), rpcResponse{}, true
 	}
-	ne := Classify(err, ResourceOther)
+	ne := nacos.Classify(err, nacos.ResourceOther)
 	if ne.Auth {
 		return ctx, rpcFail(rpcCodeNoRight, ne.Msg), false
 	}

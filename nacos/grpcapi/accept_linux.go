@@ -1,4 +1,4 @@
-package nacos
+package grpcapi
 
 import (
 	"errors"

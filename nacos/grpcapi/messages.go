@@ -1,10 +1,12 @@
-package nacos
+package grpcapi
 
 import (
 	"encoding/json"
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/rosterhq/roster/nacos"
 
 	"github.com/rosterhq/roster/model"
 	"github.com/rosterhq/roster/store"
@@ -189,16 +191,16 @@ type rpcServerRequest struct {
 // service name (the Go SDK keys its cache and callbacks by groupName@@name@@clusters and
 // fires no callback for a grouped name), clusters echoes what the client sent.
 type rpcServiceInfo struct {
-	Name                     string `json:"name"`
-	GroupName                string `json:"groupName"`
-	Clusters                 string `json:"clusters"`
-	CacheMillis              int64  `json:"cacheMillis"`
-	Hosts                    []Host `json:"hosts"`
-	LastRefTime              int64  `json:"lastRefTime"`
-	Checksum                 string `json:"checksum"`
-	AllIPs                   bool   `json:"allIPs"`
-	ReachProtectionThreshold bool   `json:"reachProtectionThreshold"`
-	Valid                    bool   `json:"valid"`
+	Name                     string       `json:"name"`
+	GroupName                string       `json:"groupName"`
+	Clusters                 string       `json:"clusters"`
+	CacheMillis              int64        `json:"cacheMillis"`
+	Hosts                    []nacos.Host `json:"hosts"`
+	LastRefTime              int64        `json:"lastRefTime"`
+	Checksum                 string       `json:"checksum"`
+	AllIPs                   bool         `json:"allIPs"`
+	ReachProtectionThreshold bool         `json:"reachProtectionThreshold"`
+	Valid                    bool         `json:"valid"`
 }
 
 // rpcRefTimes hands out lastRefTime values: the Go SDK drops a list whose lastRefTime is
@@ -230,12 +232,12 @@ type rpcView struct {
 func rpcViewOf(key model.ServiceKey, view store.ServiceView, found bool, clusters string, healthyOnly bool) rpcView {
 	info := rpcServiceInfo{
 		Name: key.Service, GroupName: key.Group, Clusters: clusters,
-		CacheMillis: rpcGRPCCacheMillis, Hosts: []Host{}, Valid: true,
+		CacheMillis: rpcGRPCCacheMillis, Hosts: []nacos.Host{}, Valid: true,
 	}
 	if found {
-		list, reached := Select(view.Instances, view.Service.ProtectThreshold, ParseClusterSet(clusters), healthyOnly)
+		list, reached := nacos.Select(view.Instances, view.Service.ProtectThreshold, nacos.ParseClusterSet(clusters), healthyOnly)
 		for _, in := range list {
-			info.Hosts = append(info.Hosts, HostOf(in))
+			info.Hosts = append(info.Hosts, nacos.HostOf(in))
 		}
 		info.ReachProtectionThreshold = reached
 	}
@@ -243,7 +245,7 @@ func rpcViewOf(key model.ServiceKey, view store.ServiceView, found bool, cluster
 	if err != nil {
 		sig = nil
 	}
-	info.Checksum = HostsChecksum(info.Hosts)
+	info.Checksum = nacos.HostsChecksum(info.Hosts)
 	return rpcView{info: info, sig: sig}
 }
 

@@ -1,4 +1,4 @@
-package nacos
+package grpcapi
 
 import (
 	"bytes"
@@ -50,7 +50,7 @@ type rpcSub struct {
 // the next one.
 type rpcPusher struct {
 	s    *rpcSession
-	g    *GRPCServer
+	g    *Server
 	sub  *fanout.Subscription
 	wake chan struct{}
 	acks chan rpcResponse

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package nacos
+package grpcapi
 
 import "net"
 

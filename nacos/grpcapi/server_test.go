@@ -1,9 +1,10 @@
-package nacos
+package grpcapi
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"regexp"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rosterhq/roster/nacos"
 
 	"github.com/rosterhq/roster/nacos/internal/nacostesting"
 
@@ -34,31 +37,42 @@ type grpcEnv struct {
 	t    testing.TB
 	h    http.Handler
 	st   *store.Store
+	node *nacostesting.Node
 	hub  *fanout.Hub
-	g    *GRPCServer
+	g    *Server
 	reg  *prometheus.Registry
 	addr string
 }
 
-func newGRPCEnv(t testing.TB, mod func(*GRPCConfig)) *grpcEnv {
+func newGRPCEnv(t testing.TB, mod func(*Config)) *grpcEnv {
 	t.Helper()
-	h, st, _ := newStoreAPI(t)
-	return newGRPCEnvOn(t, h, st, mod)
+	return newGRPCEnvWith(t, nil, mod)
 }
 
-// newGRPCEnvOn is newGRPCEnv in front of the Nacos API h over st.
-func newGRPCEnvOn(t testing.TB, h http.Handler, st *store.Store, mod func(*GRPCConfig)) *grpcEnv {
+// newGRPCEnvWith is newGRPCEnv with api (nil: none) adjusting the Nacos API's
+// configuration (its registry, say) and mod the server's.
+func newGRPCEnvWith(t testing.TB, api func(*store.Store, *nacos.Config), mod func(*Config)) *grpcEnv {
 	t.Helper()
-	hub, err := fanout.New(st, fanout.Options{})
+	env := nacostesting.NewEnv(t, "n1", nil)
+	acfg := nacos.Config{NodeID: "n1", Store: env.Store, Node: env.Node, Registry: env.Registry, Forwarder: env.Forwarder,
+		Metrics: env.Metrics, Logger: slog.New(slog.DiscardHandler)}
+	if api != nil {
+		api(env.Store, &acfg)
+	}
+	h, err := nacos.New(acfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub, err := fanout.New(env.Store, fanout.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	cfg := GRPCConfig{Registry: h.(*API).reg, API: h.(*API), Store: st, Watch: hub, HTTPAddr: "127.0.0.1:8848", Registerer: reg}
+	cfg := Config{Registry: acfg.Registry, API: h, Store: env.Store, Watch: hub, HTTPAddr: "127.0.0.1:8848", Registerer: reg}
 	if mod != nil {
 		mod(&cfg)
 	}
-	g, err := NewGRPC(cfg)
+	g, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +87,16 @@ func newGRPCEnvOn(t testing.TB, h http.Handler, st *store.Store, mod func(*GRPCC
 		g.Shutdown(ctx)
 		hub.Close()
 	})
-	return &grpcEnv{t: t, h: h, st: st, hub: hub, g: g, reg: reg, addr: ln.Addr().String()}
+	return &grpcEnv{t: t, h: h, st: env.Store, node: env.Node, hub: hub, g: g, reg: reg, addr: ln.Addr().String()}
+}
+
+// newACLEnv is newGRPCEnv with ACLs on and bootstrapped, and the tokens it starts with.
+func newACLEnv(t testing.TB, mod func(*Config)) (*grpcEnv, nacostesting.Tokens) {
+	t.Helper()
+	e := newGRPCEnvWith(t, func(st *store.Store, cfg *nacos.Config) {
+		cfg.Registry = nacostesting.NewRegistry(t, st, cfg.Node.(*nacostesting.Node), true)
+	}, mod)
+	return e, nacostesting.BootstrapTokens(t, e.node)
 }
 
 // rpcClient is a hand-driven Nacos gRPC client.
@@ -283,7 +306,7 @@ func naming(service string, extra map[string]any) map[string]any {
 	return m
 }
 
-func TestGRPCAddrFor(t *testing.T) {
+func TestAddrFor(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{":8848", ":9848"},
 		{"127.0.0.1:8848", "127.0.0.1:9848"},
@@ -293,8 +316,8 @@ func TestGRPCAddrFor(t *testing.T) {
 		{"127.0.0.1:0", ""},
 		{"no-port", ""},
 	} {
-		if got := GRPCAddrFor(tc.in); got != tc.want {
-			t.Errorf("GRPCAddrFor(%q) = %q, want %q", tc.in, got, tc.want)
+		if got := AddrFor(tc.in); got != tc.want {
+			t.Errorf("AddrFor(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }
@@ -341,7 +364,7 @@ func TestGRPC_ServerCheckAndSetup(t *testing.T) {
 // and messages over gRPC's limit are answered (Nacos's codes; the last by gRPC itself),
 // and the connection keeps working.
 func TestGRPC_BadRequests(t *testing.T) {
-	e := newGRPCEnv(t, func(c *GRPCConfig) { c.MaxBodyBytes = 4096 })
+	e := newGRPCEnv(t, func(c *Config) { c.MaxBodyBytes = 4096 })
 	c := e.connect(false)
 	for _, tc := range []struct {
 		name, typ string
@@ -363,9 +386,9 @@ func TestGRPC_BadRequests(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	huge := &nacospb.Payload{Metadata: &nacospb.Metadata{Type: rpcSubscribeServiceRequest}, Body: &anypb.Any{Value: make([]byte, DefaultGRPCMaxMessageBytes+1)}}
+	huge := &nacospb.Payload{Metadata: &nacospb.Metadata{Type: rpcSubscribeServiceRequest}, Body: &anypb.Any{Value: make([]byte, DefaultMaxMessageBytes+1)}}
 	if _, err := nacospb.Call(ctx, c.cc, huge); status.Code(err) != codes.ResourceExhausted {
-		t.Fatalf("a message over %d bytes: %v, want ResourceExhausted", DefaultGRPCMaxMessageBytes, err)
+		t.Fatalf("a message over %d bytes: %v, want ResourceExhausted", DefaultMaxMessageBytes, err)
 	}
 	typ, m := c.call(rpcHealthCheckRequest, map[string]any{})
 	result(t, typ, m, rpcHealthCheckResponse, 200, 0)
@@ -379,7 +402,7 @@ func TestGRPC_BadRequests(t *testing.T) {
 // queries, and parameter checks answered with the request's own type.
 func TestGRPC_Reads(t *testing.T) {
 	e := newGRPCEnv(t, nil)
-	seedOrders(t, e.h)
+	nacostesting.SeedOrders(t, e.h)
 	c := e.connect(false)
 
 	typ, m := c.call(rpcSubscribeServiceRequest, naming("orders", map[string]any{"subscribe": true, "clusters": ""}))
@@ -546,7 +569,7 @@ func (c *rpcClient) pushed(within time.Duration, code int) (map[string]any, []st
 // can see, newest lastRefTime first, and nothing for changes it cannot see.
 func TestGRPC_Pushes(t *testing.T) {
 	e := newGRPCEnv(t, nil)
-	seedOrders(t, e.h)
+	nacostesting.SeedOrders(t, e.h)
 	c := e.connect(false)
 	typ, m := c.call(rpcSubscribeServiceRequest, naming("orders", map[string]any{"subscribe": true, "clusters": "DEFAULT"}))
 	result(t, typ, m, rpcSubscribeServiceResponse, 200, 0)
@@ -596,7 +619,7 @@ func TestGRPC_Pushes(t *testing.T) {
 // and the retry delay, a failed ack too; changes made while a push is in flight become one
 // push of the latest list.
 func TestGRPC_PushRetriesAndCoalesces(t *testing.T) {
-	e := newGRPCEnv(t, func(c *GRPCConfig) { c.PushTimeout, c.PushRetryDelay = time.Second, 100*time.Millisecond })
+	e := newGRPCEnv(t, func(c *Config) { c.PushTimeout, c.PushRetryDelay = time.Second, 100*time.Millisecond })
 	c := e.connect(false)
 	c.call(rpcSubscribeServiceRequest, naming("orders", map[string]any{"subscribe": true}))
 	nacostesting.MustOK(t, e.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=1&ephemeral=false")
@@ -670,7 +693,7 @@ func TestGRPC_ConnectionEndDropsSubscriptions(t *testing.T) {
 // TestGRPC_ClientDetection: a connection silent for the idle timeout is sent a
 // ClientDetectionRequest; one that answers stays, one that does not is unregistered.
 func TestGRPC_ClientDetection(t *testing.T) {
-	e := newGRPCEnv(t, func(c *GRPCConfig) {
+	e := newGRPCEnv(t, func(c *Config) {
 		c.IdleTimeout, c.EjectInterval, c.DetectionTimeout = 200*time.Millisecond, 50*time.Millisecond, 300*time.Millisecond
 	})
 	alive, silent := e.connect(false), e.connect(false)
@@ -742,7 +765,7 @@ func TestProtectThreshold_ZeroEveryInstanceDown(t *testing.T) {
 		for _, healthyOnly := range []bool{true, false} {
 			for _, v := range []string{"v1", "v2"} {
 				r := nacostesting.MustNacos(t, e.h, http.MethodGet, fmt.Sprintf("/nacos/%s/ns/instance/list?serviceName=pay&healthyOnly=%v", v, healthyOnly), "", 200)
-				var info nacosServiceInfo
+				var info nacos.ServiceInfo
 				if v == "v2" {
 					_, _, data := r.Envelope(t)
 					if err := json.Unmarshal(data, &info); err != nil {

@@ -1,4 +1,4 @@
-package nacos
+package grpcapi
 
 import (
 	"encoding/binary"
@@ -40,39 +40,39 @@ import (
 // source holding fewer untrusted connections than another takes the oldest of that
 // other's (max-min fairness): a few flooding sources cannot keep a new one out.
 
-// Defaults of the connection bounds (GRPCConfig).
+// Defaults of the connection bounds (Config).
 const (
-	DefaultGRPCHandshakeTimeout = 10 * time.Second
-	DefaultGRPCSetupTimeout     = 10 * time.Second
-	DefaultGRPCAuthTimeout      = time.Minute
-	// DefaultGRPCMaxConnsPerIP bounds the connections of one source address: Nacos
+	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultSetupTimeout     = 10 * time.Second
+	DefaultAuthTimeout      = time.Minute
+	// DefaultMaxConnsPerIP bounds the connections of one source address: Nacos
 	// clients open one per client object, so a host of many applications behind one
 	// address stays far below it.
-	DefaultGRPCMaxConnsPerIP = 256
-	// DefaultGRPCMaxUntrusted bounds the connections not yet trusted, node-wide. A
+	DefaultMaxConnsPerIP = 256
+	// DefaultMaxUntrusted bounds the connections not yet trusted, node-wide. A
 	// legitimate connection is untrusted for the few round trips from its accept to
 	// its first authenticated request, so this is the handshakes in flight at once.
-	DefaultGRPCMaxUntrusted = 512
-	// DefaultGRPCMaxUntrustedPerIP bounds the connections not yet trusted from one
+	DefaultMaxUntrusted = 512
+	// DefaultMaxUntrustedPerIP bounds the connections not yet trusted from one
 	// source: at most 512/8 = 64 sources take every untrusted slot, and beyond that
 	// the slots are shared fairly between sources (guardListener.admit).
-	DefaultGRPCMaxUntrustedPerIP = 8
-	// DefaultGRPCAcceptRatePerIP is the token bucket of the connections accepted from
+	DefaultMaxUntrustedPerIP = 8
+	// DefaultAcceptRatePerIP is the token bucket of the connections accepted from
 	// one source: a source may open a burst of 4 seconds of it (32) at once, then 8 a
 	// second. Each accepted connection costs a TLS handshake; a refused one only its
 	// accept and close.
-	DefaultGRPCAcceptRatePerIP = 8.0
-	// DefaultGRPCMaxStreams is HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS: a client's
+	DefaultAcceptRatePerIP = 8.0
+	// DefaultMaxStreams is HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS: a client's
 	// further requests wait for one to end.
-	DefaultGRPCMaxStreams = 64
-	// DefaultGRPCUnregisteredMessageBytes bounds a message before the setup: a
+	DefaultMaxStreams = 64
+	// DefaultUnregisteredMessageBytes bounds a message before the setup: a
 	// ServerCheckRequest or a ConnectionSetupRequest (its labels), well under 1 KiB from
 	// the SDKs.
-	DefaultGRPCUnregisteredMessageBytes = 16 << 10
-	// DefaultGRPCUntrustedMessageBytes bounds a message of a registered connection not
+	DefaultUnregisteredMessageBytes = 16 << 10
+	// DefaultUntrustedMessageBytes bounds a message of a registered connection not
 	// yet trusted: its first authenticated request, a subscription or a persistent
 	// registration whose metadata is within the cluster's limit (1 KiB by default).
-	DefaultGRPCUntrustedMessageBytes = 64 << 10
+	DefaultUntrustedMessageBytes = 64 << 10
 	// rpcEnvelopeBytes is what a message may carry beyond its JSON body: the type, the
 	// client IP and the headers (the access token among them).
 	rpcEnvelopeBytes = 64 << 10
@@ -100,7 +100,7 @@ const (
 // address, the guard of each (the gRPC transport's stats handler finds it there).
 type guardListener struct {
 	net.Listener
-	g *GRPCServer
+	g *Server
 
 	mu        sync.Mutex
 	srcs      map[netip.Addr]*srcState
@@ -139,7 +139,7 @@ type srcState struct {
 	refilled  time.Time
 }
 
-func newGuardListener(g *GRPCServer, ln net.Listener) *guardListener {
+func newGuardListener(g *Server, ln net.Listener) *guardListener {
 	return &guardListener{
 		Listener: ln, g: g, srcs: map[netip.Addr]*srcState{}, guards: map[string]*connGuard{},
 		levels: make([]map[*srcState]struct{}, g.cfg.MaxUntrustedPerIP+1),
@@ -254,7 +254,7 @@ func (l *guardListener) admit(ip netip.Addr) (gc *connGuard, victim *connGuard) 
 }
 
 // refill adds the tokens earned since the last refill, up to the burst.
-func (s *srcState) refill(now time.Time, cfg *GRPCConfig) {
+func (s *srcState) refill(now time.Time, cfg *Config) {
 	if d := now.Sub(s.refilled); d > 0 {
 		s.tokens = min(float64(cfg.AcceptBurstPerIP), s.tokens+d.Seconds()*cfg.AcceptRatePerIP)
 		s.refilled = now

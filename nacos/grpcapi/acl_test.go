@@ -1,4 +1,4 @@
-package nacos
+package grpcapi
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rosterhq/roster/nacos"
 
 	"github.com/rosterhq/roster/nacos/internal/nacostesting"
 
@@ -31,7 +33,7 @@ func (c *rpcClient) callAs(token, typ string, body any) (string, map[string]any)
 	}
 	md := &nacospb.Metadata{Type: typ, ClientIp: "192.0.2.7", Headers: map[string]string{"app": "test"}}
 	if token != "" {
-		md.Headers[AccessTokenParam] = token
+		md.Headers[nacos.AccessTokenParam] = token
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -52,8 +54,8 @@ func (c *rpcClient) callAs(token, typ string, body any) (string, map[string]any)
 // refusal is the request's own response type with resultCode 500, errorCode 403 and
 // Nacos's text, and changes nothing: no entry applied, no subscription made.
 func TestGRPC_ACL(t *testing.T) {
-	h, st, node, tok, _ := newACLAPI(t)
-	e := newGRPCEnvOn(t, h, st, nil)
+	e, tok := newACLEnv(t, nil)
+	h, st, node := e.h, e.st, e.node
 	c := e.connect(false)
 	typ, m := c.callAs("", rpcHealthCheckRequest, map[string]any{"module": "internal"})
 	result(t, typ, m, rpcHealthCheckResponse, 200, 0)
@@ -142,8 +144,8 @@ func TestGRPC_ACL(t *testing.T) {
 // grants read access; once the token is deleted, the next change ends it instead of
 // being pushed.
 func TestGRPC_ACLSubscriptionEndsWithItsToken(t *testing.T) {
-	h, st, node, tok, _ := newACLAPI(t)
-	e := newGRPCEnvOn(t, h, st, nil)
+	e, tok := newACLEnv(t, nil)
+	h, node := e.h, e.node
 	reg := func(port string) {
 		t.Helper()
 		if resp := nacostesting.As(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&ephemeral=false&port="+port, "form", tok.Mgmt.Secret); resp.Code != http.StatusOK {
@@ -175,14 +177,14 @@ func TestGRPC_ACLSubscriptionEndsWithItsToken(t *testing.T) {
 // request, login included (503), and answers every gRPC request but ServerCheck with
 // the ErrorResponse that sends clients to another server.
 func TestNacosACL_NodeWithoutACLsServesNothing(t *testing.T) {
-	h, st, node := newTestAPIWith(t, "n1", nil, func(st *store.Store, cfg *Config) {
+	e := newGRPCEnvWith(t, func(st *store.Store, cfg *nacos.Config) {
 		reg, err := registry.New(registry.Config{Settings: st, Raft: cfg.Node.(*nacostesting.Node), RequestTimeout: 2 * time.Second, Tokens: st})
 		if err != nil {
 			t.Fatal(err)
 		}
 		cfg.Registry = reg
-	})
-	e := newGRPCEnvOn(t, h, st, nil)
+	}, nil)
+	h, node := e.h, e.node
 	c := e.connect(false)
 	tok := nacostesting.NewToken(t, node, acl.Rules{}, true, true)
 	applied := len(node.Applied())
