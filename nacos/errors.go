@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/api"
@@ -110,20 +109,20 @@ func (e *Error) Error() string { return e.Msg }
 // Unwrap exposes the cause, so that store sentinels stay matchable.
 func (e *Error) Unwrap() error { return e.cause }
 
-// nacosErr builds a nacosError.
-func nacosErr(status, code int, format string, args ...any) *Error {
+// Err builds an Error.
+func Err(status, code int, format string, args ...any) *Error {
 	return &Error{Status: status, Code: code, Msg: fmt.Sprintf(format, args...)}
 }
 
 // Missing is Nacos's answer to a required parameter that is absent or blank.
 func Missing(name, typ string) *Error {
-	return nacosErr(http.StatusBadRequest, CodeParameterMissing,
+	return Err(http.StatusBadRequest, CodeParameterMissing,
 		"Required parameter '%s' type %s is not present", name, typ)
 }
 
 // Invalid is a 400 parameter validate error.
 func Invalid(format string, args ...any) *Error {
-	return nacosErr(http.StatusBadRequest, CodeParameterValidate, format, args...)
+	return Err(http.StatusBadRequest, CodeParameterValidate, format, args...)
 }
 
 // weightMessage is Nacos's text for a weight outside [0, 10000].
@@ -184,7 +183,7 @@ func validation(ve *model.ValidationError, res Resource) *Error {
 }
 
 // Classify maps any error to its Nacos answer. Errors the Nacos handlers raise
-// themselves are *nacosError already; store validation errors keep their parameter's
+// themselves are *Error already; store validation errors keep their parameter's
 // code; the rest (consensus, forwarding, limits) take the status the native API gives
 // them (classify) with code 30000.
 func Classify(err error, res Resource) *Error {
@@ -198,11 +197,11 @@ func Classify(err error, res Resource) *Error {
 	}
 	switch {
 	case errors.Is(err, acl.ErrPermissionDenied):
-		return nacosAuthErr(nacosMessageDenied, err)
+		return AuthErr(MessageDenied, err)
 	case errors.Is(err, acl.ErrUnauthenticated), errors.Is(err, acl.ErrNotBootstrapped):
-		// The Nacos routes resolve tokens through nacosAuth, which says whether one was
+		// The Nacos routes resolve tokens through authenticator, which says whether one was
 		// presented; an error from deeper down means none was checked.
-		return nacosAuthErr(nacosMessageNoUser, err)
+		return AuthErr(MessageNoUser, err)
 	}
 	status, code, _ := httpx.Classify(err)
 	out := &Error{Status: status, Code: CodeServerError, Msg: httpx.Message(err), cause: err}
@@ -231,70 +230,4 @@ type Result struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
 	Data    any    `json:"data"`
-}
-
-// nacosV2 reports whether r is a /nacos/v2/ request (envelope answers).
-func nacosV2(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/nacos/v2/") }
-
-// writeNacosError answers err in the request's Nacos shape.
-func (s *API) writeNacosError(w http.ResponseWriter, r *http.Request, err error, res Resource) {
-	ne := Classify(err, res)
-	if ne.NotLeader {
-		w.Header().Set(api.HeaderNotLeader, "true")
-	}
-	switch {
-	case ne.Status == http.StatusInternalServerError:
-		s.log.ErrorContext(r.Context(), "nacos request failed", "method", r.Method, "path", r.URL.Path, "status", ne.Status, "err", err)
-	case ne.Status >= 500:
-		s.log.WarnContext(r.Context(), "nacos request failed", "method", r.Method, "path", r.URL.Path, "status", ne.Status, "err", err)
-	}
-	if nacosV2(r) {
-		writeJSON(w, ne.Status, Result{Code: ne.Code, Message: Message(ne.Code), Data: ne.Msg})
-		return
-	}
-	if ne.Auth {
-		writeJSON(w, ne.Status, springErrorBody{
-			Timestamp: time.Now().UTC().Format(springTimestamp), Status: ne.Status,
-			Error: http.StatusText(ne.Status), Message: ne.Msg, Path: r.URL.Path,
-		})
-		return
-	}
-	writeText(w, ne.Status, "caused: "+ne.Msg+";")
-}
-
-// springErrorBody is the answer of Spring Boot's error controller, which Nacos's
-// AuthFilter sends every refusal through (HttpServletResponse.sendError(403, message),
-// with server.error.include-message=ALWAYS in Nacos's application.properties): the
-// shape Nacos clients print when a v1 request is refused for want of a token or a right.
-type springErrorBody struct {
-	Timestamp string `json:"timestamp"`
-	Status    int    `json:"status"`
-	Error     string `json:"error"`
-	Message   string `json:"message"`
-	Path      string `json:"path"`
-}
-
-// springTimestamp is how Spring Boot 2's Jackson writes the error's timestamp.
-const springTimestamp = "2006-01-02T15:04:05.000-07:00"
-
-// writeNacosOK answers a success: v2 wraps data in the envelope; v1 writes a string as
-// plain text ("ok") and anything else as bare JSON.
-func writeNacosOK(w http.ResponseWriter, r *http.Request, data any) {
-	if nacosV2(r) {
-		writeJSON(w, http.StatusOK, Result{Code: CodeSuccess, Message: Message(CodeSuccess), Data: data})
-		return
-	}
-	if text, ok := data.(string); ok {
-		writeText(w, http.StatusOK, text)
-		return
-	}
-	writeJSON(w, http.StatusOK, data)
-}
-
-// writeText writes a plain-text body.
-func writeText(w http.ResponseWriter, status int, text string) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_, _ = w.Write([]byte(text))
 }

@@ -6,7 +6,7 @@
 # real nacos-sdk-go v2, whose RpcClient races on its own connection state
 # (nacos-group/nacos-sdk-go#741, #905, #908: rpc_client.go's reconnect and
 # notifyConnectionEvent, in v2.3.2 as in v2.3.5); no Roster code is in those stacks, and
-# the server side it exercises runs under -race in the nacos and server packages.
+# the server side it exercises runs under -race in nacos/grpcapi and server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

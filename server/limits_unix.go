@@ -3,8 +3,9 @@
 package server
 
 import (
-	"github.com/rosterhq/roster/nacos/grpcapi"
 	"golang.org/x/sys/unix"
+
+	"github.com/rosterhq/roster/nacos/grpcapi"
 )
 
 // DefaultMaxWatchers is the default bound on the blocking queries and streams a node

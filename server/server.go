@@ -17,10 +17,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-
-	"github.com/hashicorp/raft"
 
 	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/api"
@@ -34,8 +33,9 @@ import (
 	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/internal/instgauge"
 	"github.com/rosterhq/roster/model"
-	"github.com/rosterhq/roster/nacos"
 	"github.com/rosterhq/roster/nacos/grpcapi"
+	"github.com/rosterhq/roster/nacos/openapi"
+	"github.com/rosterhq/roster/nacos/udppush"
 	"github.com/rosterhq/roster/peerrpc"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/registry"
@@ -156,7 +156,7 @@ type Config struct {
 // NacosPushLimits bound the Nacos 1.x UDP pushes of a node (docs/nacos-compatibility.md,
 // "UDP push"): subscribers per client address (MaxPerAddr) and per address and udpPort
 // (MaxPerPort), and the bytes one change sends to one client address (ChangeBudget).
-// Zero values take nacos.DefaultPushMaxPerAddr, DefaultPushMaxPerPort and
+// Zero values take udppush.DefaultMaxPerAddr, DefaultPushMaxPerPort and
 // DefaultPushChangeBudget.
 type NacosPushLimits struct {
 	MaxPerAddr   int
@@ -236,7 +236,7 @@ type Server struct {
 	health   *healthcheck.Manager
 	fwd      *httpx.Forwarder
 	dns      *dnsapi.Server // nil: no DNS
-	nacosAPI *nacos.API
+	nacosAPI *openapi.API
 	grpc     *grpcapi.Server // nil: no gRPC
 	grpcLn   net.Listener
 	hub      *fanout.Hub // watch fan-out of this node's state
@@ -805,10 +805,10 @@ func (s *Server) newAPI(cfg Config) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("http api: %w", err)
 	}
-	nacosAPI, err := nacos.New(nacos.Config{
+	nacosAPI, err := openapi.New(openapi.Config{
 		NodeID: cfg.NodeID, Store: s.store, Node: s.node, Registry: s.registry,
 		Forwarder: s.fwd, Metrics: httpMetrics, Logger: s.log, Watch: s.hub,
-		Registerer: s.metrics, PushAddr: nacos.PushAddrFor(s.httpAddr), TrustedOrigins: cfg.TrustedOrigins,
+		Registerer: s.metrics, PushAddr: udppush.AddrFor(s.httpAddr), TrustedOrigins: cfg.TrustedOrigins,
 		PushMaxPerAddr: cfg.NacosPush.MaxPerAddr, PushMaxPerPort: cfg.NacosPush.MaxPerPort,
 		PushChangeBudget: cfg.NacosPush.ChangeBudget,
 	})
@@ -822,7 +822,7 @@ func (s *Server) newAPI(cfg Config) (http.Handler, error) {
 // apiMux sends /nacos/... to the Nacos API and everything else to the native API.
 func apiMux(native, nacosAPI http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if nacos.IsPath(r.URL.Path) {
+		if openapi.IsPath(r.URL.Path) {
 			nacosAPI.ServeHTTP(w, r)
 			return
 		}

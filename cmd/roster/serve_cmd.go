@@ -18,8 +18,8 @@ import (
 	"github.com/rosterhq/roster/dnsapi"
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/httpapi"
-	"github.com/rosterhq/roster/nacos"
 	"github.com/rosterhq/roster/nacos/grpcapi"
+	"github.com/rosterhq/roster/nacos/udppush"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/server"
 	"github.com/rosterhq/roster/store"
@@ -151,11 +151,11 @@ func grpcFlag(fs *pflag.FlagSet, o *nodeOptions) {
 
 // nacosPushFlags adds the bounds of the Nacos 1.x UDP pushes.
 func nacosPushFlags(fs *pflag.FlagSet, o *nodeOptions) {
-	fs.IntVar(&o.NacosPush.MaxPerAddr, "nacos-push-max-per-addr", nacos.DefaultPushMaxPerAddr,
+	fs.IntVar(&o.NacosPush.MaxPerAddr, "nacos-push-max-per-addr", udppush.DefaultMaxPerAddr,
 		"most Nacos 1.x UDP push subscriptions one client IP address may hold on this node; further queries are answered as polls")
-	fs.IntVar(&o.NacosPush.MaxPerPort, "nacos-push-max-per-port", nacos.DefaultPushMaxPerPort,
+	fs.IntVar(&o.NacosPush.MaxPerPort, "nacos-push-max-per-port", udppush.DefaultMaxPerPort,
 		"most Nacos 1.x UDP push subscriptions one client IP address and udpPort (one client process) may hold on this node")
-	fs.IntVar(&o.NacosPush.ChangeBudget, "nacos-push-change-budget", nacos.DefaultPushChangeBudget,
+	fs.IntVar(&o.NacosPush.ChangeBudget, "nacos-push-change-budget", udppush.DefaultChangeBudget,
 		"most bytes one change of a service pushes (resends included) to one client IP address; further pushes of it are skipped and those clients poll")
 }
 

@@ -18,7 +18,7 @@ import (
 
 	"github.com/rosterhq/roster/healthcheck"
 	"github.com/rosterhq/roster/internal/wait"
-	"github.com/rosterhq/roster/nacos"
+	"github.com/rosterhq/roster/nacos/udppush"
 	"github.com/rosterhq/roster/server"
 	"github.com/rosterhq/roster/store"
 )
@@ -144,7 +144,7 @@ func TestServer_FlagsAndEnvBuildNodeOptions(t *testing.T) {
 		DNSMaxStale:           time.Minute,
 		ReadCacheSize:         1 << 20,
 		GRPCMaxConnsPerIP:     256,
-		NacosPush:             server.NacosPushLimits{MaxPerAddr: nacos.DefaultPushMaxPerAddr, MaxPerPort: 8, ChangeBudget: 4096},
+		NacosPush:             server.NacosPushLimits{MaxPerAddr: udppush.DefaultMaxPerAddr, MaxPerPort: 8, ChangeBudget: 4096},
 		RefuseConfusableNames: true,
 		GRPCMaxUntrusted:      512,
 		GRPCMaxUntrustedPerIP: 8,
@@ -181,8 +181,8 @@ func TestServer_Defaults(t *testing.T) {
 		DNSAddr:   "127.0.0.1:8600", DNSDomain: "roster.", DNSTTL: 5 * time.Second, DNSMaxAnswers: 64,
 		DNSRateLimit: 1000, DNSAddrOptional: true, ReadCacheSize: store.DefaultReadCacheSize, CoalesceWrites: true,
 		GRPCMaxConnsPerIP: 256, GRPCMaxUntrusted: 512, GRPCMaxUntrustedPerIP: 8, GRPCAcceptRatePerIP: 8,
-		NacosPush: server.NacosPushLimits{MaxPerAddr: nacos.DefaultPushMaxPerAddr, MaxPerPort: nacos.DefaultPushMaxPerPort,
-			ChangeBudget: nacos.DefaultPushChangeBudget}}
+		NacosPush: server.NacosPushLimits{MaxPerAddr: udppush.DefaultMaxPerAddr, MaxPerPort: udppush.DefaultMaxPerPort,
+			ChangeBudget: udppush.DefaultChangeBudget}}
 	if got := node.options(t); !reflect.DeepEqual(got, want) {
 		t.Fatalf("options\n got %+v\nwant %+v", got, want)
 	}

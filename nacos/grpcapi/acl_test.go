@@ -8,17 +8,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rosterhq/roster/nacos"
-
-	"github.com/rosterhq/roster/nacos/internal/nacostesting"
-
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/nacos"
+	"github.com/rosterhq/roster/nacos/internal/nacostesting"
 	"github.com/rosterhq/roster/nacos/nacospb"
+	"github.com/rosterhq/roster/nacos/openapi"
 	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/store"
 )
@@ -177,7 +176,7 @@ func TestGRPC_ACLSubscriptionEndsWithItsToken(t *testing.T) {
 // request, login included (503), and answers every gRPC request but ServerCheck with
 // the ErrorResponse that sends clients to another server.
 func TestNacosACL_NodeWithoutACLsServesNothing(t *testing.T) {
-	e := newGRPCEnvWith(t, func(st *store.Store, cfg *nacos.Config) {
+	e := newGRPCEnvWith(t, func(st *store.Store, cfg *openapi.Config) {
 		reg, err := registry.New(registry.Config{Settings: st, Raft: cfg.Node.(*nacostesting.Node), RequestTimeout: 2 * time.Second, Tokens: st})
 		if err != nil {
 			t.Fatal(err)

@@ -5,11 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rosterhq/roster/nacos"
-
-	"github.com/rosterhq/roster/nacos/internal/nacostesting"
-
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/nacos/internal/nacostesting"
+	"github.com/rosterhq/roster/nacos/openapi"
 	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/store"
 )
@@ -17,7 +15,7 @@ import (
 // A registry that refuses confusable names refuses them on the Nacos gRPC route too,
 // naming serviceName, and writes nothing; a plain name is registered.
 func TestNacosGRPC_ConfusableNameRefusedWithTheFlag(t *testing.T) {
-	e := newGRPCEnvWith(t, func(st *store.Store, cfg *nacos.Config) {
+	e := newGRPCEnvWith(t, func(st *store.Store, cfg *openapi.Config) {
 		reg, err := registry.New(registry.Config{Settings: st, Raft: cfg.Node.(*nacostesting.Node), RequestTimeout: 2 * time.Second,
 			RefuseConfusableNames: true})
 		if err != nil {

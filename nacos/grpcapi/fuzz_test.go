@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/rosterhq/roster/nacos/nacospb"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/rosterhq/roster/nacos/nacospb"
 )
 
 // FuzzGRPCRequest sends arbitrary request types and bodies through the gRPC server's

@@ -6,9 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rosterhq/roster/nacos"
-
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/nacos"
 	"github.com/rosterhq/roster/store"
 )
 

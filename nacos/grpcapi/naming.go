@@ -13,11 +13,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rosterhq/roster/nacos"
-
 	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/nacos"
 	"github.com/rosterhq/roster/nacos/nacospb"
 	"github.com/rosterhq/roster/registry"
 )

@@ -15,8 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rosterhq/roster/nacos"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -29,7 +27,9 @@ import (
 
 	"github.com/rosterhq/roster/fanout"
 	"github.com/rosterhq/roster/httpx"
+	"github.com/rosterhq/roster/nacos"
 	"github.com/rosterhq/roster/nacos/nacospb"
+	"github.com/rosterhq/roster/nacos/openapi"
 	"github.com/rosterhq/roster/registry"
 )
 
@@ -91,7 +91,7 @@ type Config struct {
 	Registry *registry.Registry
 	// API is the node's Nacos HTTP API (from New): a write runs through its routes only
 	// while the leader runs a release without the peer RPC (legacyWrite).
-	API *nacos.API
+	API *openapi.API
 	// Store is what reads and pushes are served from: the node's own state.
 	Store nacos.Reader
 	// Watch is the node's change fan-out, which drives the pushes.
@@ -194,7 +194,7 @@ func (c *Config) defaults() {
 type Server struct {
 	cfg Config
 	reg *registry.Registry
-	api *nacos.API // the Open API, for legacyWrite only
+	api *openapi.API // the Open API, for legacyWrite only
 	log *slog.Logger
 	m   *rpcMetrics
 	srv *grpc.Server
@@ -222,7 +222,7 @@ type rpcHandler func(ctx context.Context, s *rpcSession, md *nacospb.Metadata, b
 // New builds the gRPC server; Serve starts it.
 func New(cfg Config) (*Server, error) {
 	if cfg.Registry == nil || cfg.API == nil || cfg.Store == nil || cfg.Watch == nil {
-		return nil, errors.New("nacos: Config.Registry, API (from nacos.New), Store and Watch are required")
+		return nil, errors.New("nacos: Config.Registry, API (from openapi.New), Store and Watch are required")
 	}
 	cfg.defaults()
 	m, err := newRPCMetrics(cfg.Registerer)

@@ -13,10 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rosterhq/roster/nacos"
-
-	"github.com/rosterhq/roster/nacos/internal/nacostesting"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
@@ -28,7 +24,10 @@ import (
 	"github.com/rosterhq/roster/fanout"
 	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/nacos"
+	"github.com/rosterhq/roster/nacos/internal/nacostesting"
 	"github.com/rosterhq/roster/nacos/nacospb"
+	"github.com/rosterhq/roster/nacos/openapi"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -51,15 +50,15 @@ func newGRPCEnv(t testing.TB, mod func(*Config)) *grpcEnv {
 
 // newGRPCEnvWith is newGRPCEnv with api (nil: none) adjusting the Nacos API's
 // configuration (its registry, say) and mod the server's.
-func newGRPCEnvWith(t testing.TB, api func(*store.Store, *nacos.Config), mod func(*Config)) *grpcEnv {
+func newGRPCEnvWith(t testing.TB, api func(*store.Store, *openapi.Config), mod func(*Config)) *grpcEnv {
 	t.Helper()
 	env := nacostesting.NewEnv(t, "n1", nil)
-	acfg := nacos.Config{NodeID: "n1", Store: env.Store, Node: env.Node, Registry: env.Registry, Forwarder: env.Forwarder,
+	acfg := openapi.Config{NodeID: "n1", Store: env.Store, Node: env.Node, Registry: env.Registry, Forwarder: env.Forwarder,
 		Metrics: env.Metrics, Logger: slog.New(slog.DiscardHandler)}
 	if api != nil {
 		api(env.Store, &acfg)
 	}
-	h, err := nacos.New(acfg)
+	h, err := openapi.New(acfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +92,7 @@ func newGRPCEnvWith(t testing.TB, api func(*store.Store, *nacos.Config), mod fun
 // newACLEnv is newGRPCEnv with ACLs on and bootstrapped, and the tokens it starts with.
 func newACLEnv(t testing.TB, mod func(*Config)) (*grpcEnv, nacostesting.Tokens) {
 	t.Helper()
-	e := newGRPCEnvWith(t, func(st *store.Store, cfg *nacos.Config) {
+	e := newGRPCEnvWith(t, func(st *store.Store, cfg *openapi.Config) {
 		cfg.Registry = nacostesting.NewRegistry(t, st, cfg.Node.(*nacostesting.Node), true)
 	}, mod)
 	return e, nacostesting.BootstrapTokens(t, e.node)

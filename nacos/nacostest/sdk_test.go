@@ -21,7 +21,7 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/vo"
 
 	rmodel "github.com/rosterhq/roster/model"
-	"github.com/rosterhq/roster/nacos"
+	"github.com/rosterhq/roster/nacos/udppush"
 )
 
 // sdkDir is a directory for a Nacos SDK client's cache or logs. The v1 SDK cannot stop
@@ -106,7 +106,7 @@ func TestNacosSDK_PersistentInstances(t *testing.T) {
 		}
 	}
 	svc, err := client.GetService(vo.GetServiceParam{ServiceName: "orders", GroupName: "g1"})
-	if err != nil || svc.Name != "g1@@orders" || len(svc.Hosts) != 2 || svc.CacheMillis != nacos.PushCacheMillis {
+	if err != nil || svc.Name != "g1@@orders" || len(svc.Hosts) != 2 || svc.CacheMillis != udppush.CacheMillis {
 		t.Fatalf("GetService: %v %+v", err, svc)
 	}
 	list, err := client.GetAllServicesInfo(vo.GetAllServiceInfoParam{GroupName: "g1", PageNo: 1, PageSize: 10})
@@ -349,7 +349,7 @@ func TestNacosSDK_PushBeforeAnyPoll(t *testing.T) {
 			}
 		}
 		svc, err := s.client.GetService(vo.GetServiceParam{ServiceName: "orders", GroupName: "g1"})
-		if err != nil || len(svc.Hosts) != 1 || svc.CacheMillis != nacos.PushCacheMillis {
+		if err != nil || len(svc.Hosts) != 1 || svc.CacheMillis != udppush.CacheMillis {
 			t.Fatalf("%s: the SDK's cache: %v %+v", s.name, err, svc)
 		}
 	}

@@ -1,4 +1,4 @@
-package nacos
+package openapi
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rosterhq/roster/nacos"
 	"github.com/rosterhq/roster/nacos/internal/nacostesting"
 )
 
@@ -101,7 +102,7 @@ func TestNacosAPI_RefusesHostileInputNamingTheParameter(t *testing.T) {
 				if err := json.Unmarshal(data, &detail); err != nil {
 					t.Fatalf("data %s is not a string", data)
 				}
-				if code != tt.code || msg != Message(tt.code) || !strings.Contains(detail, tt.text) {
+				if code != tt.code || msg != nacos.Message(tt.code) || !strings.Contains(detail, tt.text) {
 					t.Fatalf("v2 answered %d %q %q, want %d ...%s...", code, msg, detail, tt.code, tt.text)
 				}
 			})

@@ -1,4 +1,4 @@
-package nacos
+package openapi
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/httpx"
+	"github.com/rosterhq/roster/nacos"
+	"github.com/rosterhq/roster/nacos/udppush"
 )
 
 // headerNacosPush marks an instance-list query a follower forwards to the leader after
@@ -18,7 +20,7 @@ const headerNacosPush = "X-Roster-Nacos-Push"
 // pushCacheKey marks, in a request's context, a query whose client receives pushes.
 type pushCacheKey struct{}
 
-// nacosPushRoute records the client of a v1 instance-list query for UDP pushes (or
+// pushRoute records the client of a v1 instance-list query for UDP pushes (or
 // renews it) before the read is served here or forwarded, as Nacos's doSrvIPXT does —
 // once the caller's token was found to grant read access to the namespace, and only
 // for as long as it does:
@@ -27,16 +29,16 @@ type pushCacheKey struct{}
 // to the query's source IP at udpPort, never to clientIP. An absent or 0 udpPort asks
 // for no push (the Nacos 1.x Java client sends 0 for reads without a subscription); any
 // other value outside 1..65535 is a 400. Parameters the list refuses are left to it.
-func (s *API) nacosPushRoute(next http.Handler) http.Handler {
+func (s *API) pushRoute(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := parseNacosParams(r)
 		if err != nil {
 			next.ServeHTTP(w, r) // the list answers the error
 			return
 		}
-		port, err := nacosUDPPort(p)
+		port, err := udpPort(p)
 		if err != nil {
-			s.writeNacosError(w, r, err, ResourceInstance)
+			s.writeNacosError(w, r, err, nacos.ResourceInstance)
 			return
 		}
 		if r.Header.Get(api.HeaderForwardedBy) != "" {
@@ -48,12 +50,12 @@ func (s *API) nacosPushRoute(next http.Handler) http.Handler {
 			return
 		}
 		r.Header.Del(headerNacosPush)
-		agent := nacosAgent(r)
-		if port == 0 || s.push == nil || !pushAgent(agent) {
+		agent := agent(r)
+		if port == 0 || s.push == nil || !udppush.Supported(agent) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		key, err := nacosServiceKey(p)
+		key, err := serviceKey(p)
 		if err != nil {
 			next.ServeHTTP(w, r)
 			return
@@ -68,91 +70,91 @@ func (s *API) nacosPushRoute(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		addr, ok := pushAddr(r.RemoteAddr, port)
+		addr, ok := udppush.Target(r.RemoteAddr, port)
 		if !ok {
 			next.ServeHTTP(w, r)
 			return
 		}
-		sub, ok := s.push.subscribe(pushQuery{
-			service: key, clusters: clusters, healthyOnly: healthyOnly, addr: addr,
-			agent: agent, app: p.str("app"), allowed: s.reg.StillAllowed(nacosTokenOf(r), httpx.PermissionOf(r)),
+		sub, ok := s.push.Subscribe(udppush.Query{
+			Service: key, Clusters: clusters, HealthyOnly: healthyOnly, Addr: addr,
+			Agent: agent, App: p.str("app"), Allowed: s.reg.StillAllowed(tokenOf(r), httpx.PermissionOf(r)),
 		})
 		if !ok {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if !s.push.polling(sub) {
+		if !s.push.Polling(sub) {
 			r.Header.Set(headerNacosPush, "1")
 			r = r.WithContext(context.WithValue(r.Context(), pushCacheKey{}, true))
 		}
 		next.ServeHTTP(w, r)
 		// The answer's index (the leader's, when forwarded) is a state the client has.
 		if idx, err := strconv.ParseUint(w.Header().Get(api.HeaderIndex), 10, 64); err == nil {
-			s.push.answered(sub, idx)
+			s.push.Answered(sub, idx)
 		}
 	})
 }
 
-// nacosAgent is the client's agent as Nacos reads it (WebUtils.getUserAgent): the
+// agent is the client's agent as Nacos reads it (WebUtils.getUserAgent): the
 // User-Agent header, else Client-Version.
-func nacosAgent(r *http.Request) string {
+func agent(r *http.Request) string {
 	if ua := r.UserAgent(); ua != "" {
 		return ua
 	}
 	return r.Header.Get("Client-Version")
 }
 
-// nacosUDPPort reads udpPort: 0 when absent or 0 (no push), else 1..65535.
-func nacosUDPPort(p nacosParams) (int, error) {
+// udpPort reads udpPort: 0 when absent or 0 (no push), else 1..65535.
+func udpPort(p params) (int, error) {
 	port, _, err := p.integer("udpPort")
 	if err != nil {
 		return 0, err
 	}
 	if port < 0 || port > 65535 {
-		return 0, Invalid("Param 'udpPort' must be a port 1..65535 (or 0 for no push), got %d", port)
+		return 0, nacos.Invalid("Param 'udpPort' must be a port 1..65535 (or 0 for no push), got %d", port)
 	}
 	return port, nil
 }
 
 // listCacheMillis is the cacheMillis of an instance list answered to r.
 func listCacheMillis(r *http.Request) int64 {
-	if push, _ := r.Context().Value(pushCacheKey{}).(bool); push && !nacosV2(r) {
-		return PushCacheMillis
+	if push, _ := r.Context().Value(pushCacheKey{}).(bool); push && !isV2(r) {
+		return udppush.CacheMillis
 	}
-	return CacheMillis
+	return nacos.CacheMillis
 }
 
 // Paging of GET /nacos/v1/ns/service/subscribers (Nacos's defaults).
-const nacosSubscribersPageSize = 1000
+const subscribersPageSize = 1000
 
-// nacosSubscribersV1 is the body of GET /nacos/v1/ns/service/subscribers.
-type nacosSubscribersV1 struct {
-	Count       int              `json:"count"`
-	Subscribers []pushSubscriber `json:"subscribers"`
+// subscribersV1 is the body of GET /nacos/v1/ns/service/subscribers.
+type subscribersV1 struct {
+	Count       int                      `json:"count"`
+	Subscribers []udppush.SubscriberInfo `json:"subscribers"`
 }
 
-// nacosSubscribers serves GET /nacos/v1/ns/service/subscribers: the clients this node
+// subscribers serves GET /nacos/v1/ns/service/subscribers: the clients this node
 // pushes the service's changes to, one page (pageNo, default 1; pageSize, default 1000)
 // at a time, with their number. pageNo is at least 1 and pageSize at least 0
-// (nacosParams.page); a page size of 0 is an empty page. aggregation is accepted, but
+// (params.page); a page size of 0 is an empty page. aggregation is accepted, but
 // only this node's subscribers are listed (Nacos asks every member by default).
-func (s *API) nacosSubscribers(_ http.ResponseWriter, _ *http.Request, p nacosParams) (any, error) {
-	key, err := nacosServiceKey(p)
+func (s *API) subscribers(_ http.ResponseWriter, _ *http.Request, p params) (any, error) {
+	key, err := serviceKey(p)
 	if err != nil {
 		return nil, err
 	}
 	if _, _, err := p.boolean("aggregation"); err != nil {
 		return nil, err
 	}
-	page, size, err := p.page(nacosSubscribersPageSize)
+	page, size, err := p.page(subscribersPageSize)
 	if err != nil {
 		return nil, err
 	}
-	var all []pushSubscriber
+	var all []udppush.SubscriberInfo
 	if s.push != nil {
-		all = s.push.subscribers(key)
+		all = s.push.Subscribers(key)
 	}
-	out := nacosSubscribersV1{Count: len(all), Subscribers: []pushSubscriber{}}
+	out := subscribersV1{Count: len(all), Subscribers: []udppush.SubscriberInfo{}}
 	if size > 0 {
 		pages := len(all) / size
 		if len(all)%size != 0 {

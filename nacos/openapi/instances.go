@@ -1,4 +1,4 @@
-package nacos
+package openapi
 
 import (
 	"errors"
@@ -6,44 +6,45 @@ import (
 	"time"
 
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/nacos"
 	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/store"
 )
 
 // errNacosInstanceNotFound is the 404 (21003) of a write on an instance that does not exist.
 func errNacosInstanceNotFound(ref model.InstanceRef) error {
-	return nacosErr(http.StatusNotFound, CodeInstanceNotFound, "instance %s not found in service %s (namespace %s)",
+	return nacos.Err(http.StatusNotFound, nacos.CodeInstanceNotFound, "instance %s not found in service %s (namespace %s)",
 		model.JoinAddr(ref.IP, ref.Port), ref.ServiceKey().GroupedName(), ref.Namespace)
 }
 
-// nacosRegister serves POST .../instance: register, or re-register (replace cluster,
+// register serves POST .../instance: register, or re-register (replace cluster,
 // weight, enabled and metadata; health is kept), a persistent instance. The service and
 // cluster are created implicitly. Registrations that are ephemeral, explicitly or by
 // Nacos's default when ephemeral is absent, are refused (400) and nothing is written.
-func (s *API) nacosRegister(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
-	in, err := nacosRegistration(p, s.reg.Limits())
+func (s *API) register(w http.ResponseWriter, r *http.Request, p params) (any, error) {
+	in, err := registration(p, s.reg.Limits())
 	if err != nil {
 		return nil, err
 	}
-	if err := nacosWrote(w)(s.reg.RegisterInstance(r.Context(), in, registry.Condition{})); err != nil {
+	if err := wrote(w)(s.reg.RegisterInstance(r.Context(), in, registry.Condition{})); err != nil {
 		return nil, err
 	}
 	return "ok", nil
 }
 
-// nacosUpdate serves PUT .../instance: it replaces the fields Nacos's update form
+// update serves PUT .../instance: it replaces the fields Nacos's update form
 // carries, weight (default 1), enabled (default true) and metadata (default none), and
 // moves the instance to clusterName when one is given. Health is not changed. An
 // instance that does not exist is a 404 (21003): an update never registers (as Nacos
 // 2.x persistent storage behaves), so a client cannot register an instance while
 // skipping the ephemeral check of POST.
-func (s *API) nacosUpdate(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *API) update(w http.ResponseWriter, r *http.Request, p params) (any, error) {
 	f, err := parseNacosInstanceForm(p, s.reg.Limits())
 	if err != nil {
 		return nil, err
 	}
 	if f.Ephemeral != nil && *f.Ephemeral {
-		return nil, errEphemeral(f.Ref.ServiceKey(), "update")
+		return nil, nacos.EphemeralRefused(f.Ref.ServiceKey(), "update")
 	}
 	weight, enabled, md := 1.0, true, map[string]string{}
 	if f.Weight != nil {
@@ -56,31 +57,31 @@ func (s *API) nacosUpdate(w http.ResponseWriter, r *http.Request, p nacosParams)
 		md = *f.Metadata
 	}
 	patch := model.InstancePatch{Cluster: f.Cluster, Weight: &weight, Enabled: &enabled, Metadata: &md}
-	return s.nacosPatchInstance(w, r, f.Ref, patch)
+	return s.patchInstance(w, r, f.Ref, patch)
 }
 
-// nacosPatch serves PATCH .../instance: only the given fields among weight, enabled,
+// patch serves PATCH .../instance: only the given fields among weight, enabled,
 // metadata and clusterName (legacy cluster) change. healthy is refused: health comes
 // from the prober, or from PUT .../health/instance on a NONE cluster.
-func (s *API) nacosPatch(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *API) patch(w http.ResponseWriter, r *http.Request, p params) (any, error) {
 	f, err := parseNacosInstanceForm(p, s.reg.Limits())
 	if err != nil {
 		return nil, err
 	}
 	if f.Healthy != nil {
-		return nil, Invalid("Param 'healthy' cannot be patched: the prober owns health; " +
+		return nil, nacos.Invalid("Param 'healthy' cannot be patched: the prober owns health; " +
 			"on a cluster with health checker NONE use PUT /nacos/v1/ns/health/instance")
 	}
 	if f.Ephemeral != nil && *f.Ephemeral {
-		return nil, errEphemeral(f.Ref.ServiceKey(), "update")
+		return nil, nacos.EphemeralRefused(f.Ref.ServiceKey(), "update")
 	}
 	patch := model.InstancePatch{Cluster: f.Cluster, Weight: f.Weight, Enabled: f.Enabled, Metadata: f.Metadata}
-	return s.nacosPatchInstance(w, r, f.Ref, patch)
+	return s.patchInstance(w, r, f.Ref, patch)
 }
 
-// nacosPatchInstance applies patch to an existing instance (404 when it is missing). A
+// patchInstance applies patch to an existing instance (404 when it is missing). A
 // patch that changes nothing writes nothing.
-func (s *API) nacosPatchInstance(w http.ResponseWriter, r *http.Request, ref model.InstanceRef, patch model.InstancePatch) (any, error) {
+func (s *API) patchInstance(w http.ResponseWriter, r *http.Request, ref model.InstanceRef, patch model.InstancePatch) (any, error) {
 	view, found, err := s.leaderView(r, ref.ServiceKey())
 	if err != nil {
 		return nil, err
@@ -94,7 +95,7 @@ func (s *API) nacosPatchInstance(w http.ResponseWriter, r *http.Request, ref mod
 	if patch == (model.InstancePatch{}) {
 		return "ok", nil
 	}
-	err = nacosWrote(w)(s.reg.UpdateInstance(r.Context(), ref, patch, registry.Condition{}))
+	err = wrote(w)(s.reg.UpdateInstance(r.Context(), ref, patch, registry.Condition{}))
 	if errors.Is(err, model.ErrNotFound) {
 		return nil, errNacosInstanceNotFound(ref)
 	}
@@ -104,13 +105,13 @@ func (s *API) nacosPatchInstance(w http.ResponseWriter, r *http.Request, ref mod
 	return "ok", nil
 }
 
-// nacosDeregister serves DELETE .../instance. The persistent instance at ip:port is
+// deregister serves DELETE .../instance. The persistent instance at ip:port is
 // removed whatever ephemeral says: Nacos silently keeps a persistent instance unless
 // the caller sends ephemeral=false, its most reported bug. clusterName is checked but
 // does not identify the instance (ip:port does). Deregistering an instance that is not
 // there answers ok, as Nacos does, and writes nothing.
-func (s *API) nacosDeregister(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
-	ref, err := nacosInstanceRef(p)
+func (s *API) deregister(w http.ResponseWriter, r *http.Request, p params) (any, error) {
+	ref, err := instanceRef(p)
 	if err != nil {
 		return nil, err
 	}
@@ -129,15 +130,15 @@ func (s *API) nacosDeregister(w http.ResponseWriter, r *http.Request, p nacosPar
 	if _, ok := findInstance(view, ref); !found || !ok {
 		return "ok", nil
 	}
-	err = nacosWrote(w)(s.reg.DeregisterInstance(r.Context(), ref, registry.Condition{}))
+	err = wrote(w)(s.reg.DeregisterInstance(r.Context(), ref, registry.Condition{}))
 	if err != nil && !errors.Is(err, model.ErrNotFound) {
 		return nil, err
 	}
 	return "ok", nil
 }
 
-// nacosInstanceDetailV1 is the body of GET /nacos/v1/ns/instance.
-type nacosInstanceDetailV1 struct {
+// instanceDetailV1 is the body of GET /nacos/v1/ns/instance.
+type instanceDetailV1 struct {
 	Metadata    map[string]string `json:"metadata"`
 	InstanceID  string            `json:"instanceId"`
 	Port        int               `json:"port"`
@@ -148,8 +149,8 @@ type nacosInstanceDetailV1 struct {
 	Weight      float64           `json:"weight"`
 }
 
-// nacosInstanceDetailV2 is the data of GET /nacos/v2/ns/instance.
-type nacosInstanceDetailV2 struct {
+// instanceDetailV2 is the data of GET /nacos/v2/ns/instance.
+type instanceDetailV2 struct {
 	ServiceName string            `json:"serviceName"`
 	IP          string            `json:"ip"`
 	Port        int               `json:"port"`
@@ -160,10 +161,10 @@ type nacosInstanceDetailV2 struct {
 	Metadata    map[string]string `json:"metadata"`
 }
 
-// nacosGetInstance serves GET .../instance: one instance with its true health (404,
+// getInstance serves GET .../instance: one instance with its true health (404,
 // 20004, when missing). The cluster parameters do not identify the instance.
-func (s *API) nacosGetInstance(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
-	ref, err := nacosInstanceRef(p)
+func (s *API) getInstance(w http.ResponseWriter, r *http.Request, p params) (any, error) {
+	ref, err := instanceRef(p)
 	if err != nil {
 		return nil, err
 	}
@@ -174,36 +175,36 @@ func (s *API) nacosGetInstance(w http.ResponseWriter, r *http.Request, p nacosPa
 		return idx, err
 	})
 	if errors.Is(err, model.ErrNotFound) {
-		return nil, nacosErr(http.StatusNotFound, CodeResourceNotFound, "no matched ip found: instance %s of service %s (namespace %s)",
+		return nil, nacos.Err(http.StatusNotFound, nacos.CodeResourceNotFound, "no matched ip found: instance %s of service %s (namespace %s)",
 			model.JoinAddr(ref.IP, ref.Port), ref.ServiceKey().GroupedName(), ref.Namespace)
 	}
 	if err != nil {
 		return nil, err
 	}
 	grouped := in.ServiceKey().GroupedName()
-	if nacosV2(r) {
-		return nacosInstanceDetailV2{
+	if isV2(r) {
+		return instanceDetailV2{
 			ServiceName: grouped, IP: in.IP, Port: in.Port, ClusterName: in.Cluster, Weight: in.Weight,
-			Healthy: in.Healthy, InstanceID: in.InstanceID(), Metadata: nonNilMap(in.Metadata),
+			Healthy: in.Healthy, InstanceID: in.InstanceID(), Metadata: nacos.NonNilMap(in.Metadata),
 		}, nil
 	}
-	return nacosInstanceDetailV1{
-		Metadata: nonNilMap(in.Metadata), InstanceID: in.InstanceID(), Port: in.Port, Service: grouped,
+	return instanceDetailV1{
+		Metadata: nacos.NonNilMap(in.Metadata), InstanceID: in.InstanceID(), Port: in.Port, Service: grouped,
 		Healthy: in.Healthy, IP: in.IP, ClusterName: in.Cluster, Weight: in.Weight,
 	}, nil
 }
 
-// nacosListInstances serves GET .../instance/list: the enabled instances of the service
+// listInstances serves GET .../instance/list: the enabled instances of the service
 // (of the clusters given by v1's clusters or v2's clusterName), with Nacos's protect
-// threshold behaviour (nacosSelect). An unknown service is an empty list, not an error.
-// A v1 client recorded for pushes (nacosPushRoute) is answered NacosPushCacheMillis.
-func (s *API) nacosListInstances(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
-	key, err := nacosServiceKey(p)
+// threshold behaviour (nacos.Select). An unknown service is an empty list, not an error.
+// A v1 client recorded for pushes (pushRoute) is answered udppush.CacheMillis.
+func (s *API) listInstances(w http.ResponseWriter, r *http.Request, p params) (any, error) {
+	key, err := serviceKey(p)
 	if err != nil {
 		return nil, err
 	}
 	param := "clusters"
-	if nacosV2(r) {
+	if isV2(r) {
 		param = "clusterName"
 	}
 	clusters, err := p.clusterFilter(param)
@@ -229,15 +230,15 @@ func (s *API) nacosListInstances(w http.ResponseWriter, r *http.Request, p nacos
 	if err != nil {
 		return nil, err
 	}
-	return ServiceInfoFor(key, view, found, clusters, healthyOnly, listCacheMillis(r), time.Now()), nil
+	return nacos.ServiceInfoFor(key, view, found, clusters, healthyOnly, listCacheMillis(r), time.Now()), nil
 }
 
-// nacosSetHealth serves PUT .../health/instance (and .../health): set an instance's
+// setHealth serves PUT .../health/instance (and .../health): set an instance's
 // health by hand, only on a cluster whose health checker is NONE (400, 21011, on a
 // probed cluster, as Nacos answers). The instance's own cluster decides; clusterName
 // is checked but not used. A missing instance is a 404 (21003).
-func (s *API) nacosSetHealth(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
-	ref, err := nacosInstanceRef(p)
+func (s *API) setHealth(w http.ResponseWriter, r *http.Request, p params) (any, error) {
+	ref, err := instanceRef(p)
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +247,7 @@ func (s *API) nacosSetHealth(w http.ResponseWriter, r *http.Request, p nacosPara
 		return nil, err
 	}
 	if !ok {
-		return nil, nacosErr(http.StatusBadRequest, CodeHealthyParamMiss,
+		return nil, nacos.Err(http.StatusBadRequest, nacos.CodeHealthyParamMiss,
 			"Required parameter 'healthy' type Boolean is not present")
 	}
 	if c := p.str("clusterName", "cluster"); c != "" {
@@ -268,7 +269,7 @@ func (s *API) nacosSetHealth(w http.ResponseWriter, r *http.Request, p nacosPara
 	if in.Healthy == healthy {
 		return "ok", nil
 	}
-	err = nacosWrote(w)(s.reg.SetInstanceHealth(r.Context(), ref, healthy))
+	err = wrote(w)(s.reg.SetInstanceHealth(r.Context(), ref, healthy))
 	switch {
 	case errors.Is(err, model.ErrNotFound):
 		return nil, errNacosInstanceNotFound(ref)
@@ -286,21 +287,21 @@ func errHealthCheckRunning(key model.ServiceKey, cluster string, typ model.Check
 	if typ != "" {
 		detail = " (health checker " + string(typ) + ")"
 	}
-	return nacosErr(http.StatusBadRequest, CodeHealthCheckRunning,
+	return nacos.Err(http.StatusBadRequest, nacos.CodeHealthCheckRunning,
 		"health check is still working, service: %s, cluster: %s%s; only a cluster with health checker NONE takes health by API",
 		key.GroupedName(), cluster, detail)
 }
 
-// nacosBeat refuses client heartbeats: Roster keeps persistent instances only and its
+// beat refuses client heartbeats: Roster keeps persistent instances only and its
 // leader probes them, so there is nothing a beat could renew.
-func (s *API) nacosBeat(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
-	return nil, nacosErr(http.StatusBadRequest, CodeInstanceError,
+func (s *API) beat(http.ResponseWriter, *http.Request, params) (any, error) {
+	return nil, nacos.Err(http.StatusBadRequest, nacos.CodeInstanceError,
 		"Roster takes no heartbeats: it keeps persistent instances only and probes them itself. "+
 			"Register with ephemeral=false and configure the cluster's health checker (PUT /nacos/v1/ns/cluster)")
 }
 
-// nacosMetadataBatch refuses the batch metadata endpoints.
-func (s *API) nacosMetadataBatch(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
-	return nil, nacosErr(http.StatusBadRequest, CodeInstanceError,
+// metadataBatch refuses the batch metadata endpoints.
+func (s *API) metadataBatch(http.ResponseWriter, *http.Request, params) (any, error) {
+	return nil, nacos.Err(http.StatusBadRequest, nacos.CodeInstanceError,
 		"batch metadata updates are not supported by Roster: update each instance with PATCH /nacos/v1/ns/instance")
 }

@@ -1,4 +1,4 @@
-package nacos
+package openapi
 
 import (
 	"context"
@@ -10,20 +10,19 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rosterhq/roster/nacos/internal/nacostesting"
-
 	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/nacos/internal/nacostesting"
 	"github.com/rosterhq/roster/store"
 )
 
-// withBody is r's context with b as the buffered body, as nacosBody leaves it.
+// withBody is r's context with b as the buffered body, as bufferBodyAfterToken leaves it.
 func withBody(r *http.Request, b []byte) context.Context {
 	return httpx.WithBody(r.Context(), b)
 }
 
-// nacosHTTP sends one Nacos request over the network.
-func nacosHTTP(t *testing.T, method, url, form string) nacostesting.Response {
+// overHTTP sends one Nacos request over the network.
+func overHTTP(t *testing.T, method, url, form string) nacostesting.Response {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(form))
 	if err != nil {

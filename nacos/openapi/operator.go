@@ -1,4 +1,4 @@
-package nacos
+package openapi
 
 import (
 	"context"
@@ -10,16 +10,18 @@ import (
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/nacos"
+	"github.com/rosterhq/roster/nacos/udppush"
 )
 
-// nacosSwitchDomainName is the name Nacos gives its switch set.
-const nacosSwitchDomainName = "00-00---000-NACOS_SWITCH_DOMAIN-000---00-00"
+// switchDomainName is the name Nacos gives its switch set.
+const switchDomainName = "00-00---000-NACOS_SWITCH_DOMAIN-000---00-00"
 
-// nacosSwitches is the body of GET .../operator/switches: the Nacos switches whose
+// switches is the body of GET .../operator/switches: the Nacos switches whose
 // values describe Roster truthfully. Switches about mechanisms Roster does not have
 // (Distro, adaptive check timing) or cannot change (the client versions pushed to) are
 // left out.
-type nacosSwitches struct {
+type switches struct {
 	Name                         string         `json:"name"`
 	Masters                      []string       `json:"masters"`
 	AdWeightMap                  map[string]int `json:"adWeightMap"`
@@ -43,22 +45,22 @@ type nacosSwitches struct {
 	Checksum                     *string        `json:"checksum"`
 }
 
-// nacosGetSwitches serves GET .../operator/switches. Roster's switches are fixed by its
+// getSwitches serves GET .../operator/switches. Roster's switches are fixed by its
 // design: instances are persistent (defaultInstanceEphemeral=false), the leader probes
 // them (healthCheckEnabled=true), v1 clients receive UDP pushes when the node has a
-// fan-out (pushEnabled; defaultPushCacheMillis is then NacosPushCacheMillis, else
-// NacosCacheMillis: without pushes clients poll), checkTimes is the default fall count
+// fan-out (pushEnabled; defaultPushCacheMillis is then udppush.CacheMillis, else
+// nacos.CacheMillis: without pushes clients poll), checkTimes is the default fall count
 // and enableAuthentication says whether the node enforces ACLs.
-func (s *API) nacosGetSwitches(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
-	pushCache := int64(CacheMillis)
+func (s *API) getSwitches(http.ResponseWriter, *http.Request, params) (any, error) {
+	pushCache := int64(nacos.CacheMillis)
 	if s.push != nil {
-		pushCache = PushCacheMillis
+		pushCache = udppush.CacheMillis
 	}
-	return nacosSwitches{
-		Name:                     nacosSwitchDomainName,
+	return switches{
+		Name:                     switchDomainName,
 		AdWeightMap:              map[string]int{},
 		DefaultPushCacheMillis:   pushCache,
-		DefaultCacheMillis:       CacheMillis,
+		DefaultCacheMillis:       nacos.CacheMillis,
 		HealthCheckEnabled:       true,
 		PushEnabled:              s.push != nil,
 		CheckTimes:               model.DefaultFall,
@@ -70,10 +72,10 @@ func (s *API) nacosGetSwitches(http.ResponseWriter, *http.Request, nacosParams) 
 	}, nil
 }
 
-// nacosPutSwitches refuses to change a switch (403, 10001): Roster's switches describe
+// putSwitches refuses to change a switch (403, 10001): Roster's switches describe
 // its design and cannot be changed at run time.
-func (s *API) nacosPutSwitches(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
-	return nil, nacosErr(http.StatusForbidden, CodeAccessDenied,
+func (s *API) putSwitches(http.ResponseWriter, *http.Request, params) (any, error) {
+	return nil, nacos.Err(http.StatusForbidden, nacos.CodeAccessDenied,
 		"Roster's switches are read-only: they describe its design (persistent instances probed by the leader) "+
 			"and cannot be changed at run time")
 }
@@ -83,11 +85,11 @@ type counter interface {
 	Counts() (namespaces, services, instances int, err error)
 }
 
-// nacosMetricsV1 is the body of GET /nacos/v1/ns/operator/metrics (the data of the v2
+// metricsV1 is the body of GET /nacos/v1/ns/operator/metrics (the data of the v2
 // one when onlyStatus=false). Nacos's cpu, load and mem are left out: Roster's process
 // metrics are on /metrics. The leader probes every instance, so it is responsible for
 // all of them and a follower for none.
-type nacosMetricsV1 struct {
+type metricsV1 struct {
 	Status                   string `json:"status"`
 	ServiceCount             int    `json:"serviceCount"`
 	InstanceCount            int    `json:"instanceCount"`
@@ -95,30 +97,30 @@ type nacosMetricsV1 struct {
 	ResponsibleInstanceCount int    `json:"responsibleInstanceCount"`
 }
 
-// nacosMetricsStatus is the data of GET /nacos/v2/ns/operator/metrics with onlyStatus
+// metricsStatus is the data of GET /nacos/v2/ns/operator/metrics with onlyStatus
 // (the default).
-type nacosMetricsStatus struct {
+type metricsStatus struct {
 	Status string `json:"status"`
 }
 
-// nacosMetrics serves GET .../operator/metrics from this node: status is "UP" when the
+// metricsRoute serves GET .../operator/metrics from this node: status is "UP" when the
 // node knows a leader and has applied what it knows is committed, else "DOWN"
 // (nacos-sdk-go's ServerHealthy checks status == "UP").
-func (s *API) nacosMetrics(_ http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *API) metricsRoute(_ http.ResponseWriter, r *http.Request, p params) (any, error) {
 	status := "DOWN"
 	if ok, _ := s.node.Ready(); ok {
 		status = "UP"
 	}
-	if nacosV2(r) {
+	if isV2(r) {
 		only, present, err := p.boolean("onlyStatus")
 		if err != nil {
 			return nil, err
 		}
 		if only || !present {
-			return nacosMetricsStatus{Status: status}, nil
+			return metricsStatus{Status: status}, nil
 		}
 	}
-	m := nacosMetricsV1{Status: status}
+	m := metricsV1{Status: status}
 	if c, ok := s.store.(counter); ok {
 		_, svcs, insts, err := c.Counts()
 		if err != nil {
@@ -132,8 +134,8 @@ func (s *API) nacosMetrics(_ http.ResponseWriter, r *http.Request, p nacosParams
 	return m, nil
 }
 
-// nacosServer is one entry of GET /nacos/v1/ns/operator/servers.
-type nacosServer struct {
+// serverEntry is one entry of GET /nacos/v1/ns/operator/servers.
+type serverEntry struct {
 	IP             string  `json:"ip"`
 	ServePort      int     `json:"servePort"`
 	Site           string  `json:"site"`
@@ -145,11 +147,11 @@ type nacosServer struct {
 	Key            string  `json:"key"`
 }
 
-// nacosServers serves GET /nacos/v1/ns/operator/servers: the Raft servers with the HTTP
+// servers serves GET /nacos/v1/ns/operator/servers: the Raft servers with the HTTP
 // addresses they serve the API on, as this node's configuration lists them. alive means
 // the server has a known HTTP address in the cluster configuration (Roster's member
 // list, /v1/cluster/members, has voter and leader details); lastRefTime is 0.
-func (s *API) nacosServers(_ http.ResponseWriter, r *http.Request, _ nacosParams) (any, error) {
+func (s *API) servers(_ http.ResponseWriter, r *http.Request, _ params) (any, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
 	members, err := s.node.Members(ctx)
@@ -157,10 +159,10 @@ func (s *API) nacosServers(_ http.ResponseWriter, r *http.Request, _ nacosParams
 		return nil, err
 	}
 	out := struct {
-		Servers []nacosServer `json:"servers"`
-	}{Servers: []nacosServer{}}
+		Servers []serverEntry `json:"servers"`
+	}{Servers: []serverEntry{}}
 	for _, m := range members {
-		srv := nacosServer{Site: "unknown", Weight: 1, Key: hostPort(m.HTTPAddr)}
+		srv := serverEntry{Site: "unknown", Weight: 1, Key: hostPort(m.HTTPAddr)}
 		if host, port, err := model.SplitAddr(srv.Key); err == nil {
 			srv.IP, srv.ServePort, srv.Alive = host, port, true
 		} else {
@@ -171,10 +173,10 @@ func (s *API) nacosServers(_ http.ResponseWriter, r *http.Request, _ nacosParams
 	return out, nil
 }
 
-// nacosRaftLeader serves GET /nacos/v1/ns/raft/leader from this node's view: the
+// raftLeader serves GET /nacos/v1/ns/raft/leader from this node's view: the
 // leader's HTTP address as a JSON string inside JSON, as Nacos 1.x does. Roster's Raft
 // has no fields matching Nacos's heartbeatDueMs, leaderDueMs and term; they are left out.
-func (s *API) nacosRaftLeader(http.ResponseWriter, *http.Request, nacosParams) (any, error) {
+func (s *API) raftLeader(http.ResponseWriter, *http.Request, params) (any, error) {
 	l, ok := s.node.Leader()
 	if !ok || l.HTTPAddr == "" {
 		return nil, fmt.Errorf("%w: %s knows no leader", httpx.ErrNoLeader, s.id)
@@ -196,25 +198,25 @@ func hostPort(addr string) string {
 	return addr
 }
 
-// nacosLoginResponse is the answer to a Nacos login while Roster has no authentication.
+// loginResponse is the answer to a Nacos login while Roster has no authentication.
 // nacos-sdk-go v1 stores accessToken (empty: it then sends no token) and reads tokenTtl
 // as a number; an absent tokenTtl would crash it.
-type nacosLoginResponse struct {
+type loginResponse struct {
 	AccessToken string `json:"accessToken"`
 	TokenTTL    int64  `json:"tokenTtl"`
 	GlobalAdmin bool   `json:"globalAdmin"`
 	Message     string `json:"message"`
 }
 
-// nacosTokenTTL is the token lifetime reported at login, in seconds: Nacos's default.
-const nacosTokenTTL = 18000
+// tokenTTL is the token lifetime reported at login, in seconds: Nacos's default.
+const tokenTTL = 18000
 
-// nacosLoginDisabled is the answer to every login while ACLs are off: an empty token
+// loginDisabled is the answer to every login while ACLs are off: an empty token
 // (the accessToken parameters of later requests are then ignored).
-func nacosLoginDisabled() nacosLoginResponse {
-	return nacosLoginResponse{
+func loginDisabled() loginResponse {
+	return loginResponse{
 		AccessToken: "",
-		TokenTTL:    nacosTokenTTL,
+		TokenTTL:    tokenTTL,
 		GlobalAdmin: false,
 		Message:     "authentication is disabled on this Roster server",
 	}

@@ -1,4 +1,4 @@
-package nacos
+package udppush
 
 import (
 	"bytes"
@@ -22,6 +22,7 @@ import (
 	"github.com/rosterhq/roster/fanout"
 	"github.com/rosterhq/roster/internal/clock"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/nacos"
 )
 
 // Nacos 1.x UDP push (docs/nacos-compatibility.md, "UDP push"). A v1 instance-list query
@@ -32,42 +33,42 @@ import (
 // out. Pushes are driven by the node's fan-out (one subscription per watched service,
 // whatever the number of its subscribers) and read from the node's own state.
 
-// Push defaults (pushOptions).
+// Push defaults (Options).
 const (
-	// PushCacheMillis is the cacheMillis answered to, and pushed to, a client that
+	// CacheMillis is the cacheMillis answered to, and pushed to, a client that
 	// receives pushes: Nacos's defaultPushCacheMillis. Its poll then only repairs lost
 	// pushes.
-	PushCacheMillis = 10000
-	// DefaultPushSubscriberTTL is how long a subscriber is kept after its last query or
+	CacheMillis = 10000
+	// DefaultSubscriberTTL is how long a subscriber is kept after its last query or
 	// acknowledged push. Nacos drops a client 10 s (defaultPushCacheMillis) after its
 	// last query, which is as long as the client waits between two queries, so a client
 	// whose poll comes a moment late misses pushes; and nacos-sdk-go v1 postpones its
 	// poll after every push, so while its service changes more often than every 10 s it
 	// does not query at all. Roster counts acknowledged pushes as signs of life and keeps
 	// a subscriber for three poll periods.
-	DefaultPushSubscriberTTL = 3 * PushCacheMillis * time.Millisecond
-	// DefaultPushRetryInterval is how long an unacknowledged push waits before it is sent
+	DefaultSubscriberTTL = 3 * CacheMillis * time.Millisecond
+	// DefaultRetryInterval is how long an unacknowledged push waits before it is sent
 	// again (Nacos: 10 s).
-	DefaultPushRetryInterval = time.Second
-	// DefaultPushRetries is how many times an unacknowledged push is sent again before
+	DefaultRetryInterval = time.Second
+	// DefaultRetries is how many times an unacknowledged push is sent again before
 	// it is given up (Nacos: once).
-	DefaultPushRetries = 3
-	// DefaultPushMaxSubscribers caps the subscribers one node records; a query beyond it
+	DefaultRetries = 3
+	// DefaultMaxSubscribers caps the subscribers one node records; a query beyond it
 	// is answered (with the poll cacheMillis) without being recorded.
-	DefaultPushMaxSubscribers = 10000
-	// DefaultPushMaxPerAddr caps the subscribers one client IP address holds on a node,
-	// whatever their ports; DefaultPushMaxPerPort those of one address and udpPort (one
+	DefaultMaxSubscribers = 10000
+	// DefaultMaxPerAddr caps the subscribers one client IP address holds on a node,
+	// whatever their ports; DefaultMaxPerPort those of one address and udpPort (one
 	// client process). A query beyond either is answered as a poll without being
 	// recorded: a list query is some 200 bytes, so without the caps a few hundred
 	// queries with distinct cluster lists made every change send that many datagrams
 	// (and their resends) to one port.
-	DefaultPushMaxPerAddr = 256
-	DefaultPushMaxPerPort = 64
-	// DefaultPushChangeBudget bounds the bytes one change of a service sends to one
+	DefaultMaxPerAddr = 256
+	DefaultMaxPerPort = 64
+	// DefaultChangeBudget bounds the bytes one change of a service sends to one
 	// client IP address, resends included: room for one push of the largest datagram
 	// and its first resend, or many pushes of ordinary views. A push beyond it is
 	// skipped (counted as failed, reason budget) and its subscriber polls.
-	DefaultPushChangeBudget = 128 << 10
+	DefaultChangeBudget = 128 << 10
 	// PushMinPort is the lowest udpPort a subscriber may name: pushes are never sent to
 	// a system port (DNS, NTP, syslog...), where a Nacos client never listens.
 	PushMinPort = 1024
@@ -90,6 +91,16 @@ const (
 	pushRenderKey = "nacos/v1-push\x00"
 )
 
+// AddrFor is the push socket address matching an HTTP listener's address: the same
+// host, a port the system picks.
+func AddrFor(httpAddr string) string {
+	host, _, err := net.SplitHostPort(httpAddr)
+	if err != nil {
+		return ""
+	}
+	return net.JoinHostPort(host, "0")
+}
+
 // packetConn is the push socket (*net.UDPConn); tests wrap it to see where packets go.
 type packetConn interface {
 	WriteToUDPAddrPort(b []byte, addr netip.AddrPort) (int, error)
@@ -98,8 +109,8 @@ type packetConn interface {
 	Close() error
 }
 
-// pushOptions configure a pusher; zero values take the defaults.
-type pushOptions struct {
+// Options configure a pusher; zero values take the defaults.
+type Options struct {
 	Addr           string // UDP address to bind (default ":0")
 	MaxSubscribers int
 	MaxPerAddr     int
@@ -113,34 +124,34 @@ type pushOptions struct {
 	Logger         *slog.Logger
 	// Conn replaces the socket (tests); Addr is then unused.
 	Conn packetConn
-	// onTick, when set (tests), is called after each round of retries and expiry.
-	onTick func(now time.Time)
+	// OnTick, when set (tests), is called after each round of retries and expiry.
+	OnTick func(now time.Time)
 }
 
-func (o *pushOptions) defaults() {
+func (o *Options) defaults() {
 	if o.Addr == "" {
 		o.Addr = ":0"
 	}
 	if o.MaxSubscribers == 0 {
-		o.MaxSubscribers = DefaultPushMaxSubscribers
+		o.MaxSubscribers = DefaultMaxSubscribers
 	}
 	if o.MaxPerAddr == 0 {
-		o.MaxPerAddr = DefaultPushMaxPerAddr
+		o.MaxPerAddr = DefaultMaxPerAddr
 	}
 	if o.MaxPerPort == 0 {
-		o.MaxPerPort = DefaultPushMaxPerPort
+		o.MaxPerPort = DefaultMaxPerPort
 	}
 	if o.ChangeBudget == 0 {
-		o.ChangeBudget = DefaultPushChangeBudget
+		o.ChangeBudget = DefaultChangeBudget
 	}
 	if o.TTL == 0 {
-		o.TTL = DefaultPushSubscriberTTL
+		o.TTL = DefaultSubscriberTTL
 	}
 	if o.RetryInterval == 0 {
-		o.RetryInterval = DefaultPushRetryInterval
+		o.RetryInterval = DefaultRetryInterval
 	}
 	if o.Retries == 0 {
-		o.Retries = DefaultPushRetries
+		o.Retries = DefaultRetries
 	}
 	if o.Clock == nil {
 		o.Clock = clock.System()
@@ -150,16 +161,16 @@ func (o *pushOptions) defaults() {
 	}
 }
 
-// pushQuery is what a v1 instance-list query says about its subscriber.
-type pushQuery struct {
-	service     model.ServiceKey
-	clusters    string // as the client sent it (the list echoes it; the SDK keys its cache by it)
-	healthyOnly bool
-	addr        netip.AddrPort // the query's source IP at its udpPort
-	agent, app  string
-	// allowed reports whether the query's token still grants read access to the
+// Query is what a v1 instance-list query says about its subscriber.
+type Query struct {
+	Service     model.ServiceKey
+	Clusters    string // as the client sent it (the list echoes it; the SDK keys its cache by it)
+	HealthyOnly bool
+	Addr        netip.AddrPort // the query's source IP at its udpPort
+	Agent, App  string
+	// Allowed reports whether the query's token still grants read access to the
 	// service's namespace (nil: ACLs off).
-	allowed func() bool
+	Allowed func() bool
 }
 
 // subKey identifies a subscriber: a client address watching one view of a service.
@@ -169,13 +180,13 @@ type subKey struct {
 	addr     netip.AddrPort
 }
 
-// pushSub is one subscriber. Its fields are guarded by pusher.mu.
-type pushSub struct {
+// Subscription is one subscriber. Its fields are guarded by pusher.mu.
+type Subscription struct {
 	key         subKey
 	agent, app  string
 	healthyOnly bool
 	maxDatagram int
-	// allowed is the latest query's pushQuery.allowed: a subscriber whose token no
+	// allowed is the latest query's Query.allowed: a subscriber whose token no
 	// longer grants read access is dropped instead of pushed.
 	allowed func() bool
 	// lastSeen is the time of the last query or acknowledged push.
@@ -239,24 +250,24 @@ type ackKey struct {
 type pushWatch struct {
 	key  model.ServiceKey
 	sub  *fanout.Subscription
-	subs map[subKey]*pushSub
+	subs map[subKey]*Subscription
 }
 
-// pusher records subscribers and pushes them changes. Its goroutines are the ack reader,
+// Pusher records subscribers and pushes them changes. Its goroutines are the ack reader,
 // the retry/expiry timer and one per watched service; it stops when the hub closes.
-type pusher struct {
+type Pusher struct {
 	hub   *fanout.Hub
-	store Reader
+	store nacos.Reader
 	conn  packetConn
-	opts  pushOptions
+	opts  Options
 	clock clock.Clock
 	log   *slog.Logger
 	m     *pushMetrics
 
 	mu        sync.Mutex
 	watches   map[model.ServiceKey]*pushWatch
-	subs      map[subKey]*pushSub
-	pending   map[ackKey]*pushSub
+	subs      map[subKey]*Subscription
+	pending   map[ackKey]*Subscription
 	perAddr   map[netip.Addr]int     // subscribers by client address
 	perPort   map[netip.AddrPort]int // subscribers by client address and udpPort
 	closed    bool
@@ -270,8 +281,8 @@ type pusher struct {
 	wg      sync.WaitGroup
 }
 
-// newPusher binds the push socket and starts the pusher; it stops when hub closes.
-func newPusher(hub *fanout.Hub, st Reader, opts pushOptions) (*pusher, error) {
+// New binds the push socket and starts the pusher; it stops when hub closes.
+func New(hub *fanout.Hub, st nacos.Reader, opts Options) (*Pusher, error) {
 	opts.defaults()
 	m, err := newPushMetrics(opts.Registerer)
 	if err != nil {
@@ -295,11 +306,11 @@ func newPusher(hub *fanout.Hub, st Reader, opts pushOptions) (*pusher, error) {
 		_ = conn.Close()
 		return nil, err
 	}
-	p := &pusher{
+	p := &Pusher{
 		hub: hub, store: st, conn: conn, opts: opts, clock: opts.Clock, log: opts.Logger, m: m,
 		watches: map[model.ServiceKey]*pushWatch{},
-		subs:    map[subKey]*pushSub{},
-		pending: map[ackKey]*pushSub{},
+		subs:    map[subKey]*Subscription{},
+		pending: map[ackKey]*Subscription{},
 		perAddr: map[netip.Addr]int{},
 		perPort: map[netip.AddrPort]int{},
 		stop:    make(chan struct{}),
@@ -314,25 +325,25 @@ func newPusher(hub *fanout.Hub, st Reader, opts pushOptions) (*pusher, error) {
 }
 
 // LocalAddr is the address pushes are sent from.
-func (p *pusher) LocalAddr() net.Addr { return p.conn.LocalAddr() }
+func (p *Pusher) LocalAddr() net.Addr { return p.conn.LocalAddr() }
 
-// close stops the pusher and waits for its goroutines.
-func (p *pusher) close() {
+// Close stops the pusher and waits for its goroutines.
+func (p *Pusher) Close() {
 	p.shutdown()
 	p.wg.Wait()
 }
 
 // shutdown stops the pusher without waiting: the socket closes, every watch ends and
 // every subscriber is forgotten.
-func (p *pusher) shutdown() {
+func (p *Pusher) shutdown() {
 	p.stopped.Do(func() {
 		close(p.stop)
 		p.mu.Lock()
 		p.closed = true
 		watches := p.watches
 		p.watches = map[model.ServiceKey]*pushWatch{}
-		p.subs = map[subKey]*pushSub{}
-		p.pending = map[ackKey]*pushSub{}
+		p.subs = map[subKey]*Subscription{}
+		p.pending = map[ackKey]*Subscription{}
 		p.perAddr, p.perPort = map[netip.Addr]int{}, map[netip.AddrPort]int{}
 		p.m.subscribers.Set(0)
 		p.mu.Unlock()
@@ -343,29 +354,29 @@ func (p *pusher) shutdown() {
 	})
 }
 
-// subscribe records q's subscriber, or renews it, and returns it; ok is false when
+// Subscribe records q's subscriber, or renews it, and returns it; ok is false when
 // nothing was recorded (the pusher stopped, udpPort is a system port, or a subscriber
 // cap is reached).
-func (p *pusher) subscribe(q pushQuery) (sub *pushSub, ok bool) {
-	if q.addr.Port() < PushMinPort {
+func (p *Pusher) Subscribe(q Query) (sub *Subscription, ok bool) {
+	if q.Addr.Port() < PushMinPort {
 		p.m.refused.WithLabelValues(refusedLowPort).Inc()
 		p.log.Debug("nacos push: udpPort below 1024 refused; the query is answered as a poll",
-			"service", q.service.String(), "addr", q.addr.String())
+			"service", q.Service.String(), "addr", q.Addr.String())
 		return nil, false
 	}
 	now := p.clock.Now()
-	key := subKey{service: q.service, clusters: q.clusters, addr: q.addr}
+	key := subKey{service: q.Service, clusters: q.Clusters, addr: q.Addr}
 	p.mu.Lock()
 	if s := p.subs[key]; s != nil && !p.closed {
-		s.lastSeen, s.agent, s.app, s.healthyOnly, s.allowed = now, q.agent, q.app, q.healthyOnly, q.allowed
-		s.maxDatagram = maxDatagramFor(q.agent)
+		s.lastSeen, s.agent, s.app, s.healthyOnly, s.allowed = now, q.Agent, q.App, q.HealthyOnly, q.Allowed
+		s.maxDatagram = maxDatagramFor(q.Agent)
 		p.mu.Unlock()
 		return s, true
 	}
 	p.mu.Unlock()
 	// A new subscriber has the state this node holds now: a change applied from here
 	// on is pushed to it, and the query it came with answers at least this state.
-	known, _, err := p.store.ServiceView(nil, q.service)
+	known, _, err := p.store.ServiceView(nil, q.Service)
 	knownFound := knownUnsure
 	if err == nil || errors.Is(err, model.ErrNotFound) {
 		knownFound = existence(err == nil)
@@ -376,7 +387,7 @@ func (p *pusher) subscribe(q pushQuery) (sub *pushSub, ok bool) {
 		return nil, false
 	}
 	if s := p.subs[key]; s != nil { // recorded meanwhile by a concurrent query
-		s.lastSeen, s.allowed = now, q.allowed
+		s.lastSeen, s.allowed = now, q.Allowed
 		return s, true
 	}
 	if len(p.subs) >= p.opts.MaxSubscribers {
@@ -384,31 +395,31 @@ func (p *pusher) subscribe(q pushQuery) (sub *pushSub, ok bool) {
 		if !p.warnedCap {
 			p.warnedCap = true
 			p.log.Warn("nacos push: subscriber limit reached; further clients are answered without being recorded and learn of changes by polling",
-				"limit", p.opts.MaxSubscribers, "service", q.service.String(), "addr", q.addr.String())
+				"limit", p.opts.MaxSubscribers, "service", q.Service.String(), "addr", q.Addr.String())
 		}
 		return nil, false
 	}
-	if reason, limit := p.overCapLocked(q.addr); reason != "" {
+	if reason, limit := p.overCapLocked(q.Addr); reason != "" {
 		// Debug only: whoever reaches the HTTP port chooses how often this happens.
 		p.m.refused.WithLabelValues(reason).Inc()
 		p.log.Debug("nacos push: subscriber limit of the client address reached; the query is answered as a poll",
-			"reason", reason, "limit", limit, "service", q.service.String(), "addr", q.addr.String())
+			"reason", reason, "limit", limit, "service", q.Service.String(), "addr", q.Addr.String())
 		return nil, false
 	}
-	w := p.watches[q.service]
+	w := p.watches[q.Service]
 	if w == nil {
-		fs, err := p.hub.Subscribe(fanout.ServiceTopic(q.service))
+		fs, err := p.hub.Subscribe(fanout.ServiceTopic(q.Service))
 		if err != nil {
 			return nil, false
 		}
-		w = &pushWatch{key: q.service, sub: fs, subs: map[subKey]*pushSub{}}
-		p.watches[q.service] = w
+		w = &pushWatch{key: q.Service, sub: fs, subs: map[subKey]*Subscription{}}
+		p.watches[q.Service] = w
 		p.wg.Add(1)
 		go p.watch(w)
 	}
-	s := &pushSub{
-		key: key, agent: q.agent, app: q.app, healthyOnly: q.healthyOnly, allowed: q.allowed,
-		maxDatagram: maxDatagramFor(q.agent), lastSeen: now, known: known, knownFound: knownFound,
+	s := &Subscription{
+		key: key, agent: q.Agent, app: q.App, healthyOnly: q.HealthyOnly, allowed: q.Allowed,
+		maxDatagram: maxDatagramFor(q.Agent), lastSeen: now, known: known, knownFound: knownFound,
 	}
 	p.subs[key] = s
 	w.subs[key] = s
@@ -428,7 +439,7 @@ const (
 
 // overCapLocked reports which per-client cap a new subscriber at addr would exceed
 // ("" for none), and its value.
-func (p *pusher) overCapLocked(addr netip.AddrPort) (string, int) {
+func (p *Pusher) overCapLocked(addr netip.AddrPort) (string, int) {
 	if p.perPort[addr] >= p.opts.MaxPerPort {
 		return refusedPerPort, p.opts.MaxPerPort
 	}
@@ -439,7 +450,7 @@ func (p *pusher) overCapLocked(addr netip.AddrPort) (string, int) {
 }
 
 // forgetClientLocked takes a removed subscriber at addr out of the per-client counts.
-func (p *pusher) forgetClientLocked(addr netip.AddrPort) {
+func (p *Pusher) forgetClientLocked(addr netip.AddrPort) {
 	if p.perPort[addr]--; p.perPort[addr] <= 0 {
 		delete(p.perPort, addr)
 	}
@@ -448,9 +459,9 @@ func (p *pusher) forgetClientLocked(addr netip.AddrPort) {
 	}
 }
 
-// answered records that s's query was answered with the state at index idx (the
+// Answered records that s's query was Answered with the state at index idx (the
 // X-Roster-Index of the answer, possibly the leader's): states up to it are not pushed.
-func (p *pusher) answered(s *pushSub, idx uint64) {
+func (p *Pusher) Answered(s *Subscription, idx uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if idx > s.known {
@@ -458,15 +469,15 @@ func (p *pusher) answered(s *pushSub, idx uint64) {
 	}
 }
 
-// polling reports whether s's queries are answered the poll cacheMillis.
-func (p *pusher) polling(s *pushSub) bool {
+// Polling reports whether s's queries are answered the poll cacheMillis.
+func (p *Pusher) Polling(s *Subscription) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return s.pollOnly
 }
 
-// pushSubscriber is one entry of GET /nacos/v1/ns/service/subscribers.
-type pushSubscriber struct {
+// SubscriberInfo is one entry of GET /nacos/v1/ns/service/subscribers.
+type SubscriberInfo struct {
 	AddrStr     string `json:"addrStr"`
 	Agent       string `json:"agent"`
 	App         string `json:"app"`
@@ -475,11 +486,11 @@ type pushSubscriber struct {
 	ServiceName string `json:"serviceName"`
 }
 
-// subscribers lists the live subscribers of key, ordered by address then clusters.
-func (p *pusher) subscribers(key model.ServiceKey) []pushSubscriber {
+// Subscribers lists the live Subscribers of key, ordered by address then clusters.
+func (p *Pusher) Subscribers(key model.ServiceKey) []SubscriberInfo {
 	now := p.clock.Now()
 	p.mu.Lock()
-	var list []*pushSub
+	var list []*Subscription
 	if w := p.watches[key]; w != nil {
 		for _, s := range w.subs {
 			if !p.expired(s, now) {
@@ -494,9 +505,9 @@ func (p *pusher) subscribers(key model.ServiceKey) []pushSubscriber {
 		}
 		return a.clusters < b.clusters
 	})
-	out := make([]pushSubscriber, len(list))
+	out := make([]SubscriberInfo, len(list))
 	for i, s := range list {
-		out[i] = pushSubscriber{
+		out[i] = SubscriberInfo{
 			AddrStr: s.key.addr.String(), Agent: s.agent, App: s.app, IP: s.key.addr.Addr().String(),
 			NamespaceID: key.Namespace, ServiceName: key.GroupedName(),
 		}
@@ -505,19 +516,19 @@ func (p *pusher) subscribers(key model.ServiceKey) []pushSubscriber {
 	return out
 }
 
-// count is the number of recorded subscribers.
-func (p *pusher) count() int {
+// Count is the number of recorded subscribers.
+func (p *Pusher) Count() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.subs)
 }
 
-func (p *pusher) expired(s *pushSub, now time.Time) bool {
+func (p *Pusher) expired(s *Subscription, now time.Time) bool {
 	return now.Sub(s.lastSeen) > p.opts.TTL
 }
 
 // removeLocked forgets s; the service's watch ends with its last subscriber.
-func (p *pusher) removeLocked(s *pushSub) {
+func (p *Pusher) removeLocked(s *Subscription) {
 	if p.subs[s.key] != s {
 		return
 	}
@@ -538,7 +549,7 @@ func (p *pusher) removeLocked(s *pushSub) {
 }
 
 // watch pushes the changes of one service until its subscription ends.
-func (p *pusher) watch(w *pushWatch) {
+func (p *Pusher) watch(w *pushWatch) {
 	defer p.wg.Done()
 	for range w.sub.C() {
 		for _, u := range w.sub.Next() {
@@ -549,7 +560,7 @@ func (p *pusher) watch(w *pushWatch) {
 
 // pushTarget is a subscriber a change is pushed to, with the view it asked for.
 type pushTarget struct {
-	s           *pushSub
+	s           *Subscription
 	clusters    string
 	healthyOnly bool
 	allowed     func() bool
@@ -557,7 +568,7 @@ type pushTarget struct {
 
 // publish pushes u to the subscribers of w that do not have it yet, rendering each
 // distinct view (clusters, healthyOnly) once.
-func (p *pusher) publish(w *pushWatch, u *fanout.Update) {
+func (p *Pusher) publish(w *pushWatch, u *fanout.Update) {
 	if u.Err != nil && !errors.Is(u.Err, model.ErrNotFound) {
 		return // a failed read: the hub reads the topic again at its next change
 	}
@@ -607,10 +618,10 @@ func (p *pusher) publish(w *pushWatch, u *fanout.Update) {
 
 // render returns the push packet of one view of u and its lastRefTime, encoding (and
 // compressing) it once per update and view: subscribers of one view share the packet.
-func (p *pusher) render(key model.ServiceKey, u *fanout.Update, clusters string, healthyOnly bool, now time.Time) (int64, []byte, error) {
+func (p *Pusher) render(key model.ServiceKey, u *fanout.Update, clusters string, healthyOnly bool, now time.Time) (int64, []byte, error) {
 	memo := pushRenderKey + strconv.FormatBool(healthyOnly) + "\x00" + clusters
 	b, err := u.Render(memo, func() ([]byte, error) {
-		info := ServiceInfoFor(key, u.Service, u.Err == nil, clusters, healthyOnly, PushCacheMillis, now)
+		info := nacos.ServiceInfoFor(key, u.Service, u.Err == nil, clusters, healthyOnly, CacheMillis, now)
 		ref := p.seq.Add(1)
 		packet, err := encodePush(info, ref)
 		if err != nil {
@@ -635,7 +646,7 @@ type pushPacket struct {
 }
 
 // encodePush encodes a push of info, gzipped when it is 1 KiB or more.
-func encodePush(info ServiceInfo, ref int64) ([]byte, error) {
+func encodePush(info nacos.ServiceInfo, ref int64) ([]byte, error) {
 	data, err := json.Marshal(info)
 	if err != nil {
 		return nil, err
@@ -660,7 +671,7 @@ func encodePush(info ServiceInfo, ref int64) ([]byte, error) {
 
 // send pushes packet to s, replacing a push of an older state still awaiting its ack,
 // and charges it to the change's budget b for s's address.
-func (p *pusher) send(s *pushSub, ref int64, packet []byte, b *changeBudget, now time.Time) {
+func (p *Pusher) send(s *Subscription, ref int64, packet []byte, b *changeBudget, now time.Time) {
 	p.mu.Lock()
 	if p.closed || p.subs[s.key] != s {
 		p.mu.Unlock()
@@ -694,7 +705,7 @@ func (p *pusher) send(s *pushSub, ref int64, packet []byte, b *changeBudget, now
 
 // chargeLocked takes n bytes from b for a copy of a push to s; when b has not that much
 // left, the copy is skipped, counted, and s polls (as for a push it did not ack).
-func (p *pusher) chargeLocked(s *pushSub, b *changeBudget, n int) bool {
+func (p *Pusher) chargeLocked(s *Subscription, b *changeBudget, n int) bool {
 	if n <= b.left {
 		b.left -= n
 		return true
@@ -712,7 +723,7 @@ func (p *pusher) chargeLocked(s *pushSub, b *changeBudget, n int) bool {
 }
 
 // write sends one copy of in to s; a failed send gives the push up.
-func (p *pusher) write(s *pushSub, in *inflightPush) {
+func (p *Pusher) write(s *Subscription, in *inflightPush) {
 	if _, err := p.conn.WriteToUDPAddrPort(in.packet, s.key.addr); err != nil {
 		p.mu.Lock()
 		if s.inflight == in {
@@ -731,7 +742,7 @@ func (p *pusher) write(s *pushSub, in *inflightPush) {
 
 // run resends unacknowledged pushes, gives up those out of retries and drops expired
 // subscribers, until the hub closes (life ends) or the pusher is closed.
-func (p *pusher) run(life *fanout.Subscription, timer clock.Timer) {
+func (p *Pusher) run(life *fanout.Subscription, timer clock.Timer) {
 	defer p.wg.Done()
 	defer timer.Stop()
 	defer life.Close()
@@ -750,17 +761,17 @@ func (p *pusher) run(life *fanout.Subscription, timer clock.Timer) {
 			timer.Reset(pushTick)
 			now := p.clock.Now()
 			p.tick(now)
-			if p.opts.onTick != nil {
-				p.opts.onTick(now)
+			if p.opts.OnTick != nil {
+				p.opts.OnTick(now)
 			}
 		}
 	}
 }
 
 // tick does one round of retries and expiry at now.
-func (p *pusher) tick(now time.Time) {
+func (p *Pusher) tick(now time.Time) {
 	type resend struct {
-		s  *pushSub
+		s  *Subscription
 		in *inflightPush
 	}
 	var todo []resend
@@ -825,7 +836,7 @@ func parseAck(b []byte) (int64, bool) {
 
 // readAcks matches acknowledgements, by source address and lastRefTime, to the pushes
 // awaiting them, until the socket closes.
-func (p *pusher) readAcks() {
+func (p *Pusher) readAcks() {
 	defer p.wg.Done()
 	buf := make([]byte, 64<<10)
 	for {
@@ -885,9 +896,9 @@ var pushClients = []struct {
 	{"Nacos-DNS", [3]int{0, 4, 3}},
 }
 
-// pushAgent reports whether a client with this User-Agent ("Nacos-Go-Client:v1.0.1")
+// Supported reports whether a client with this User-Agent ("Nacos-Go-Client:v1.0.1")
 // receives pushes, as Nacos's PushService.canEnablePush decides.
-func pushAgent(agent string) bool {
+func Supported(agent string) bool {
 	for _, c := range pushClients {
 		if !strings.HasPrefix(agent, c.prefix) {
 			continue
@@ -950,10 +961,10 @@ func maxDatagramFor(agent string) int {
 	return pushMaxDatagram
 }
 
-// pushAddr is where the pushes of a query from remoteAddr (an http.Request's
+// Target is where the pushes of a query from remoteAddr (an http.Request's
 // RemoteAddr) go: its source IP at udpPort. ok is false for an address nothing may be
 // sent to (unparsable, unspecified, multicast, broadcast).
-func pushAddr(remoteAddr string, udpPort int) (netip.AddrPort, bool) {
+func Target(remoteAddr string, udpPort int) (netip.AddrPort, bool) {
 	ap, err := netip.ParseAddrPort(remoteAddr)
 	if err != nil {
 		return netip.AddrPort{}, false

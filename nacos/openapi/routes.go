@@ -1,4 +1,4 @@
-package nacos
+package openapi
 
 import (
 	"errors"
@@ -12,15 +12,16 @@ import (
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/nacos"
 	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/store"
 )
 
-// nacosHandlerFunc serves one Nacos route: it returns the answer ("ok" for writes, a
+// handlerFunc serves one Nacos route: it returns the answer ("ok" for writes, a
 // value for reads) or an error, which the adapter writes in the request's Nacos shape.
-type nacosHandlerFunc func(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error)
+type handlerFunc func(w http.ResponseWriter, r *http.Request, p params) (any, error)
 
-// nacosRoutes builds the router of the Nacos Open API compatibility layer (/nacos/v1/...
+// routes builds the router of the Nacos Open API compatibility layer (/nacos/v1/...
 // and /nacos/v2/...; docs/nacos-compatibility.md). It is kept apart from the native
 // router, whose routes docs/openapi.yaml describes, and shares its middleware, its
 // forwarding to the leader and its consistency checks. Writes are served by the leader
@@ -29,22 +30,24 @@ type nacosHandlerFunc func(w http.ResponseWriter, r *http.Request, p nacosParams
 // by the node that receives them.
 //
 // Access control: the login routes answer anyone; every other route first resolves the
-// request's token (nacosTokenOf: the accessToken parameter or the native headers) and
+// request's token (tokenOf: the accessToken parameter or the native headers) and
 // then checks the permission the route needs — namespace read or write on the
 // request's namespaceId, operator read or write — before it forwards, records or
 // writes anything. The registry checks every write and read once more.
 func (s *API) routes() *chi.Mux {
 	r := chi.NewRouter()
-	fail := func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, ResourceOther) }
+	fail := func(w http.ResponseWriter, r *http.Request, err error) {
+		s.writeNacosError(w, r, err, nacos.ResourceOther)
+	}
 	// A malformed query string is refused here, before a route reads it or a follower
 	// forwards it (the proxy would drop what it cannot parse).
 	r.Use(httpx.Recoverer(s.log, fail), httpx.ServedBy(s.id), s.metrics.Middleware, httpx.StrictQuery(fail),
 		s.bufferBodyAfterToken(fail))
-	r.NotFound(s.nacosNotFound)
+	r.NotFound(s.notFound)
 	r.MethodNotAllowed(httpx.MethodNotAllowed(r, fail))
 
-	r.Post("/nacos/v1/auth/login", s.nacosLogin)
-	r.Post("/nacos/v1/auth/users/login", s.nacosLogin)
+	r.Post("/nacos/v1/auth/login", s.login)
+	r.Post("/nacos/v1/auth/users/login", s.login)
 
 	need := func(p acl.Permission) func(http.Handler) http.Handler {
 		return httpx.Require(s.reg, httpx.Fixed(p), fail)
@@ -53,44 +56,44 @@ func (s *API) routes() *chi.Mux {
 		r.Use(s.authenticate)
 		// A v1 instance list records its client for UDP pushes on the node that received
 		// it, once the caller may read the namespace, before the read is forwarded.
-		r.With(s.nsNeed(acl.Read), s.nacosReadRouteWith(s.nacosPushRoute)).Get("/nacos/v1/ns/instance/list", s.nacos(ResourceInstance, s.nacosListInstances))
-		r.With(s.nsNeed(acl.Read), s.nacosReadRoute).Get("/nacos/v2/ns/instance/list", s.nacos(ResourceInstance, s.nacosListInstances))
+		r.With(s.nsNeed(acl.Read), s.readRouteWith(s.pushRoute)).Get("/nacos/v1/ns/instance/list", s.nacos(nacos.ResourceInstance, s.listInstances))
+		r.With(s.nsNeed(acl.Read), s.readRoute).Get("/nacos/v2/ns/instance/list", s.nacos(nacos.ResourceInstance, s.listInstances))
 		// This node's subscribers: answered here, never forwarded.
-		r.With(s.nsNeed(acl.Read)).Get("/nacos/v1/ns/service/subscribers", s.nacos(ResourceService, s.nacosSubscribers))
+		r.With(s.nsNeed(acl.Read)).Get("/nacos/v1/ns/service/subscribers", s.nacos(nacos.ResourceService, s.subscribers))
 		for _, base := range []string{"/nacos/v1/ns", "/nacos/v2/ns"} {
 			r.Group(func(r chi.Router) {
-				r.Use(s.nsNeed(acl.Read), s.nacosReadRoute)
-				r.Get(base+"/instance", s.nacos(ResourceInstance, s.nacosGetInstance))
-				r.Get(base+"/service", s.nacos(ResourceService, s.nacosGetService))
-				r.Get(base+"/service/list", s.nacos(ResourceService, s.nacosListServices))
+				r.Use(s.nsNeed(acl.Read), s.readRoute)
+				r.Get(base+"/instance", s.nacos(nacos.ResourceInstance, s.getInstance))
+				r.Get(base+"/service", s.nacos(nacos.ResourceService, s.getService))
+				r.Get(base+"/service/list", s.nacos(nacos.ResourceService, s.listServices))
 			})
 			r.Group(func(r chi.Router) {
 				r.Use(s.nsNeed(acl.Write), s.fwd.Writes(s.reg, fail))
-				r.Post(base+"/instance", s.nacos(ResourceInstance, s.nacosRegister))
-				r.Put(base+"/instance", s.nacos(ResourceInstance, s.nacosUpdate))
-				r.Patch(base+"/instance", s.nacos(ResourceInstance, s.nacosPatch))
-				r.Delete(base+"/instance", s.nacos(ResourceInstance, s.nacosDeregister))
-				r.Put(base+"/health", s.nacos(ResourceInstance, s.nacosSetHealth))
-				r.Put(base+"/health/instance", s.nacos(ResourceInstance, s.nacosSetHealth))
-				r.Post(base+"/service", s.nacos(ResourceService, s.nacosCreateService))
-				r.Put(base+"/service", s.nacos(ResourceService, s.nacosUpdateService))
-				r.Delete(base+"/service", s.nacos(ResourceService, s.nacosDeleteService))
-				r.Put(base+"/cluster", s.nacos(ResourceOther, s.nacosPutCluster))
+				r.Post(base+"/instance", s.nacos(nacos.ResourceInstance, s.register))
+				r.Put(base+"/instance", s.nacos(nacos.ResourceInstance, s.update))
+				r.Patch(base+"/instance", s.nacos(nacos.ResourceInstance, s.patch))
+				r.Delete(base+"/instance", s.nacos(nacos.ResourceInstance, s.deregister))
+				r.Put(base+"/health", s.nacos(nacos.ResourceInstance, s.setHealth))
+				r.Put(base+"/health/instance", s.nacos(nacos.ResourceInstance, s.setHealth))
+				r.Post(base+"/service", s.nacos(nacos.ResourceService, s.createService))
+				r.Put(base+"/service", s.nacos(nacos.ResourceService, s.updateService))
+				r.Delete(base+"/service", s.nacos(nacos.ResourceService, s.deleteService))
+				r.Put(base+"/cluster", s.nacos(nacos.ResourceOther, s.putCluster))
 			})
 			// Refused whoever asks, but only once the caller may write the namespace, as
 			// Nacos checks its heartbeat and batch routes (nothing is written either way).
 			r.Group(func(r chi.Router) {
 				r.Use(s.nsNeed(acl.Write))
-				r.Put(base+"/instance/beat", s.nacos(ResourceInstance, s.nacosBeat))
-				r.Put(base+"/instance/metadata/batch", s.nacos(ResourceInstance, s.nacosMetadataBatch))
-				r.Delete(base+"/instance/metadata/batch", s.nacos(ResourceInstance, s.nacosMetadataBatch))
+				r.Put(base+"/instance/beat", s.nacos(nacos.ResourceInstance, s.beat))
+				r.Put(base+"/instance/metadata/batch", s.nacos(nacos.ResourceInstance, s.metadataBatch))
+				r.Delete(base+"/instance/metadata/batch", s.nacos(nacos.ResourceInstance, s.metadataBatch))
 			})
-			r.With(need(acl.OperatorRead)).Get(base+"/operator/switches", s.nacos(ResourceOther, s.nacosGetSwitches))
-			r.With(need(acl.OperatorWrite)).Put(base+"/operator/switches", s.nacos(ResourceOther, s.nacosPutSwitches))
-			r.With(need(acl.OperatorRead)).Get(base+"/operator/metrics", s.nacos(ResourceOther, s.nacosMetrics))
+			r.With(need(acl.OperatorRead)).Get(base+"/operator/switches", s.nacos(nacos.ResourceOther, s.getSwitches))
+			r.With(need(acl.OperatorWrite)).Put(base+"/operator/switches", s.nacos(nacos.ResourceOther, s.putSwitches))
+			r.With(need(acl.OperatorRead)).Get(base+"/operator/metrics", s.nacos(nacos.ResourceOther, s.metricsRoute))
 		}
-		r.With(need(acl.OperatorRead)).Get("/nacos/v1/ns/operator/servers", s.nacos(ResourceOther, s.nacosServers))
-		r.With(need(acl.OperatorRead)).Get("/nacos/v1/ns/raft/leader", s.nacos(ResourceOther, s.nacosRaftLeader))
+		r.With(need(acl.OperatorRead)).Get("/nacos/v1/ns/operator/servers", s.nacos(nacos.ResourceOther, s.servers))
+		r.With(need(acl.OperatorRead)).Get("/nacos/v1/ns/raft/leader", s.nacos(nacos.ResourceOther, s.raftLeader))
 	})
 	return r
 }
@@ -124,8 +127,8 @@ func (s *API) bufferBodyAfterToken(fail httpx.ErrorWriter) func(http.Handler) ht
 				full.ServeHTTP(w, r)
 				return
 			}
-			if tok := nacosTokenOutsideBody(r); tok != "" && !strings.HasSuffix(r.URL.Path, "/login") {
-				if _, err := (nacosAuth{s}).Authenticate(tok); err != nil {
+			if tok := tokenOutsideBody(r); tok != "" && !strings.HasSuffix(r.URL.Path, "/login") {
+				if _, err := (authenticator{s}).Authenticate(tok); err != nil {
 					w.Header().Set("Connection", "close") // its body is left unread
 					fail(w, r, err)
 					return
@@ -143,12 +146,12 @@ func (s *API) bufferBodyAfterToken(fail httpx.ErrorWriter) func(http.Handler) ht
 	}
 }
 
-// authenticate resolves the token of a Nacos request (nacosTokenOf) and hands the
+// authenticate resolves the token of a Nacos request (tokenOf) and hands the
 // request on with what it may do in its context; a request without a valid token while
 // ACLs are on is refused as Nacos refuses it (403).
 func (s *API) authenticate(next http.Handler) http.Handler {
-	return httpx.Authenticate(nacosAuth{s}, nacosTokenOf, func(w http.ResponseWriter, r *http.Request, err error) {
-		s.writeNacosError(w, r, err, ResourceOther)
+	return httpx.Authenticate(authenticator{s}, tokenOf, func(w http.ResponseWriter, r *http.Request, err error) {
+		s.writeNacosError(w, r, err, nacos.ResourceOther)
 	})(next)
 }
 
@@ -156,7 +159,7 @@ func (s *API) authenticate(next http.Handler) http.Handler {
 // request's shape (v1 text or bare JSON, v2 envelope). An error saying this node is not
 // the leader (leadership moved while the request ran) sends the request on to the new
 // leader once, as the native API does.
-func (s *API) nacos(res Resource, fn nacosHandlerFunc) http.HandlerFunc {
+func (s *API) nacos(res nacos.Resource, fn handlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, err := parseNacosParams(r)
 		var out any
@@ -194,20 +197,20 @@ func (s *API) nacos(res Resource, fn nacosHandlerFunc) http.HandlerFunc {
 	}
 }
 
-// nacosReadRoute parses the read options as native reads do (?consistency=, ?index=,
+// readRoute parses the read options as native reads do (?consistency=, ?index=,
 // ?wait=) but defaults to leader-local consistency, and sends reads that need the
 // leader to it from a follower. Nacos serves reads from each node's memory and its
 // clients poll every cacheMillis, so a quorum round trip per poll (linearizable) buys
 // them nothing they expect; leader-local reads still see every write the leader has
 // acknowledged. ?consistency=stale serves a poll from any node.
-func (s *API) nacosReadRoute(next http.Handler) http.Handler {
-	return s.nacosReadRouteWith(nil)(next)
+func (s *API) readRoute(next http.Handler) http.Handler {
+	return s.readRouteWith(nil)(next)
 }
 
-// nacosReadRouteWith is nacosReadRoute with before (nil: none) run on this node once
+// readRouteWith is readRoute with before (nil: none) run on this node once
 // the read options are valid, around the decision to serve the read here or at the
 // leader.
-func (s *API) nacosReadRouteWith(before func(http.Handler) http.Handler) func(http.Handler) http.Handler {
+func (s *API) readRouteWith(before func(http.Handler) http.Handler) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		var serve http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			o := httpx.ReadOptionsOf(r, httpx.ReadOptions{})
@@ -215,7 +218,9 @@ func (s *API) nacosReadRouteWith(before func(http.Handler) http.Handler) func(ht
 				next.ServeHTTP(w, r)
 				return
 			}
-			fail := func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, ResourceOther) }
+			fail := func(w http.ResponseWriter, r *http.Request, err error) {
+				s.writeNacosError(w, r, err, nacos.ResourceOther)
+			}
 			if o.Blocking {
 				s.fwd.ForwardBlocking(w, r, o, next, fail)
 				return
@@ -228,7 +233,7 @@ func (s *API) nacosReadRouteWith(before func(http.Handler) http.Handler) func(ht
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			o, err := httpx.ParseReadOptions(r, api.ConsistencyLinearizable, s.cfg.MaxWait)
 			if err != nil {
-				s.writeNacosError(w, r, err, ResourceOther)
+				s.writeNacosError(w, r, err, nacos.ResourceOther)
 				return
 			}
 			if !r.URL.Query().Has("consistency") {
@@ -239,15 +244,15 @@ func (s *API) nacosReadRouteWith(before func(http.Handler) http.Handler) func(ht
 	}
 }
 
-// nacosNotFound answers a /nacos path Roster does not serve.
-func (s *API) nacosNotFound(w http.ResponseWriter, r *http.Request) {
-	s.writeNacosError(w, r, nacosErr(http.StatusNotFound, CodeResourceNotFound,
-		"Roster does not serve %s %s (see docs/nacos-compatibility.md)", r.Method, r.URL.Path), ResourceOther)
+// notFound answers a /nacos path Roster does not serve.
+func (s *API) notFound(w http.ResponseWriter, r *http.Request) {
+	s.writeNacosError(w, r, nacos.Err(http.StatusNotFound, nacos.CodeResourceNotFound,
+		"Roster does not serve %s %s (see docs/nacos-compatibility.md)", r.Method, r.URL.Path), nacos.ResourceOther)
 }
 
-// nacosWrote sets X-Roster-Index for a write the registry applied at idx, or returns
-// the write's error: nacosWrote(w)(s.reg.RegisterInstance(...)).
-func nacosWrote(w http.ResponseWriter) func(idx uint64, err error) error {
+// wrote sets X-Roster-Index for a write the registry applied at idx, or returns
+// the write's error: wrote(w)(s.reg.RegisterInstance(...)).
+func wrote(w http.ResponseWriter) func(idx uint64, err error) error {
 	return func(idx uint64, err error) error {
 		if err != nil {
 			return err

@@ -1,4 +1,4 @@
-package nacos
+package openapi
 
 import (
 	"encoding/json"
@@ -13,16 +13,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rosterhq/roster/nacos/internal/nacostesting"
-
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fanout"
 	"github.com/rosterhq/roster/internal/clock"
 	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/nacos"
+	"github.com/rosterhq/roster/nacos/internal/nacostesting"
+	"github.com/rosterhq/roster/nacos/udppush"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -32,8 +32,9 @@ type pushAPI struct {
 	h     http.Handler
 	st    *store.Store
 	node  *nacostesting.Node
-	push  *pusher
-	conn  *guardConn
+	push  *udppush.Pusher
+	conn  *nacostesting.GuardConn
+	reg   *prometheus.Registry
 	url   string
 	clock *clock.Manual
 	ticks chan time.Time
@@ -41,20 +42,20 @@ type pushAPI struct {
 
 // newPushAPI is the API of node id (leader nil: it leads) with pushes; a manual clock
 // is used when manual is set.
-func newPushAPI(t *testing.T, id string, leader *model.Member, opts pushOptions, manual bool) *pushAPI {
+func newPushAPI(t *testing.T, id string, leader *model.Member, opts udppush.Options, manual bool) *pushAPI {
 	t.Helper()
 	return newPushAPIWith(t, id, leader, opts, manual, nil)
 }
 
 // newPushAPIWith is newPushAPI with configure (nil: none) adjusting the configuration.
-func newPushAPIWith(t *testing.T, id string, leader *model.Member, opts pushOptions, manual bool, configure func(*store.Store, *Config)) *pushAPI {
+func newPushAPIWith(t *testing.T, id string, leader *model.Member, opts udppush.Options, manual bool, configure func(*store.Store, *Config)) *pushAPI {
 	t.Helper()
-	a := &pushAPI{conn: newGuardConn(t), ticks: make(chan time.Time, 64)}
+	a := &pushAPI{conn: nacostesting.NewGuardConn(t), reg: prometheus.NewRegistry(), ticks: make(chan time.Time, 64)}
 	opts.Conn = a.conn
 	if manual {
 		a.clock = clock.NewManual(time.Unix(1_700_000_000, 0))
 		opts.Clock = a.clock
-		opts.onTick = func(now time.Time) { a.ticks <- now }
+		opts.OnTick = func(now time.Time) { a.ticks <- now }
 	}
 	a.h, a.st, a.node = newTestAPIWith(t, id, leader, func(st *store.Store, cfg *Config) {
 		hub, err := fanout.New(st, fanout.Options{})
@@ -62,13 +63,13 @@ func newPushAPIWith(t *testing.T, id string, leader *model.Member, opts pushOpti
 			t.Fatal(err)
 		}
 		t.Cleanup(hub.Close)
-		cfg.Watch, cfg.Registerer, cfg.push = hub, prometheus.NewRegistry(), opts
+		cfg.Watch, cfg.Registerer, cfg.push = hub, a.reg, opts
 		if configure != nil {
 			configure(st, cfg)
 		}
 	})
 	a.push = a.h.(*API).push
-	t.Cleanup(a.push.close)
+	t.Cleanup(a.push.Close)
 	srv := httptest.NewServer(a.h)
 	t.Cleanup(srv.Close)
 	a.url = srv.URL
@@ -114,24 +115,24 @@ func getAs(t *testing.T, url, agent string) nacostesting.Response {
 }
 
 // list queries the instance list as nacos-sdk-go v1 does, for a client at udpPort.
-func (a *pushAPI) list(t *testing.T, query string, udpPort int) ServiceInfo {
+func (a *pushAPI) list(t *testing.T, query string, udpPort int) nacos.ServiceInfo {
 	t.Helper()
-	resp := getAs(t, a.url+"/nacos/v1/ns/instance/list?"+query+"&udpPort="+strconv.Itoa(udpPort)+"&healthyOnly=false", goAgent)
+	resp := getAs(t, a.url+"/nacos/v1/ns/instance/list?"+query+"&udpPort="+strconv.Itoa(udpPort)+"&healthyOnly=false", nacostesting.GoAgent)
 	if resp.Code != http.StatusOK {
 		t.Fatalf("list: %d %s", resp.Code, resp.Body)
 	}
-	var info ServiceInfo
+	var info nacos.ServiceInfo
 	resp.Decode(t, &info)
 	return info
 }
 
-func (a *pushAPI) subscribers(t *testing.T, query string) nacosSubscribersV1 {
+func (a *pushAPI) subscribers(t *testing.T, query string) subscribersV1 {
 	t.Helper()
 	resp := getAs(t, a.url+"/nacos/v1/ns/service/subscribers?"+query, "curl/8")
 	if resp.Code != http.StatusOK {
 		t.Fatalf("subscribers: %d %s", resp.Code, resp.Body)
 	}
-	var out nacosSubscribersV1
+	var out subscribersV1
 	resp.Decode(t, &out)
 	return out
 }
@@ -147,10 +148,10 @@ func register(t *testing.T, h http.Handler, service string, port int) {
 // change is pushed to the query's source address, not to the clientIP it names,
 // carrying what the list then answers.
 func TestNacosPush_QueryRecordsAndPushesToTheSource(t *testing.T) {
-	a := newPushAPI(t, "n1", nil, pushOptions{}, false)
+	a := newPushAPI(t, "n1", nil, udppush.Options{}, false)
 	register(t, a.h, "orders", 8080)
-	c := newPushClient(t, "127.0.0.1")
-	port := int(c.addr().Port())
+	c := nacostesting.NewPushClient(t, "127.0.0.1")
+	port := int(c.Addr().Port())
 	// A socket at the address the query names as its clientIP, on the same port.
 	named, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2), Port: port})
 	if err != nil {
@@ -162,30 +163,30 @@ func TestNacosPush_QueryRecordsAndPushesToTheSource(t *testing.T) {
 	defer named.Close()
 
 	info := a.list(t, "serviceName=DEFAULT_GROUP@@orders&groupName=DEFAULT_GROUP&clusters=&app=shop&clientIP=127.0.0.2", port)
-	if info.CacheMillis != PushCacheMillis || len(info.Hosts) != 1 {
+	if info.CacheMillis != udppush.CacheMillis || len(info.Hosts) != 1 {
 		t.Fatalf("answer to a push client: cacheMillis %d, %d hosts", info.CacheMillis, len(info.Hosts))
 	}
 	subs := a.subscribers(t, "serviceName=orders")
-	want := pushSubscriber{AddrStr: "127.0.0.1:" + strconv.Itoa(port), Agent: goAgent, App: "shop", IP: "127.0.0.1",
+	want := udppush.SubscriberInfo{AddrStr: "127.0.0.1:" + strconv.Itoa(port), Agent: nacostesting.GoAgent, App: "shop", IP: "127.0.0.1",
 		NamespaceID: "public", ServiceName: "DEFAULT_GROUP@@orders"}
 	if subs.Count != 1 || len(subs.Subscribers) != 1 || subs.Subscribers[0] != want {
 		t.Fatalf("subscribers %+v, want %+v", subs, want)
 	}
 
 	register(t, a.h, "orders", 8081)
-	r := c.next()
-	c.ack(r)
-	if r.from != a.push.LocalAddr().(*net.UDPAddr).AddrPort() {
-		t.Fatalf("push from %s, want the push socket %s", r.from, a.push.LocalAddr())
+	r := c.Next()
+	c.Ack(r)
+	if r.From != a.push.LocalAddr().(*net.UDPAddr).AddrPort() {
+		t.Fatalf("push from %s, want the push socket %s", r.From, a.push.LocalAddr())
 	}
 	now := a.list(t, "serviceName=DEFAULT_GROUP@@orders&groupName=DEFAULT_GROUP&clusters=&app=shop&clientIP=127.0.0.2", port)
-	r.info.LastRefTime, now.LastRefTime = 0, 0
-	if got, want := mustJSON(t, r.info), mustJSON(t, now); got != want {
+	r.Info.LastRefTime, now.LastRefTime = 0, 0
+	if got, want := mustJSON(t, r.Info), mustJSON(t, now); got != want {
 		t.Fatalf("pushed\n %s\nlist answers\n %s", got, want)
 	}
-	for _, d := range a.push.conn.(*guardConn).destinations() {
-		if d != c.addr() {
-			t.Fatalf("a packet went to %s; only %s may be pushed to", d, c.addr())
+	for _, d := range a.conn.Destinations() {
+		if d != c.Addr() {
+			t.Fatalf("a packet went to %s; only %s may be pushed to", d, c.Addr())
 		}
 	}
 	if err := named.SetReadDeadline(time.Now()); err != nil {
@@ -208,14 +209,14 @@ func mustJSON(t *testing.T, v any) string {
 // TestNacosPush_BadInput checks udpPort's validation and the queries that record no
 // subscriber: no udpPort or 0, a client Nacos does not push to, a refused query.
 func TestNacosPush_BadInput(t *testing.T) {
-	a := newPushAPI(t, "n1", nil, pushOptions{}, false)
+	a := newPushAPI(t, "n1", nil, udppush.Options{}, false)
 	register(t, a.h, "orders", 8080)
-	c := newPushClient(t, "127.0.0.1")
-	port := strconv.Itoa(int(c.addr().Port()))
+	c := nacostesting.NewPushClient(t, "127.0.0.1")
+	port := strconv.Itoa(int(c.Addr().Port()))
 	base := a.url + "/nacos/v1/ns/instance/list?serviceName=orders&clientIP=127.0.0.2"
 
 	for _, bad := range []string{"70000", "65536", "-1", "abc", "1.5"} {
-		resp := getAs(t, base+"&udpPort="+bad, goAgent)
+		resp := getAs(t, base+"&udpPort="+bad, nacostesting.GoAgent)
 		if resp.Code != http.StatusBadRequest || !strings.HasPrefix(string(resp.Body), "caused: ") || !strings.Contains(string(resp.Body), "udpPort") {
 			t.Errorf("udpPort=%s: %d %q, want 400 caused: ... udpPort", bad, resp.Code, resp.Body)
 		}
@@ -224,12 +225,12 @@ func TestNacosPush_BadInput(t *testing.T) {
 		name, query, agent string
 		status             int
 	}{
-		{"no udpPort", "", goAgent, 200},
+		{"no udpPort", "", nacostesting.GoAgent, 200},
 		{"udpPort 0 (the Java client's reads without a subscription)", "&udpPort=0", "Nacos-Java-Client:v1.4.2", 200},
 		{"a client Nacos does not push to", "&udpPort=" + port, "curl/8.5.0", 200},
 		{"no User-Agent", "&udpPort=" + port, "", 200},
-		{"bad consistency", "&udpPort=" + port + "&consistency=bogus", goAgent, 400},
-		{"bad healthyOnly", "&udpPort=" + port + "&healthyOnly=maybe", goAgent, 400},
+		{"bad consistency", "&udpPort=" + port + "&consistency=bogus", nacostesting.GoAgent, 400},
+		{"bad healthyOnly", "&udpPort=" + port + "&healthyOnly=maybe", nacostesting.GoAgent, 400},
 	} {
 		resp := getAs(t, base+tt.query, tt.agent)
 		if resp.Code != tt.status {
@@ -237,26 +238,26 @@ func TestNacosPush_BadInput(t *testing.T) {
 			continue
 		}
 		if tt.status == 200 {
-			var info ServiceInfo
+			var info nacos.ServiceInfo
 			resp.Decode(t, &info)
-			if info.CacheMillis != CacheMillis {
-				t.Errorf("%s: cacheMillis %d, want %d", tt.name, info.CacheMillis, CacheMillis)
+			if info.CacheMillis != nacos.CacheMillis {
+				t.Errorf("%s: cacheMillis %d, want %d", tt.name, info.CacheMillis, nacos.CacheMillis)
 			}
 		}
 	}
-	resp := getAs(t, a.url+"/nacos/v1/ns/instance/list?udpPort="+port, goAgent)
+	resp := getAs(t, a.url+"/nacos/v1/ns/instance/list?udpPort="+port, nacostesting.GoAgent)
 	if resp.Code != http.StatusBadRequest {
 		t.Errorf("no serviceName: %d %s", resp.Code, resp.Body)
 	}
 	// v2 lists take no udpPort: it is ignored there.
-	if resp := getAs(t, a.url+"/nacos/v2/ns/instance/list?serviceName=orders&udpPort=70000", goAgent); resp.Code != http.StatusOK {
+	if resp := getAs(t, a.url+"/nacos/v2/ns/instance/list?serviceName=orders&udpPort=70000", nacostesting.GoAgent); resp.Code != http.StatusOK {
 		t.Errorf("v2 with udpPort=70000: %d %s", resp.Code, resp.Body)
 	}
-	if resp := getAs(t, a.url+"/nacos/v2/ns/instance/list?serviceName=orders&udpPort="+port, goAgent); resp.Code != http.StatusOK {
+	if resp := getAs(t, a.url+"/nacos/v2/ns/instance/list?serviceName=orders&udpPort="+port, nacostesting.GoAgent); resp.Code != http.StatusOK {
 		t.Errorf("v2 with udpPort: %d %s", resp.Code, resp.Body)
 	}
-	if n := a.push.count(); n != 0 {
-		t.Fatalf("%d subscribers recorded, want none: %+v", n, a.push.subscribers(model.ServiceKey{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders"}))
+	if n := a.push.Count(); n != 0 {
+		t.Fatalf("%d subscribers recorded, want none: %+v", n, a.push.Subscribers(model.ServiceKey{Namespace: "public", Group: "DEFAULT_GROUP", Service: "orders"}))
 	}
 	// Nacos reads the agent from Client-Version when there is no User-Agent.
 	req, _ := http.NewRequest(http.MethodGet, base+"&udpPort="+port, nil)
@@ -273,7 +274,7 @@ func TestNacosPush_BadInput(t *testing.T) {
 	// A client cannot ask for the push cacheMillis without being recorded.
 	req, _ = http.NewRequest(http.MethodGet, base, nil)
 	req.Header.Set(headerNacosPush, "1")
-	req.Header.Set("User-Agent", goAgent)
+	req.Header.Set("User-Agent", nacostesting.GoAgent)
 	hr, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -289,21 +290,21 @@ func TestNacosPush_BadInput(t *testing.T) {
 // queries records it and pushes from its own state, while the read is forwarded to the
 // leader, which records nothing but answers the push cacheMillis.
 func TestNacosPush_FollowerRecordsAndPushesFromItsState(t *testing.T) {
-	leader := newPushAPI(t, "n1", nil, pushOptions{}, false)
+	leader := newPushAPI(t, "n1", nil, udppush.Options{}, false)
 	nacostesting.SeedOrders(t, leader.h)
 	leaderMember := &model.Member{ID: "n1", RaftAddr: "127.0.0.1:7848", HTTPAddr: strings.TrimPrefix(leader.url, "http://")}
 	leader.node.SetKnownLeader(leaderMember)
 
-	follower := newPushAPI(t, "n2", leaderMember, pushOptions{}, false)
+	follower := newPushAPI(t, "n2", leaderMember, udppush.Options{}, false)
 	follower.node.SetLeading(true)
 	nacostesting.SeedOrders(t, follower.h) // the follower's copy of the state
 	follower.node.SetLeading(false)
 
-	c := newPushClient(t, "127.0.0.1")
-	resp := getAs(t, follower.url+"/nacos/v1/ns/instance/list?serviceName=orders&udpPort="+strconv.Itoa(int(c.addr().Port())), goAgent)
-	var info ServiceInfo
+	c := nacostesting.NewPushClient(t, "127.0.0.1")
+	resp := getAs(t, follower.url+"/nacos/v1/ns/instance/list?serviceName=orders&udpPort="+strconv.Itoa(int(c.Addr().Port())), nacostesting.GoAgent)
+	var info nacos.ServiceInfo
 	resp.Decode(t, &info)
-	if resp.Code != http.StatusOK || resp.Header.Get(api.HeaderServedBy) != "n1" || info.CacheMillis != PushCacheMillis {
+	if resp.Code != http.StatusOK || resp.Header.Get(api.HeaderServedBy) != "n1" || info.CacheMillis != udppush.CacheMillis {
 		t.Fatalf("forwarded list: %d served by %q, cacheMillis %d", resp.Code, resp.Header.Get(api.HeaderServedBy), info.CacheMillis)
 	}
 	if n := leader.subscribers(t, "serviceName=orders").Count; n != 0 {
@@ -315,11 +316,11 @@ func TestNacosPush_FollowerRecordsAndPushesFromItsState(t *testing.T) {
 	// A change the follower applies is pushed from the follower.
 	follower.node.SetLeading(true)
 	register(t, follower.h, "orders", 9999)
-	r := c.next()
-	if r.from != follower.push.LocalAddr().(*net.UDPAddr).AddrPort() || len(r.info.Hosts) != 4 {
-		t.Fatalf("push from %s (follower %s, leader %s) with %d hosts", r.from, follower.push.LocalAddr(), leader.push.LocalAddr(), len(r.info.Hosts))
+	r := c.Next()
+	if r.From != follower.push.LocalAddr().(*net.UDPAddr).AddrPort() || len(r.Info.Hosts) != 4 {
+		t.Fatalf("push from %s (follower %s, leader %s) with %d hosts", r.From, follower.push.LocalAddr(), leader.push.LocalAddr(), len(r.Info.Hosts))
 	}
-	if d := leader.conn.destinations(); len(d) != 0 {
+	if d := leader.conn.Destinations(); len(d) != 0 {
 		t.Fatalf("the leader pushed to %v", d)
 	}
 }
@@ -327,56 +328,41 @@ func TestNacosPush_FollowerRecordsAndPushesFromItsState(t *testing.T) {
 // TestNacosPush_UnackedClientPollsAgain checks that a client whose pushes go
 // unacknowledged is answered the poll cacheMillis until a push is acknowledged.
 func TestNacosPush_UnackedClientPollsAgain(t *testing.T) {
-	a := newPushAPI(t, "n1", nil, pushOptions{Retries: 1}, true)
+	a := newPushAPI(t, "n1", nil, udppush.Options{Retries: 1}, true)
 	register(t, a.h, "orders", 8080)
-	c := newPushClient(t, "127.0.0.1")
-	port := int(c.addr().Port())
-	if info := a.list(t, "serviceName=orders", port); info.CacheMillis != PushCacheMillis {
+	c := nacostesting.NewPushClient(t, "127.0.0.1")
+	port := int(c.Addr().Port())
+	if info := a.list(t, "serviceName=orders", port); info.CacheMillis != udppush.CacheMillis {
 		t.Fatalf("cacheMillis %d", info.CacheMillis)
 	}
 	register(t, a.h, "orders", 8081)
-	c.next()
+	c.Next()
 	a.advance(t, time.Second)
-	c.next() // the one resend
+	c.Next() // the one resend
 	a.advance(t, time.Second)
-	if info := a.list(t, "serviceName=orders", port); info.CacheMillis != CacheMillis {
-		t.Fatalf("after an unacknowledged push: cacheMillis %d, want %d", info.CacheMillis, CacheMillis)
+	if info := a.list(t, "serviceName=orders", port); info.CacheMillis != nacos.CacheMillis {
+		t.Fatalf("after an unacknowledged push: cacheMillis %d, want %d", info.CacheMillis, nacos.CacheMillis)
 	}
 	register(t, a.h, "orders", 8082)
-	c.ack(c.next())
-	wait.For(t, 10*time.Second, "the ack", func() bool { return !a.push.polling(a.push.subsOf(t)[0]) })
-	if info := a.list(t, "serviceName=orders", port); info.CacheMillis != PushCacheMillis {
+	c.Ack(c.Next())
+	wait.For(t, 10*time.Second, "the ack", func() bool { return nacostesting.Counter(t, a.reg, "roster_nacos_push_acked_total") == 1 })
+	if info := a.list(t, "serviceName=orders", port); info.CacheMillis != udppush.CacheMillis {
 		t.Fatalf("after an acknowledged push: cacheMillis %d", info.CacheMillis)
 	}
 }
 
-// subsOf lists the recorded subscribers.
-func (p *pusher) subsOf(t *testing.T) []*pushSub {
-	t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out []*pushSub
-	for _, s := range p.subs {
-		out = append(out, s)
-	}
-	if len(out) == 0 {
-		t.Fatal("no subscribers")
-	}
-	return out
-}
-
 // TestNacosPush_Subscribers checks the subscriber list's shape, paging and refusals.
 func TestNacosPush_Subscribers(t *testing.T) {
-	a := newPushAPI(t, "n1", nil, pushOptions{}, false)
+	a := newPushAPI(t, "n1", nil, udppush.Options{}, false)
 	register(t, a.h, "orders", 8080)
 	var ports []int
 	for range 3 {
-		c := newPushClient(t, "127.0.0.1")
-		ports = append(ports, int(c.addr().Port()))
+		c := nacostesting.NewPushClient(t, "127.0.0.1")
+		ports = append(ports, int(c.Addr().Port()))
 		a.list(t, "serviceName=orders&app=a"+strconv.Itoa(len(ports)), ports[len(ports)-1])
 	}
-	c := newPushClient(t, "127.0.0.1")
-	a.list(t, "serviceName=g1@@other", int(c.addr().Port()))
+	c := nacostesting.NewPushClient(t, "127.0.0.1")
+	a.list(t, "serviceName=g1@@other", int(c.Addr().Port()))
 
 	all := a.subscribers(t, "serviceName=orders")
 	if all.Count != 3 || len(all.Subscribers) != 3 {
@@ -390,7 +376,7 @@ func TestNacosPush_Subscribers(t *testing.T) {
 	for _, tt := range []struct {
 		query string
 		count int
-		page  []pushSubscriber
+		page  []udppush.SubscriberInfo
 	}{
 		{"serviceName=orders&pageNo=2&pageSize=2", 3, all.Subscribers[2:]},
 		{"serviceName=orders&pageNo=1&pageSize=2", 3, all.Subscribers[:2]},
@@ -438,10 +424,10 @@ func TestNacosPush_Subscribers(t *testing.T) {
 
 // TestNacosPush_Switches checks the switches say pushes are on.
 func TestNacosPush_Switches(t *testing.T) {
-	a := newPushAPI(t, "n1", nil, pushOptions{}, false)
-	var sw nacosSwitches
+	a := newPushAPI(t, "n1", nil, udppush.Options{}, false)
+	var sw switches
 	nacostesting.MustNacos(t, a.h, http.MethodGet, "/nacos/v1/ns/operator/switches", "", http.StatusOK).Decode(t, &sw)
-	if !sw.PushEnabled || sw.DefaultPushCacheMillis != PushCacheMillis || sw.DefaultCacheMillis != CacheMillis {
+	if !sw.PushEnabled || sw.DefaultPushCacheMillis != udppush.CacheMillis || sw.DefaultCacheMillis != nacos.CacheMillis {
 		t.Fatalf("switches %+v", sw)
 	}
 }
@@ -453,11 +439,11 @@ func TestNacosPush_NoPushWithoutFanout(t *testing.T) {
 	register(t, h, "orders", 8080)
 	req := newRequest(t, http.MethodGet, "/nacos/v1/ns/instance/list?serviceName=orders&udpPort=5000", "")
 	req.RemoteAddr = "127.0.0.1:40000"
-	req.Header.Set("User-Agent", goAgent)
+	req.Header.Set("User-Agent", nacostesting.GoAgent)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
-	var info ServiceInfo
-	if err := json.Unmarshal(rec.Body.Bytes(), &info); err != nil || info.CacheMillis != CacheMillis {
+	var info nacos.ServiceInfo
+	if err := json.Unmarshal(rec.Body.Bytes(), &info); err != nil || info.CacheMillis != nacos.CacheMillis {
 		t.Fatalf("%d %s (%v)", rec.Code, rec.Body, err)
 	}
 	if h.(*API).push != nil {
@@ -467,38 +453,38 @@ func TestNacosPush_NoPushWithoutFanout(t *testing.T) {
 
 // TestNacosPush_FloodOfClusterListsIsCapped checks the reflection the caps bound: 300
 // list queries from one client address and udpPort, each with its own cluster list,
-// record DefaultPushMaxPerPort subscribers, and a change then sends that port at most
+// record udppush.DefaultMaxPerPort subscribers, and a change then sends that port at most
 // that many datagrams per round (resends included, all within the change's byte
 // budget), where it sent one per query and resends before. A query naming a system
 // port is answered as a poll, recorded nowhere, counted, and that port gets nothing.
 func TestNacosPush_FloodOfClusterListsIsCapped(t *testing.T) {
-	a := newPushAPI(t, "n1", nil, pushOptions{}, true)
+	a := newPushAPI(t, "n1", nil, udppush.Options{}, true)
 	register(t, a.h, "orders", 8080)
-	c := newPushClient(t, "127.0.0.1")
-	port := int(c.addr().Port())
+	c := nacostesting.NewPushClient(t, "127.0.0.1")
+	port := int(c.Addr().Port())
 	const queries = 300
 	for i := range queries {
 		a.list(t, "serviceName=orders&clusters=DEFAULT,c"+strconv.Itoa(i), port)
 	}
-	if got := a.push.count(); got != DefaultPushMaxPerPort {
-		t.Fatalf("%d subscribers recorded, want the per-port cap %d", got, DefaultPushMaxPerPort)
+	if got := a.push.Count(); got != udppush.DefaultMaxPerPort {
+		t.Fatalf("%d subscribers recorded, want the per-port cap %d", got, udppush.DefaultMaxPerPort)
 	}
-	if got := testutil.ToFloat64(a.push.m.refused.WithLabelValues("per_port")); got != queries-DefaultPushMaxPerPort {
-		t.Fatalf("refused{per_port} = %v, want %d", got, queries-DefaultPushMaxPerPort)
+	if got := nacostesting.Counter(t, a.reg, "roster_nacos_push_subscribers_refused_total", "reason", "per_port"); got != queries-udppush.DefaultMaxPerPort {
+		t.Fatalf("refused{per_port} = %v, want %d", got, queries-udppush.DefaultMaxPerPort)
 	}
 	// A system port: answered (as a poll), not recorded, counted.
-	resp := getAs(t, a.url+"/nacos/v1/ns/instance/list?serviceName=orders&udpPort=999", goAgent)
-	var info ServiceInfo
+	resp := getAs(t, a.url+"/nacos/v1/ns/instance/list?serviceName=orders&udpPort=999", nacostesting.GoAgent)
+	var info nacos.ServiceInfo
 	if resp.Code != http.StatusOK {
 		t.Fatalf("udpPort=999: %d %s", resp.Code, resp.Body)
 	}
-	if resp.Decode(t, &info); info.CacheMillis != CacheMillis || len(info.Hosts) != 1 {
+	if resp.Decode(t, &info); info.CacheMillis != nacos.CacheMillis || len(info.Hosts) != 1 {
 		t.Fatalf("udpPort=999: cacheMillis %d, %d hosts", info.CacheMillis, len(info.Hosts))
 	}
-	if got := testutil.ToFloat64(a.push.m.refused.WithLabelValues("low_port")); got != 1 {
+	if got := nacostesting.Counter(t, a.reg, "roster_nacos_push_subscribers_refused_total", "reason", "low_port"); got != 1 {
 		t.Fatalf("refused{low_port} = %v, want 1", got)
 	}
-	if got := a.push.count(); got != DefaultPushMaxPerPort {
+	if got := a.push.Count(); got != udppush.DefaultMaxPerPort {
 		t.Fatalf("%d subscribers after the udpPort=999 query", got)
 	}
 
@@ -508,7 +494,7 @@ func TestNacosPush_FloodOfClusterListsIsCapped(t *testing.T) {
 	go func() {
 		buf := make([]byte, 64<<10)
 		for {
-			n, _, err := c.conn.ReadFromUDPAddrPort(buf)
+			n, _, err := c.Conn.ReadFromUDPAddrPort(buf)
 			if err != nil {
 				return
 			}
@@ -518,32 +504,32 @@ func TestNacosPush_FloodOfClusterListsIsCapped(t *testing.T) {
 		}
 	}()
 	register(t, a.h, "orders", 8081)
-	sent := func() float64 { return testutil.ToFloat64(a.push.m.sent) }
+	sent := func() float64 { return nacostesting.Counter(t, a.reg, "roster_nacos_push_sent_total") }
 	wait.For(t, 10*time.Second, "the change's pushes", func() bool {
-		return sent()+testutil.ToFloat64(a.push.m.failed.WithLabelValues("budget")) == DefaultPushMaxPerPort
+		return sent()+nacostesting.Counter(t, a.reg, "roster_nacos_push_failed_total", "reason", "budget") == udppush.DefaultMaxPerPort
 	})
-	conn := a.push.conn.(*guardConn)
+	conn := a.conn
 	// Each round is read before the next is sent, so that the client's socket buffer
 	// holds one round at most.
 	drained := func() {
 		wait.For(t, 10*time.Second, "the client to read what was sent", func() bool {
 			mu.Lock()
 			defer mu.Unlock()
-			return gotPackets == len(conn.destinations())
+			return gotPackets == len(conn.Destinations())
 		})
 	}
 	drained()
-	// Nothing acks: every push is resent DefaultPushRetries times, then given up.
-	for range DefaultPushRetries + 1 {
-		a.advance(t, DefaultPushRetryInterval)
+	// Nothing acks: every push is resent udppush.DefaultRetries times, then given up.
+	for range udppush.DefaultRetries + 1 {
+		a.advance(t, udppush.DefaultRetryInterval)
 		drained()
 	}
-	written, writtenBytes := len(conn.destinations()), conn.sentBytes()
-	if limit := DefaultPushMaxPerPort * (1 + DefaultPushRetries); written > limit || writtenBytes > DefaultPushChangeBudget {
-		t.Fatalf("one change sent %d datagrams, %d bytes; want at most %d and %d", written, writtenBytes, limit, DefaultPushChangeBudget)
+	written, writtenBytes := len(conn.Destinations()), conn.SentBytes()
+	if limit := udppush.DefaultMaxPerPort * (1 + udppush.DefaultRetries); written > limit || writtenBytes > udppush.DefaultChangeBudget {
+		t.Fatalf("one change sent %d datagrams, %d bytes; want at most %d and %d", written, writtenBytes, limit, udppush.DefaultChangeBudget)
 	}
-	for _, d := range conn.destinations() {
-		if d != c.addr() {
+	for _, d := range conn.Destinations() {
+		if d != c.Addr() {
 			t.Fatalf("a push went to %s", d)
 		}
 	}

@@ -1,4 +1,4 @@
-package nacos
+package openapi
 
 import (
 	"encoding/json"
@@ -11,31 +11,32 @@ import (
 	"testing"
 
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/nacos"
 )
 
-// mustParams parses a query string into nacosParams.
-func mustParams(t *testing.T, query string) nacosParams {
+// mustParams parses a query string into params.
+func mustParams(t *testing.T, query string) params {
 	t.Helper()
 	v, err := url.ParseQuery(query)
 	if err != nil {
 		t.Fatalf("query %q: %v", query, err)
 	}
-	return nacosParams{vals: v}
+	return params{vals: v}
 }
 
-// nacosCode returns the Nacos code of err (0 for nil, -1 for a non-Nacos error that
+// code returns the Nacos code of err (0 for nil, -1 for a non-Nacos error that
 // is not a validation error).
-func nacosCode(err error, res Resource) int {
+func code(err error, res nacos.Resource) int {
 	if err == nil {
 		return 0
 	}
-	var ne *Error
+	var ne *nacos.Error
 	var ve *model.ValidationError
 	switch {
 	case errors.As(err, &ne):
 		return ne.Code
 	case errors.As(err, &ve):
-		return validation(ve, res).Code
+		return nacos.Classify(ve, res).Code
 	}
 	return -1
 }
@@ -59,21 +60,21 @@ func TestNacosServiceKey_Resolution(t *testing.T) {
 			model.ServiceKey{Namespace: "public", Group: "g1", Service: "orders"}, 0},
 		{"values are trimmed", "serviceName=+orders+&groupName=+g1+",
 			model.ServiceKey{Namespace: "public", Group: "g1", Service: "orders"}, 0},
-		{"grouped name contradicting groupName", "serviceName=g1@@orders&groupName=g2", model.ServiceKey{}, CodeParameterMismatch},
-		{"missing serviceName", "groupName=g1", model.ServiceKey{}, CodeParameterMissing},
-		{"blank serviceName", "serviceName=++", model.ServiceKey{}, CodeParameterMissing},
-		{"empty group in grouped name", "serviceName=@@orders", model.ServiceKey{}, CodeServiceName},
-		{"empty service in grouped name", "serviceName=g1@@", model.ServiceKey{}, CodeServiceName},
-		{"two separators", "serviceName=g1@@a@@b", model.ServiceKey{}, CodeServiceName},
-		{"whitespace in the name", "serviceName=a%20b", model.ServiceKey{}, CodeServiceName},
-		{"illegal group", "serviceName=orders&groupName=g/1", model.ServiceKey{}, CodeServiceName},
-		{"illegal namespace", "serviceName=orders&namespaceId=dev!", model.ServiceKey{}, CodeIllegalNamespace},
-		{"service name too long", "serviceName=" + strings.Repeat("s", model.MaxServiceNameLen+1), model.ServiceKey{}, CodeServiceName},
+		{"grouped name contradicting groupName", "serviceName=g1@@orders&groupName=g2", model.ServiceKey{}, nacos.CodeParameterMismatch},
+		{"missing serviceName", "groupName=g1", model.ServiceKey{}, nacos.CodeParameterMissing},
+		{"blank serviceName", "serviceName=++", model.ServiceKey{}, nacos.CodeParameterMissing},
+		{"empty group in grouped name", "serviceName=@@orders", model.ServiceKey{}, nacos.CodeServiceName},
+		{"empty service in grouped name", "serviceName=g1@@", model.ServiceKey{}, nacos.CodeServiceName},
+		{"two separators", "serviceName=g1@@a@@b", model.ServiceKey{}, nacos.CodeServiceName},
+		{"whitespace in the name", "serviceName=a%20b", model.ServiceKey{}, nacos.CodeServiceName},
+		{"illegal group", "serviceName=orders&groupName=g/1", model.ServiceKey{}, nacos.CodeServiceName},
+		{"illegal namespace", "serviceName=orders&namespaceId=dev!", model.ServiceKey{}, nacos.CodeIllegalNamespace},
+		{"service name too long", "serviceName=" + strings.Repeat("s", model.MaxServiceNameLen+1), model.ServiceKey{}, nacos.CodeServiceName},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := nacosServiceKey(mustParams(t, tt.query))
-			if code := nacosCode(err, ResourceOther); code != tt.wantCode {
+			got, err := serviceKey(mustParams(t, tt.query))
+			if code := code(err, nacos.ResourceOther); code != tt.wantCode {
 				t.Fatalf("code %d (err %v), want %d", code, err, tt.wantCode)
 			}
 			if err == nil && got != tt.want {
@@ -107,13 +108,13 @@ func TestNacosMetadata_Parsing(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := nacosMetadata(tt.raw, CodeInstanceMetadata)
+			got, err := metadata(tt.raw, nacos.CodeInstanceMetadata)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err %v, want error %v", err, tt.wantErr)
 			}
 			if err != nil {
-				if code := nacosCode(err, ResourceInstance); code != CodeInstanceMetadata {
-					t.Fatalf("code %d, want %d", code, CodeInstanceMetadata)
+				if code := code(err, nacos.ResourceInstance); code != nacos.CodeInstanceMetadata {
+					t.Fatalf("code %d, want %d", code, nacos.CodeInstanceMetadata)
 				}
 				if !strings.Contains(err.Error(), "metadata format incorrect") {
 					t.Fatalf("message %q", err)
@@ -164,31 +165,31 @@ func TestNacosRegistration_DefaultsAndErrors(t *testing.T) {
 		{"IPv6 address", "serviceName=orders&ip=fe80::1&port=80&ephemeral=false",
 			inst(func(in *model.Instance) { in.IP, in.Port = "fe80::1", 80 }), 0},
 		{"k=v metadata", base + "&metadata=a%3D1", inst(func(in *model.Instance) { in.Metadata = map[string]string{"a": "1"} }), 0},
-		{"missing serviceName", "ip=127.100.0.1&port=8080&ephemeral=false", model.Instance{}, CodeParameterMissing},
-		{"missing ip", "serviceName=orders&port=8080&ephemeral=false", model.Instance{}, CodeParameterMissing},
-		{"missing port", "serviceName=orders&ip=127.100.0.1&ephemeral=false", model.Instance{}, CodeParameterMissing},
-		{"port 0", "serviceName=orders&ip=127.100.0.1&port=0&ephemeral=false", model.Instance{}, CodeParameterValidate},
-		{"port 65536", "serviceName=orders&ip=127.100.0.1&port=65536&ephemeral=false", model.Instance{}, CodeParameterValidate},
-		{"port not a number", "serviceName=orders&ip=127.100.0.1&port=http&ephemeral=false", model.Instance{}, CodeParameterValidate},
-		{"bad ip", "serviceName=orders&ip=127.100.0.300&port=80&ephemeral=false", model.Instance{}, CodeParameterValidate},
-		{"weight above 10000", base + "&weight=10000.5", model.Instance{}, CodeWeight},
-		{"negative weight", base + "&weight=-1", model.Instance{}, CodeWeight},
-		{"weight not a number", base + "&weight=heavy", model.Instance{}, CodeParameterValidate},
-		{"weight NaN", base + "&weight=NaN", model.Instance{}, CodeParameterValidate},
-		{"bad metadata JSON", base + `&metadata={"a":`, model.Instance{}, CodeInstanceMetadata},
+		{"missing serviceName", "ip=127.100.0.1&port=8080&ephemeral=false", model.Instance{}, nacos.CodeParameterMissing},
+		{"missing ip", "serviceName=orders&port=8080&ephemeral=false", model.Instance{}, nacos.CodeParameterMissing},
+		{"missing port", "serviceName=orders&ip=127.100.0.1&ephemeral=false", model.Instance{}, nacos.CodeParameterMissing},
+		{"port 0", "serviceName=orders&ip=127.100.0.1&port=0&ephemeral=false", model.Instance{}, nacos.CodeParameterValidate},
+		{"port 65536", "serviceName=orders&ip=127.100.0.1&port=65536&ephemeral=false", model.Instance{}, nacos.CodeParameterValidate},
+		{"port not a number", "serviceName=orders&ip=127.100.0.1&port=http&ephemeral=false", model.Instance{}, nacos.CodeParameterValidate},
+		{"bad ip", "serviceName=orders&ip=127.100.0.300&port=80&ephemeral=false", model.Instance{}, nacos.CodeParameterValidate},
+		{"weight above 10000", base + "&weight=10000.5", model.Instance{}, nacos.CodeWeight},
+		{"negative weight", base + "&weight=-1", model.Instance{}, nacos.CodeWeight},
+		{"weight not a number", base + "&weight=heavy", model.Instance{}, nacos.CodeParameterValidate},
+		{"weight NaN", base + "&weight=NaN", model.Instance{}, nacos.CodeParameterValidate},
+		{"bad metadata JSON", base + `&metadata={"a":`, model.Instance{}, nacos.CodeInstanceMetadata},
 		{"metadata too large", base + "&metadata=" + url.QueryEscape(`{"k":"`+strings.Repeat("v", 1100)+`"}`),
-			model.Instance{}, CodeInstanceMetadata},
-		{"metadata with an empty key", base + "&metadata=%3Dv", model.Instance{}, CodeInstanceMetadata},
-		{"illegal cluster", base + "&clusterName=a.b", model.Instance{}, CodeParameterValidate},
-		{"bad boolean", base + "&enabled=ture", model.Instance{}, CodeParameterValidate},
-		{"ephemeral by default", "serviceName=orders&ip=127.100.0.1&port=8080", model.Instance{}, CodeInstanceError},
-		{"ephemeral explicitly", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=true", model.Instance{}, CodeInstanceError},
-		{"ephemeral not a boolean", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=maybe", model.Instance{}, CodeParameterValidate},
+			model.Instance{}, nacos.CodeInstanceMetadata},
+		{"metadata with an empty key", base + "&metadata=%3Dv", model.Instance{}, nacos.CodeInstanceMetadata},
+		{"illegal cluster", base + "&clusterName=a.b", model.Instance{}, nacos.CodeParameterValidate},
+		{"bad boolean", base + "&enabled=ture", model.Instance{}, nacos.CodeParameterValidate},
+		{"ephemeral by default", "serviceName=orders&ip=127.100.0.1&port=8080", model.Instance{}, nacos.CodeInstanceError},
+		{"ephemeral explicitly", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=true", model.Instance{}, nacos.CodeInstanceError},
+		{"ephemeral not a boolean", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=maybe", model.Instance{}, nacos.CodeParameterValidate},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := nacosRegistration(mustParams(t, tt.query), model.DefaultLimits())
-			if code := nacosCode(err, ResourceInstance); code != tt.wantCode {
+			got, err := registration(mustParams(t, tt.query), model.DefaultLimits())
+			if code := code(err, nacos.ResourceInstance); code != tt.wantCode {
 				t.Fatalf("code %d (err %v), want %d", code, err, tt.wantCode)
 			}
 			if err != nil {
@@ -202,12 +203,12 @@ func TestNacosRegistration_DefaultsAndErrors(t *testing.T) {
 }
 
 func TestNacosRegistration_EphemeralRefusalWording(t *testing.T) {
-	_, err := nacosRegistration(mustParams(t, "serviceName=g1@@orders&ip=127.100.0.1&port=8080"), model.DefaultLimits())
+	_, err := registration(mustParams(t, "serviceName=g1@@orders&ip=127.100.0.1&port=8080"), model.DefaultLimits())
 	want := "Current service g1@@orders is persistent service, can't register ephemeral instance."
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("err %v, want it to start with %q", err, want)
 	}
-	var ne *Error
+	var ne *nacos.Error
 	if !errors.As(err, &ne) || ne.Status != http.StatusBadRequest {
 		t.Fatalf("err %#v, want a 400", err)
 	}
@@ -231,9 +232,9 @@ func TestNacosParams_QueryAndFormBody(t *testing.T) {
 		{"body without content type", http.MethodPost, "/x", "", "a=1", map[string]string{"a": "1"}, 0},
 		{"query wins over the body", http.MethodPost, "/x?a=q", "application/x-www-form-urlencoded", "a=f&b=f",
 			map[string]string{"a": "q", "b": "f"}, 0},
-		{"JSON body refused", http.MethodPost, "/x", "application/json", `{"a":1}`, nil, CodeMediaType},
-		{"malformed query", http.MethodGet, "/x?a=%zz", "", "", nil, CodeParameterValidate},
-		{"malformed body", http.MethodPost, "/x", "application/x-www-form-urlencoded", "a=%zz", nil, CodeParameterValidate},
+		{"JSON body refused", http.MethodPost, "/x", "application/json", `{"a":1}`, nil, nacos.CodeMediaType},
+		{"malformed query", http.MethodGet, "/x?a=%zz", "", "", nil, nacos.CodeParameterValidate},
+		{"malformed body", http.MethodPost, "/x", "application/x-www-form-urlencoded", "a=%zz", nil, nacos.CodeParameterValidate},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -243,7 +244,7 @@ func TestNacosParams_QueryAndFormBody(t *testing.T) {
 			}
 			r = r.WithContext(withBody(r, []byte(tt.body)))
 			p, err := parseNacosParams(r)
-			if code := nacosCode(err, ResourceOther); code != tt.wantCode {
+			if code := code(err, nacos.ResourceOther); code != tt.wantCode {
 				t.Fatalf("code %d (err %v), want %d", code, err, tt.wantCode)
 			}
 			for k, v := range tt.want {
@@ -287,7 +288,7 @@ func TestNacosSelect_ProtectThreshold(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, reached := Select(tt.all, tt.threshold, tt.clusters, tt.healthyOnly)
+			got, reached := nacos.Select(tt.all, tt.threshold, tt.clusters, tt.healthyOnly)
 			if reached != tt.reached || len(got) != len(tt.want) || (len(got) > 0 && !reflect.DeepEqual(got, tt.want)) {
 				t.Fatalf("got %+v reached %v\nwant %+v reached %v", got, reached, tt.want, tt.reached)
 			}
@@ -337,17 +338,17 @@ func TestParseNacosHealthChecker_Mapping(t *testing.T) {
 func TestToNacosHealthChecker_RoundTrip(t *testing.T) {
 	hc := model.HealthCheck{Type: model.CheckHTTP, Path: "/p", Headers: map[string]string{"B": "2", "A": "1"}, ExpectedStatus: []int{204, 200}}
 	got := toNacosHealthChecker(hc)
-	want := nacosHealthChecker{Type: "HTTP", Path: "/p", Headers: "A:1|B:2", ExpectedResponseCode: 204}
+	want := healthChecker{Type: "HTTP", Path: "/p", Headers: "A:1|B:2", ExpectedResponseCode: 204}
 	if got != want {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
-	if got := toNacosHealthChecker(model.DefaultHealthCheck()); got != (nacosHealthChecker{Type: "TCP"}) {
+	if got := toNacosHealthChecker(model.DefaultHealthCheck()); got != (healthChecker{Type: "TCP"}) {
 		t.Fatalf("TCP shows as %+v", got)
 	}
 	// A MYSQL check shows its password redacted, and reads back into a spec that keeps it.
 	my := model.HealthCheck{Type: model.CheckMySQL, User: "probe", Password: "s3cret", Query: "SELECT 1"}
 	got = toNacosHealthChecker(my)
-	if want := (nacosHealthChecker{Type: "MYSQL", User: "probe", Pwd: "***", Cmd: "SELECT 1"}); got != want {
+	if want := (healthChecker{Type: "MYSQL", User: "probe", Pwd: "***", Cmd: "SELECT 1"}); got != want {
 		t.Fatalf("MYSQL shows as %+v", got)
 	}
 	b, _ := json.Marshal(got)

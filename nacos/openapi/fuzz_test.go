@@ -1,4 +1,4 @@
-package nacos
+package openapi
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/nacos"
 )
 
 // FuzzNacosParams feeds arbitrary query strings and form bodies to the Nacos parameter
@@ -60,7 +61,7 @@ func FuzzNacosParams(f *testing.F) {
 			}
 		}
 
-		in, err := nacosRegistration(p, limits)
+		in, err := registration(p, limits)
 		if err != nil {
 			checkRefusal(t, err)
 		} else {
@@ -71,7 +72,7 @@ func FuzzNacosParams(f *testing.F) {
 			for k, v := range in.Metadata {
 				noControl(t, "registration metadata", k, v)
 			}
-			key, err := nacosServiceKey(p)
+			key, err := serviceKey(p)
 			if err != nil || key != in.ServiceKey() {
 				t.Fatalf("registration names %+v, key resolution %+v (%v)", in.ServiceKey(), key, err)
 			}
@@ -80,7 +81,7 @@ func FuzzNacosParams(f *testing.F) {
 			}
 		}
 
-		if svc, err := nacosServiceForm(p, limits); err != nil {
+		if svc, err := serviceForm(p, limits); err != nil {
 			checkRefusal(t, err)
 		} else if err := limits.AdmitService(svc); err != nil {
 			t.Fatalf("accepted service %+v fails admission: %v", svc, err)
@@ -112,11 +113,11 @@ func noControl(t *testing.T, what string, ss ...string) {
 // validation error.
 func checkRefusal(t *testing.T, err error) {
 	t.Helper()
-	var ne *Error
+	var ne *nacos.Error
 	var ve *model.ValidationError
 	switch {
 	case errors.As(err, &ne):
-		if ne.Status < 400 || ne.Status > 499 || ne.Code == 0 || Message(ne.Code) == "server error" || ne.Msg == "" {
+		if ne.Status < 400 || ne.Status > 499 || ne.Code == 0 || nacos.Message(ne.Code) == "server error" || ne.Msg == "" {
 			t.Fatalf("refusal %+v is not a Nacos 4xx", ne)
 		}
 	case errors.As(err, &ve):

@@ -17,7 +17,7 @@ import (
 // checks every second). Nacos answers 3000 ms; for a client that learns of changes only
 // by polling, Roster's 1000 ms bounds that delay to about two seconds, at the cost of one
 // leader-local read (no quorum round trip) per subscribed service per client per
-// second. Clients that receive UDP pushes are answered NacosPushCacheMillis.
+// second. Clients that receive UDP pushes are answered udppush.CacheMillis.
 const CacheMillis = 1000
 
 // Values Nacos reports for heartbeat-based instances. Roster's instances are persistent
@@ -132,7 +132,7 @@ func HostOf(in model.Instance) Host {
 		Ephemeral:                 false,
 		ClusterName:               in.Cluster,
 		ServiceName:               in.ServiceKey().GroupedName(),
-		Metadata:                  nonNilMap(in.Metadata),
+		Metadata:                  NonNilMap(in.Metadata),
 		InstanceHeartBeatInterval: heartBeatInterval,
 		InstanceIDGenerator:       "simple",
 		InstanceHeartBeatTimeOut:  heartBeatTimeout,
@@ -165,7 +165,7 @@ func ServiceInfoFor(key model.ServiceKey, view store.ServiceView, found bool, cl
 		info.Hosts = append(info.Hosts, HostOf(in))
 	}
 	info.ReachProtectionThreshold = reached
-	info.Metadata = nonNilMap(view.Service.Metadata)
+	info.Metadata = NonNilMap(view.Service.Metadata)
 	info.Checksum = HostsChecksum(info.Hosts)
 	return info
 }
@@ -180,8 +180,8 @@ func HostsChecksum(hosts []Host) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// nonNilMap makes a nil map encode as {} rather than null.
-func nonNilMap(m map[string]string) map[string]string {
+// NonNilMap makes a nil map encode as {} rather than null.
+func NonNilMap(m map[string]string) map[string]string {
 	if m == nil {
 		return map[string]string{}
 	}

@@ -1,17 +1,13 @@
-package nacos
+package udppush
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/netip"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,63 +19,18 @@ import (
 	"github.com/rosterhq/roster/internal/storetest"
 	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/nacos"
+	"github.com/rosterhq/roster/nacos/internal/nacostesting"
 	"github.com/rosterhq/roster/store"
 )
-
-const goAgent = "Nacos-Go-Client:v1.0.1"
-
-// guardConn is a push socket on 127.0.0.1 that records where every packet goes and
-// refuses (failing the test) any destination off loopback.
-type guardConn struct {
-	*net.UDPConn
-	t     testing.TB
-	mu    sync.Mutex
-	dests []netip.AddrPort
-	bytes int
-}
-
-func newGuardConn(t testing.TB) *guardConn {
-	t.Helper()
-	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &guardConn{UDPConn: c, t: t}
-}
-
-func (c *guardConn) WriteToUDPAddrPort(b []byte, addr netip.AddrPort) (int, error) {
-	if !addr.Addr().IsLoopback() {
-		c.t.Errorf("a push was addressed to %s, off loopback", addr)
-		return 0, errors.New("guardConn: refused")
-	}
-	c.mu.Lock()
-	c.dests = append(c.dests, addr)
-	c.bytes += len(b)
-	c.mu.Unlock()
-	return c.UDPConn.WriteToUDPAddrPort(b, addr)
-}
-
-// destinations lists where packets were sent, in order.
-func (c *guardConn) destinations() []netip.AddrPort {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]netip.AddrPort(nil), c.dests...)
-}
-
-// sentBytes is the number of bytes sent.
-func (c *guardConn) sentBytes() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.bytes
-}
 
 // pushEnv is a pusher over a fresh store and hub, on a manual clock.
 type pushEnv struct {
 	t     *testing.T
 	st    *store.Store
 	hub   *fanout.Hub
-	p     *pusher
-	conn  *guardConn
+	p     *Pusher
+	conn  *nacostesting.GuardConn
 	clock *clock.Manual
 	reg   *prometheus.Registry
 	ticks chan time.Time
@@ -88,22 +39,22 @@ type pushEnv struct {
 
 var pushKey = model.ServiceKey{Namespace: "public", Group: "g1", Service: "orders"}
 
-func newPushEnv(t *testing.T, opts pushOptions) *pushEnv {
+func newPushEnv(t *testing.T, opts Options) *pushEnv {
 	t.Helper()
 	st := storetest.Open(t)
 	hub, err := fanout.New(st, fanout.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &pushEnv{t: t, st: st, hub: hub, conn: newGuardConn(t), clock: clock.NewManual(time.Unix(1_700_000_000, 0)),
+	e := &pushEnv{t: t, st: st, hub: hub, conn: nacostesting.NewGuardConn(t), clock: clock.NewManual(time.Unix(1_700_000_000, 0)),
 		reg: prometheus.NewRegistry(), ticks: make(chan time.Time, 64)}
 	opts.Conn, opts.Clock, opts.Registerer = e.conn, e.clock, e.reg
-	opts.onTick = func(now time.Time) { e.ticks <- now }
-	if e.p, err = newPusher(hub, st, opts); err != nil {
+	opts.OnTick = func(now time.Time) { e.ticks <- now }
+	if e.p, err = New(hub, st, opts); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		e.p.close()
+		e.p.Close()
 		hub.Close()
 		_ = st.Close()
 	})
@@ -165,9 +116,9 @@ func (e *pushEnv) deregister(port int) uint64 {
 }
 
 // subscribe records c as a subscriber of pushKey (all clusters) with agent.
-func (e *pushEnv) subscribe(c *pushClient, agent string) *pushSub {
+func (e *pushEnv) subscribe(c *nacostesting.PushClient, agent string) *Subscription {
 	e.t.Helper()
-	s, ok := e.p.subscribe(pushQuery{service: pushKey, addr: c.addr(), agent: agent, app: "app1"})
+	s, ok := e.p.Subscribe(Query{Service: pushKey, Addr: c.Addr(), Agent: agent, App: "app1"})
 	if !ok {
 		e.t.Fatal("subscriber not recorded")
 	}
@@ -199,114 +150,37 @@ func (e *pushEnv) counter(name string, labels ...string) float64 {
 	return 0
 }
 
-// pushClient is a UDP socket standing in for a Nacos client's push receiver.
-type pushClient struct {
-	t    *testing.T
-	conn *net.UDPConn
-}
-
-func newPushClient(t *testing.T, ip string) *pushClient {
-	t.Helper()
-	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP(ip)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return &pushClient{t: t, conn: c}
-}
-
-func (c *pushClient) addr() netip.AddrPort { return c.conn.LocalAddr().(*net.UDPAddr).AddrPort() }
-
-// received is one push as the client read it.
-type received struct {
-	raw    []byte
-	gzip   bool
-	packet pushPacket
-	info   ServiceInfo
-	from   netip.AddrPort
-}
-
-// next reads the next push (10 s at most) and decodes it as nacos-sdk-go v1 does.
-func (c *pushClient) next() received {
-	c.t.Helper()
-	buf := make([]byte, 64<<10)
-	if err := c.conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
-		c.t.Fatal(err)
-	}
-	n, from, err := c.conn.ReadFromUDPAddrPort(buf)
-	if err != nil {
-		c.t.Fatalf("no push: %v", err)
-	}
-	r := received{raw: append([]byte(nil), buf[:n]...), from: from}
-	body := r.raw
-	if bytes.HasPrefix(body, []byte{0x1f, 0x8b}) {
-		r.gzip = true
-		zr, err := gzip.NewReader(bytes.NewReader(body))
-		if err != nil {
-			c.t.Fatal(err)
-		}
-		if body, err = io.ReadAll(zr); err != nil {
-			c.t.Fatal(err)
-		}
-	}
-	if err := json.Unmarshal(body, &r.packet); err != nil {
-		c.t.Fatalf("push %q: %v", body, err)
-	}
-	if err := json.Unmarshal([]byte(r.packet.Data), &r.info); err != nil {
-		c.t.Fatalf("push data %q: %v", r.packet.Data, err)
-	}
-	return r
-}
-
-// ack answers a push as nacos-sdk-go v1 does (lastRefTime as a string), to its source.
-func (c *pushClient) ack(r received) {
-	c.t.Helper()
-	b := fmt.Sprintf(`{"data":"","lastRefTime":"%d","type":"push-ack"}`, r.packet.LastRefTime)
-	if _, err := c.conn.WriteToUDPAddrPort([]byte(b), r.from); err != nil {
-		c.t.Fatal(err)
-	}
-}
-
-// hostPorts lists the ports of a pushed list.
-func hostPorts(info ServiceInfo) []int {
-	var out []int
-	for _, h := range info.Hosts {
-		out = append(out, h.Port)
-	}
-	return out
-}
-
 func TestPush_ChangeIsPushedAndAcked(t *testing.T) {
-	e := newPushEnv(t, pushOptions{})
+	e := newPushEnv(t, Options{})
 	e.register(8080, nil)
-	c := newPushClient(t, "127.0.0.1")
-	e.subscribe(c, goAgent)
+	c := nacostesting.NewPushClient(t, "127.0.0.1")
+	e.subscribe(c, nacostesting.GoAgent)
 	idx := e.register(8081, nil)
 
-	r := c.next()
-	if r.packet.Type != "dom" || r.from.Port() != uint16(e.conn.LocalAddr().(*net.UDPAddr).Port) {
-		t.Fatalf("push %+v from %s (socket %s), gzip %v", r.packet.Type, r.from, e.conn.LocalAddr(), r.gzip)
+	r := c.Next()
+	if r.Packet.Type != "dom" || r.From.Port() != uint16(e.conn.LocalAddr().(*net.UDPAddr).Port) {
+		t.Fatalf("push %+v from %s (socket %s), gzip %v", r.Packet.Type, r.From, e.conn.LocalAddr(), r.Gzip)
 	}
-	want := ServiceInfoFor(pushKey, mustView(t, e.st), true, "", false, PushCacheMillis, e.clock.Now())
+	want := nacos.ServiceInfoFor(pushKey, mustView(t, e.st), true, "", false, CacheMillis, e.clock.Now())
 	wantJSON, _ := json.Marshal(want)
-	if r.packet.Data != string(wantJSON) {
-		t.Fatalf("pushed data\n %s\nwant what instance/list answers\n %s", r.packet.Data, wantJSON)
+	if r.Packet.Data != string(wantJSON) {
+		t.Fatalf("pushed data\n %s\nwant what instance/list answers\n %s", r.Packet.Data, wantJSON)
 	}
-	if got := hostPorts(r.info); len(got) != 2 || r.info.CacheMillis != PushCacheMillis || r.info.Name != "g1@@orders" {
-		t.Fatalf("pushed list %+v (index %d)", r.info, idx)
+	if got := nacostesting.HostPorts(r.Info); len(got) != 2 || r.Info.CacheMillis != CacheMillis || r.Info.Name != "g1@@orders" {
+		t.Fatalf("pushed list %+v (index %d)", r.Info, idx)
 	}
-	c.ack(r)
+	c.Ack(r)
 	wait.For(t, 10*time.Second, "the ack to be matched", func() bool { return e.counter("acked") == 1 })
 	if e.counter("sent") != 1 || e.counter("ignored") != 0 {
 		t.Fatalf("sent %v ignored %v", e.counter("sent"), e.counter("ignored"))
 	}
 	// Acknowledged: a retry round sends nothing more.
 	e.advance(2 * time.Second)
-	if got := e.conn.destinations(); len(got) != 1 || got[0] != c.addr() {
-		t.Fatalf("packets went to %v, want one to %s", got, c.addr())
+	if got := e.conn.Destinations(); len(got) != 1 || got[0] != c.Addr() {
+		t.Fatalf("packets went to %v, want one to %s", got, c.Addr())
 	}
 	// A second ack of the same push matches nothing.
-	c.ack(r)
+	c.Ack(r)
 	wait.For(t, 10*time.Second, "the duplicate ack to be ignored", func() bool { return e.counter("ignored") == 1 })
 }
 
@@ -320,15 +194,15 @@ func mustView(t *testing.T, st *store.Store) store.ServiceView {
 }
 
 func TestPush_UnackedIsResentThenGivenUp(t *testing.T) {
-	e := newPushEnv(t, pushOptions{Retries: 2, RetryInterval: time.Second})
-	c := newPushClient(t, "127.0.0.1")
-	s := e.subscribe(c, goAgent)
+	e := newPushEnv(t, Options{Retries: 2, RetryInterval: time.Second})
+	c := nacostesting.NewPushClient(t, "127.0.0.1")
+	s := e.subscribe(c, nacostesting.GoAgent)
 	e.register(8080, nil)
-	first := c.next()
+	first := c.Next()
 	for i := 1; i <= 2; i++ {
 		e.advance(time.Second)
-		again := c.next()
-		if !bytes.Equal(again.raw, first.raw) {
+		again := c.Next()
+		if !bytes.Equal(again.Raw, first.Raw) {
 			t.Fatalf("resend %d differs from the push", i)
 		}
 	}
@@ -336,93 +210,93 @@ func TestPush_UnackedIsResentThenGivenUp(t *testing.T) {
 	if e.counter("failed", "no_ack") != 1 || e.counter("resent") != 2 || e.counter("sent") != 1 {
 		t.Fatalf("failed %v resent %v sent %v", e.counter("failed", "no_ack"), e.counter("resent"), e.counter("sent"))
 	}
-	if n := len(e.conn.destinations()); n != 3 {
+	if n := len(e.conn.Destinations()); n != 3 {
 		t.Fatalf("%d packets, want 3 (the push and 2 resends)", n)
 	}
-	if !e.p.polling(s) {
+	if !e.p.Polling(s) {
 		t.Fatal("a subscriber whose push went unacknowledged is not answered the poll cacheMillis")
 	}
 	// A late ack is ignored; the next push that is acknowledged ends the polling.
-	c.ack(first)
+	c.Ack(first)
 	wait.For(t, 10*time.Second, "the late ack to be ignored", func() bool { return e.counter("ignored") == 1 })
 	e.register(8081, nil)
-	c.ack(c.next())
+	c.Ack(c.Next())
 	wait.For(t, 10*time.Second, "the ack", func() bool { return e.counter("acked") == 1 })
-	if e.p.polling(s) {
+	if e.p.Polling(s) {
 		t.Fatal("still polling after an acknowledged push")
 	}
 }
 
 func TestPush_NewerStateSupersedesUnacked(t *testing.T) {
-	e := newPushEnv(t, pushOptions{})
-	c := newPushClient(t, "127.0.0.1")
-	e.subscribe(c, goAgent)
+	e := newPushEnv(t, Options{})
+	c := nacostesting.NewPushClient(t, "127.0.0.1")
+	e.subscribe(c, nacostesting.GoAgent)
 	e.register(8080, nil)
-	first := c.next()
+	first := c.Next()
 	e.register(8081, nil)
-	second := c.next()
-	if len(second.info.Hosts) != 2 || second.packet.LastRefTime == first.packet.LastRefTime {
-		t.Fatalf("second push %+v (lastRefTime %d, first %d)", second.info.Hosts, second.packet.LastRefTime, first.packet.LastRefTime)
+	second := c.Next()
+	if len(second.Info.Hosts) != 2 || second.Packet.LastRefTime == first.Packet.LastRefTime {
+		t.Fatalf("second push %+v (lastRefTime %d, first %d)", second.Info.Hosts, second.Packet.LastRefTime, first.Packet.LastRefTime)
 	}
 	wait.For(t, 10*time.Second, "the first push to be superseded", func() bool { return e.counter("superseded") == 1 })
-	c.ack(first)
+	c.Ack(first)
 	wait.For(t, 10*time.Second, "the superseded ack to be ignored", func() bool { return e.counter("ignored") == 1 })
-	c.ack(second)
+	c.Ack(second)
 	wait.For(t, 10*time.Second, "the ack", func() bool { return e.counter("acked") == 1 })
 	// Only the newer push is resent while unacknowledged: nothing is pending now.
 	e.advance(2 * time.Second)
-	if n := len(e.conn.destinations()); n != 2 {
+	if n := len(e.conn.Destinations()); n != 2 {
 		t.Fatalf("%d packets, want 2", n)
 	}
 }
 
 func TestPush_StateTheClientHasIsNotPushed(t *testing.T) {
-	e := newPushEnv(t, pushOptions{})
+	e := newPushEnv(t, Options{})
 	e.register(8080, nil)
-	c := newPushClient(t, "127.0.0.1")
-	s := e.subscribe(c, goAgent)
+	c := nacostesting.NewPushClient(t, "127.0.0.1")
+	s := e.subscribe(c, nacostesting.GoAgent)
 	// The client was answered a state newer than this node's (a forwarded read, the
 	// leader ahead of this node), which this node then applies.
-	e.p.answered(s, e.index+1)
+	e.p.Answered(s, e.index+1)
 	e.register(8081, nil)
 	e.register(8082, nil)
 	// The first push is the state after the answered one: neither the state at
 	// subscription nor the answered one was pushed.
-	if got := hostPorts(c.next().info); len(got) != 3 {
+	if got := nacostesting.HostPorts(c.Next().Info); len(got) != 3 {
 		t.Fatalf("first push has ports %v, want the three-instance state", got)
 	}
 }
 
 func TestPush_LargeViewIsGzipped(t *testing.T) {
-	e := newPushEnv(t, pushOptions{})
-	c := newPushClient(t, "127.0.0.1")
-	e.subscribe(c, goAgent)
+	e := newPushEnv(t, Options{})
+	c := nacostesting.NewPushClient(t, "127.0.0.1")
+	e.subscribe(c, nacostesting.GoAgent)
 	md := map[string]string{"owner": "payments-team", "zone": "eu-west-1a", "version": "2024.11.3"}
 	for i := range 20 {
 		e.register(9000+i, md)
 	}
-	var r received
-	for len(r.info.Hosts) < 20 { // the registrations may arrive coalesced or one by one
-		r = c.next()
-		c.ack(r)
+	var r nacostesting.Push
+	for len(r.Info.Hosts) < 20 { // the registrations may arrive coalesced or one by one
+		r = c.Next()
+		c.Ack(r)
 	}
-	if !r.gzip || len(r.raw) >= goClientMaxDatagram {
-		t.Fatalf("a %d-host push: gzip %v, %d bytes", len(r.info.Hosts), r.gzip, len(r.raw))
+	if !r.Gzip || len(r.Raw) >= goClientMaxDatagram {
+		t.Fatalf("a %d-host push: gzip %v, %d bytes", len(r.Info.Hosts), r.Gzip, len(r.Raw))
 	}
-	small := newPushEnv(t, pushOptions{})
-	sc := newPushClient(t, "127.0.0.1")
-	small.subscribe(sc, goAgent)
+	small := newPushEnv(t, Options{})
+	sc := nacostesting.NewPushClient(t, "127.0.0.1")
+	small.subscribe(sc, nacostesting.GoAgent)
 	small.register(8080, nil)
-	if r := sc.next(); r.gzip || len(r.raw) >= pushGzipFrom {
-		t.Fatalf("a one-host push: gzip %v, %d bytes", r.gzip, len(r.raw))
+	if r := sc.Next(); r.Gzip || len(r.Raw) >= pushGzipFrom {
+		t.Fatalf("a one-host push: gzip %v, %d bytes", r.Gzip, len(r.Raw))
 	}
 }
 
 func TestPush_TooLargeForTheGoClientIsNotSent(t *testing.T) {
-	e := newPushEnv(t, pushOptions{})
-	goClient := newPushClient(t, "127.0.0.1")
-	javaClient := newPushClient(t, "127.0.0.1")
-	gs := e.subscribe(goClient, goAgent)
+	e := newPushEnv(t, Options{})
+	goClient := nacostesting.NewPushClient(t, "127.0.0.1")
+	javaClient := nacostesting.NewPushClient(t, "127.0.0.1")
+	gs := e.subscribe(goClient, nacostesting.GoAgent)
 	e.subscribe(javaClient, "Nacos-Java-Client:v1.4.2")
 	// Random-looking metadata, different on every instance, does not compress below
 	// nacos-sdk-go's 4024-byte buffer.
@@ -442,18 +316,18 @@ func TestPush_TooLargeForTheGoClientIsNotSent(t *testing.T) {
 		}
 		return nil
 	})
-	r := javaClient.next()
-	if len(r.raw) <= goClientMaxDatagram || len(r.info.Hosts) != 60 {
-		t.Fatalf("the Java client got %d bytes, %d hosts", len(r.raw), len(r.info.Hosts))
+	r := javaClient.Next()
+	if len(r.Raw) <= goClientMaxDatagram || len(r.Info.Hosts) != 60 {
+		t.Fatalf("the Java client got %d bytes, %d hosts", len(r.Raw), len(r.Info.Hosts))
 	}
 	wait.For(t, 10*time.Second, "the Go client's push to be refused as too large", func() bool {
 		return e.counter("failed", "too_large") == 1
 	})
-	if !e.p.polling(gs) {
+	if !e.p.Polling(gs) {
 		t.Fatal("a client whose view is too large to push is not answered the poll cacheMillis")
 	}
-	for _, d := range e.conn.destinations() {
-		if d == goClient.addr() {
+	for _, d := range e.conn.Destinations() {
+		if d == goClient.Addr() {
 			t.Fatal("a push too large for nacos-sdk-go v1 was sent to it")
 		}
 	}
@@ -461,32 +335,32 @@ func TestPush_TooLargeForTheGoClientIsNotSent(t *testing.T) {
 
 func TestPush_SubscriberExpires(t *testing.T) {
 	ttl := 30 * time.Second
-	e := newPushEnv(t, pushOptions{TTL: ttl})
-	kept, dropped := newPushClient(t, "127.0.0.1"), newPushClient(t, "127.0.0.1")
-	e.subscribe(kept, goAgent)
-	e.subscribe(dropped, goAgent)
-	if e.p.count() != 2 || e.counter("subscribers") != 2 || e.hub.Subscribers(fanout.ServiceTopic(pushKey)) != 1 {
-		t.Fatalf("%d subscribers, gauge %v, fan-out subscriptions %d", e.p.count(), e.counter("subscribers"),
+	e := newPushEnv(t, Options{TTL: ttl})
+	kept, dropped := nacostesting.NewPushClient(t, "127.0.0.1"), nacostesting.NewPushClient(t, "127.0.0.1")
+	e.subscribe(kept, nacostesting.GoAgent)
+	e.subscribe(dropped, nacostesting.GoAgent)
+	if e.p.Count() != 2 || e.counter("subscribers") != 2 || e.hub.Subscribers(fanout.ServiceTopic(pushKey)) != 1 {
+		t.Fatalf("%d subscribers, gauge %v, fan-out subscriptions %d", e.p.Count(), e.counter("subscribers"),
 			e.hub.Subscribers(fanout.ServiceTopic(pushKey)))
 	}
 	e.advance(ttl / 2)
-	e.subscribe(kept, goAgent) // renewed by its next query
+	e.subscribe(kept, nacostesting.GoAgent) // renewed by its next query
 	e.advance(ttl/2 + time.Second)
-	if e.p.count() != 1 || len(e.p.subscribers(pushKey)) != 1 || e.p.subscribers(pushKey)[0].AddrStr != kept.addr().String() {
-		t.Fatalf("after the TTL: %+v", e.p.subscribers(pushKey))
+	if e.p.Count() != 1 || len(e.p.Subscribers(pushKey)) != 1 || e.p.Subscribers(pushKey)[0].AddrStr != kept.Addr().String() {
+		t.Fatalf("after the TTL: %+v", e.p.Subscribers(pushKey))
 	}
 	e.register(8080, nil)
-	if got := kept.next(); len(got.info.Hosts) != 1 {
-		t.Fatalf("the renewed subscriber got %+v", got.info)
+	if got := kept.Next(); len(got.Info.Hosts) != 1 {
+		t.Fatalf("the renewed subscriber got %+v", got.Info)
 	}
 	e.advance(ttl + time.Second)
-	if e.p.count() != 0 || e.counter("subscribers") != 0 {
-		t.Fatalf("%d subscribers after everyone's TTL", e.p.count())
+	if e.p.Count() != 0 || e.counter("subscribers") != 0 {
+		t.Fatalf("%d subscribers after everyone's TTL", e.p.Count())
 	}
 	// The service's fan-out subscription ended with its last subscriber.
 	wait.For(t, 10*time.Second, "the watch to end", func() bool { return e.hub.Subscribers(fanout.ServiceTopic(pushKey)) == 0 })
-	for _, d := range e.conn.destinations() {
-		if d == dropped.addr() {
+	for _, d := range e.conn.Destinations() {
+		if d == dropped.Addr() {
 			t.Fatal("the expired subscriber was pushed to")
 		}
 	}
@@ -496,43 +370,43 @@ func TestPush_SubscriberExpires(t *testing.T) {
 // subscriber as a query does: nacos-sdk-go v1 does not query while pushes keep coming.
 func TestPush_AcknowledgedPushesKeepASubscriber(t *testing.T) {
 	ttl := 30 * time.Second
-	e := newPushEnv(t, pushOptions{TTL: ttl})
-	acking, silent := newPushClient(t, "127.0.0.1"), newPushClient(t, "127.0.0.1")
-	e.subscribe(acking, goAgent)
-	e.subscribe(silent, goAgent)
+	e := newPushEnv(t, Options{TTL: ttl})
+	acking, silent := nacostesting.NewPushClient(t, "127.0.0.1"), nacostesting.NewPushClient(t, "127.0.0.1")
+	e.subscribe(acking, nacostesting.GoAgent)
+	e.subscribe(silent, nacostesting.GoAgent)
 	e.advance(20 * time.Second)
 	e.register(8080, nil)
-	acking.ack(acking.next())
-	silent.next()
+	acking.Ack(acking.Next())
+	silent.Next()
 	wait.For(t, 10*time.Second, "the ack", func() bool { return e.counter("acked") == 1 })
 	e.advance(20 * time.Second) // 40 s after both queries, 20 s after the ack
-	if subs := e.p.subscribers(pushKey); len(subs) != 1 || subs[0].AddrStr != acking.addr().String() {
+	if subs := e.p.Subscribers(pushKey); len(subs) != 1 || subs[0].AddrStr != acking.Addr().String() {
 		t.Fatalf("subscribers %+v, want only the one that acknowledged", subs)
 	}
 	e.advance(ttl/2 + time.Second) // beyond the TTL after the ack
-	if n := e.p.count(); n != 0 {
+	if n := e.p.Count(); n != 0 {
 		t.Fatalf("%d subscribers", n)
 	}
 }
 
 func TestPush_SubscriberLimit(t *testing.T) {
-	e := newPushEnv(t, pushOptions{MaxSubscribers: 2})
+	e := newPushEnv(t, Options{MaxSubscribers: 2})
 	for i := range 2 {
-		e.subscribe(newPushClient(t, "127.0.0.1"), goAgent)
-		if e.p.count() != i+1 {
-			t.Fatalf("%d subscribers", e.p.count())
+		e.subscribe(nacostesting.NewPushClient(t, "127.0.0.1"), nacostesting.GoAgent)
+		if e.p.Count() != i+1 {
+			t.Fatalf("%d subscribers", e.p.Count())
 		}
 	}
-	c := newPushClient(t, "127.0.0.1")
-	if _, ok := e.p.subscribe(pushQuery{service: pushKey, addr: c.addr(), agent: goAgent}); ok {
+	c := nacostesting.NewPushClient(t, "127.0.0.1")
+	if _, ok := e.p.Subscribe(Query{Service: pushKey, Addr: c.Addr(), Agent: nacostesting.GoAgent}); ok {
 		t.Fatal("a subscriber beyond the limit was recorded")
 	}
 	// A renewal of a recorded one still counts.
-	if _, ok := e.p.subscribe(pushQuery{service: pushKey, addr: e.p.subscribers(pushKey)[0].addrPort(t), agent: goAgent}); !ok {
+	if _, ok := e.p.Subscribe(Query{Service: pushKey, Addr: e.p.Subscribers(pushKey)[0].addrPort(t), Agent: nacostesting.GoAgent}); !ok {
 		t.Fatal("a renewal at the limit was refused")
 	}
-	if e.counter("refused", "limit") != 1 || e.p.count() != 2 {
-		t.Fatalf("refused %v, %d subscribers", e.counter("refused", "limit"), e.p.count())
+	if e.counter("refused", "limit") != 1 || e.p.Count() != 2 {
+		t.Fatalf("refused %v, %d subscribers", e.counter("refused", "limit"), e.p.Count())
 	}
 }
 
@@ -540,10 +414,10 @@ func TestPush_SubscriberLimit(t *testing.T) {
 // udpPort, that they free up as subscribers expire, and that a system port is never
 // recorded.
 func TestPush_PerClientCaps(t *testing.T) {
-	e := newPushEnv(t, pushOptions{MaxPerAddr: 3, MaxPerPort: 2})
+	e := newPushEnv(t, Options{MaxPerAddr: 3, MaxPerPort: 2})
 	at := func(ip string, port uint16) netip.AddrPort { return netip.AddrPortFrom(netip.MustParseAddr(ip), port) }
 	sub := func(addr netip.AddrPort, clusters string) bool {
-		_, ok := e.p.subscribe(pushQuery{service: pushKey, clusters: clusters, addr: addr, agent: goAgent})
+		_, ok := e.p.Subscribe(Query{Service: pushKey, Clusters: clusters, Addr: addr, Agent: nacostesting.GoAgent})
 		return ok
 	}
 	for _, tt := range []struct {
@@ -570,21 +444,21 @@ func TestPush_PerClientCaps(t *testing.T) {
 			t.Errorf("refused{reason=%q} = %v, want %v", reason, got, want)
 		}
 	}
-	if e.p.count() != 4 {
-		t.Fatalf("%d subscribers, want 4", e.p.count())
+	if e.p.Count() != 4 {
+		t.Fatalf("%d subscribers, want 4", e.p.Count())
 	}
 	// Expired subscribers no longer count against the caps.
-	e.advance(DefaultPushSubscriberTTL + 2*time.Second)
-	if e.p.count() != 0 {
-		t.Fatalf("%d subscribers after the TTL", e.p.count())
+	e.advance(DefaultSubscriberTTL + 2*time.Second)
+	if e.p.Count() != 0 {
+		t.Fatalf("%d subscribers after the TTL", e.p.Count())
 	}
 	for _, c := range []string{"x", "y"} {
 		if !sub(at("127.0.0.1", 40000), c) {
 			t.Fatalf("clusters %q refused once the earlier subscribers expired", c)
 		}
 	}
-	if e.p.count() != 2 || len(e.p.perAddr) != 1 || e.p.perPort[at("127.0.0.1", 40000)] != 2 {
-		t.Fatalf("%d subscribers, per address %v, per port %v", e.p.count(), e.p.perAddr, e.p.perPort)
+	if e.p.Count() != 2 || len(e.p.perAddr) != 1 || e.p.perPort[at("127.0.0.1", 40000)] != 2 {
+		t.Fatalf("%d subscribers, per address %v, per port %v", e.p.Count(), e.p.perAddr, e.p.perPort)
 	}
 }
 
@@ -593,19 +467,19 @@ func TestPush_PerClientCaps(t *testing.T) {
 // counted, and their subscribers poll; another address has a budget of its own.
 func TestPush_ChangeBudgetPerAddress(t *testing.T) {
 	const budget = 2500
-	e := newPushEnv(t, pushOptions{ChangeBudget: budget, Retries: 3})
-	other := newPushClient(t, "127.0.0.2")
-	var subs []*pushSub
+	e := newPushEnv(t, Options{ChangeBudget: budget, Retries: 3})
+	other := nacostesting.NewPushClient(t, "127.0.0.2")
+	var subs []*Subscription
 	for range 5 {
-		subs = append(subs, e.subscribe(newPushClient(t, "127.0.0.1"), goAgent))
+		subs = append(subs, e.subscribe(nacostesting.NewPushClient(t, "127.0.0.1"), nacostesting.GoAgent))
 	}
-	otherSub := e.subscribe(other, goAgent)
+	otherSub := e.subscribe(other, nacostesting.GoAgent)
 	e.register(8080, nil)
 	wait.For(t, 10*time.Second, "the change's pushes", func() bool {
 		return e.counter("sent")+e.counter("failed", "budget") == 6
 	})
-	first := other.next()
-	size := len(first.raw)
+	first := other.Next()
+	size := len(first.Raw)
 	if size > budget/2 {
 		t.Fatalf("a push of %d bytes: the test wants several to fit in the budget", size)
 	}
@@ -616,7 +490,7 @@ func TestPush_ChangeBudgetPerAddress(t *testing.T) {
 	}
 	bytesTo := func(ip string) int {
 		n := 0
-		for _, d := range e.conn.destinations() {
+		for _, d := range e.conn.Destinations() {
 			if d.Addr() == netip.MustParseAddr(ip) {
 				n += size
 			}
@@ -628,7 +502,7 @@ func TestPush_ChangeBudgetPerAddress(t *testing.T) {
 	}
 	polling := 0
 	for _, s := range subs {
-		if e.p.polling(s) {
+		if e.p.Polling(s) {
 			polling++
 		}
 	}
@@ -637,7 +511,7 @@ func TestPush_ChangeBudgetPerAddress(t *testing.T) {
 	}
 	// No ack: the resends of the change are charged to the same budget, the address's
 	// left over (budget - fit*size < size) has room for none of them.
-	other.ack(first)
+	other.Ack(first)
 	wait.For(t, 10*time.Second, "the ack", func() bool { return e.counter("acked") == 1 })
 	e.advance(time.Second)
 	if got := bytesTo("127.0.0.1"); got > budget {
@@ -646,7 +520,7 @@ func TestPush_ChangeBudgetPerAddress(t *testing.T) {
 	if e.counter("resent") != 0 || e.counter("failed", "budget") != 5 {
 		t.Fatalf("resent %v, skipped %v; want no resend and all 5 skipped", e.counter("resent"), e.counter("failed", "budget"))
 	}
-	if e.p.polling(otherSub) {
+	if e.p.Polling(otherSub) {
 		t.Fatal("the subscriber at another address, which acked, polls")
 	}
 	// The next change has a budget of its own.
@@ -662,7 +536,7 @@ func TestPush_ChangeBudgetPerAddress(t *testing.T) {
 
 }
 
-func (s pushSubscriber) addrPort(t *testing.T) netip.AddrPort {
+func (s SubscriberInfo) addrPort(t *testing.T) netip.AddrPort {
 	t.Helper()
 	ap, err := netip.ParseAddrPort(s.AddrStr)
 	if err != nil {
@@ -672,7 +546,7 @@ func (s pushSubscriber) addrPort(t *testing.T) netip.AddrPort {
 }
 
 func TestPush_ViewsAreRenderedPerSubscriber(t *testing.T) {
-	e := newPushEnv(t, pushOptions{})
+	e := newPushEnv(t, Options{})
 	e.write(func(tx *store.Txn, idx uint64) error {
 		for i, c := range []string{"a", "b"} {
 			if err := tx.RegisterInstance(idx, model.Instance{
@@ -685,19 +559,19 @@ func TestPush_ViewsAreRenderedPerSubscriber(t *testing.T) {
 		return nil
 	})
 	type client struct {
-		c           *pushClient
+		c           *nacostesting.PushClient
 		clusters    string
 		healthyOnly bool
 		want        []int
 	}
 	clients := []client{
-		{newPushClient(t, "127.0.0.1"), "", false, []int{8000, 8001}},
-		{newPushClient(t, "127.0.0.1"), "", true, []int{8000}},
-		{newPushClient(t, "127.0.0.1"), "b", false, []int{8001}},
+		{nacostesting.NewPushClient(t, "127.0.0.1"), "", false, []int{8000, 8001}},
+		{nacostesting.NewPushClient(t, "127.0.0.1"), "", true, []int{8000}},
+		{nacostesting.NewPushClient(t, "127.0.0.1"), "b", false, []int{8001}},
 	}
 	for _, cl := range clients {
-		if _, ok := e.p.subscribe(pushQuery{service: pushKey, clusters: cl.clusters, healthyOnly: cl.healthyOnly,
-			addr: cl.c.addr(), agent: goAgent}); !ok {
+		if _, ok := e.p.Subscribe(Query{Service: pushKey, Clusters: cl.clusters, HealthyOnly: cl.healthyOnly,
+			Addr: cl.c.Addr(), Agent: nacostesting.GoAgent}); !ok {
 			t.Fatal("not recorded")
 		}
 	}
@@ -707,42 +581,42 @@ func TestPush_ViewsAreRenderedPerSubscriber(t *testing.T) {
 			Metadata: map[string]string{"v": "2"}})
 	})
 	for _, cl := range clients {
-		r := cl.c.next()
-		if got := hostPorts(r.info); fmt.Sprint(got) != fmt.Sprint(cl.want) || r.info.Clusters != cl.clusters || r.info.Metadata["v"] != "2" {
+		r := cl.c.Next()
+		if got := nacostesting.HostPorts(r.Info); fmt.Sprint(got) != fmt.Sprint(cl.want) || r.Info.Clusters != cl.clusters || r.Info.Metadata["v"] != "2" {
 			t.Errorf("clusters %q healthyOnly %v: ports %v clusters %q metadata %v, want %v", cl.clusters, cl.healthyOnly,
-				got, r.info.Clusters, r.info.Metadata, cl.want)
+				got, r.Info.Clusters, r.Info.Metadata, cl.want)
 		}
 	}
 }
 
 func TestPush_MissingServiceIsAnEmptyList(t *testing.T) {
-	e := newPushEnv(t, pushOptions{})
+	e := newPushEnv(t, Options{})
 	e.register(8080, nil)
-	c := newPushClient(t, "127.0.0.1")
-	e.subscribe(c, goAgent)
+	c := nacostesting.NewPushClient(t, "127.0.0.1")
+	e.subscribe(c, nacostesting.GoAgent)
 	e.deregister(8080)
-	if r := c.next(); len(r.info.Hosts) != 0 {
-		t.Fatalf("after the last deregistration: %+v", r.info.Hosts)
+	if r := c.Next(); len(r.Info.Hosts) != 0 {
+		t.Fatalf("after the last deregistration: %+v", r.Info.Hosts)
 	}
 	e.write(func(tx *store.Txn, idx uint64) error { return tx.DeleteService(idx, pushKey) })
-	if r := c.next(); len(r.info.Hosts) != 0 || r.info.Name != "g1@@orders" {
-		t.Fatalf("after the service was deleted: %+v", r.info)
+	if r := c.Next(); len(r.Info.Hosts) != 0 || r.Info.Name != "g1@@orders" {
+		t.Fatalf("after the service was deleted: %+v", r.Info)
 	}
 }
 
 func TestPush_StopsWithTheHub(t *testing.T) {
-	e := newPushEnv(t, pushOptions{})
-	c := newPushClient(t, "127.0.0.1")
-	e.subscribe(c, goAgent)
+	e := newPushEnv(t, Options{})
+	c := nacostesting.NewPushClient(t, "127.0.0.1")
+	e.subscribe(c, nacostesting.GoAgent)
 	e.hub.Close()
-	wait.For(t, 10*time.Second, "the pusher to stop", func() bool { return e.p.count() == 0 })
-	if _, ok := e.p.subscribe(pushQuery{service: pushKey, addr: c.addr(), agent: goAgent}); ok {
+	wait.For(t, 10*time.Second, "the pusher to stop", func() bool { return e.p.Count() == 0 })
+	if _, ok := e.p.Subscribe(Query{Service: pushKey, Addr: c.Addr(), Agent: nacostesting.GoAgent}); ok {
 		t.Fatal("a stopped pusher recorded a subscriber")
 	}
 	e.p.wg.Wait()
 }
 
-func TestPushAgent(t *testing.T) {
+func TestSupported(t *testing.T) {
 	for agent, want := range map[string]bool{
 		"Nacos-Go-Client:v1.0.1":          true,
 		"Nacos-Go-Client:v0.1.0":          true,
@@ -765,13 +639,13 @@ func TestPushAgent(t *testing.T) {
 		"Nacos-Java-Client:v10":           true,
 		"Nacos-Java-Client:v0.1.0.RELEAS": true,
 	} {
-		if got := pushAgent(agent); got != want {
+		if got := Supported(agent); got != want {
 			t.Errorf("pushAgent(%q) = %v, want %v", agent, got, want)
 		}
 	}
 }
 
-func TestPushAddr(t *testing.T) {
+func TestTarget(t *testing.T) {
 	for remote, want := range map[string]string{
 		"127.0.0.1:40000":        "127.0.0.1:5000",
 		"[::ffff:127.0.0.1]:400": "127.0.0.1:5000",
@@ -785,7 +659,7 @@ func TestPushAddr(t *testing.T) {
 		"pipe":                   "",
 		"example.com:80":         "",
 	} {
-		got, ok := pushAddr(remote, 5000)
+		got, ok := Target(remote, 5000)
 		if (want == "") == ok || (ok && got.String() != want) {
 			t.Errorf("pushAddr(%q) = %v %v, want %q", remote, got, ok, want)
 		}
@@ -809,15 +683,15 @@ func TestParseAck(t *testing.T) {
 	}
 }
 
-func TestPushAddrFor(t *testing.T) {
+func TestAddrFor(t *testing.T) {
 	for in, want := range map[string]string{
 		"127.0.0.1:8848": "127.0.0.1:0",
 		"[::]:8848":      "[::]:0",
 		":8848":          ":0",
 		"bad":            "",
 	} {
-		if got := PushAddrFor(in); got != want {
-			t.Errorf("PushAddrFor(%q) = %q, want %q", in, got, want)
+		if got := AddrFor(in); got != want {
+			t.Errorf("AddrFor(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

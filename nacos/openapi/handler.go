@@ -1,18 +1,10 @@
-// Package nacos is everything Nacos clients speak to Roster, for persistent instances,
-// in Nacos's shapes and result codes (docs/nacos-compatibility.md): the Open API over
-// HTTP (/nacos/v1/ns/..., /nacos/v2/ns/...: handler.go, routes.go and the resource
-// files), UDP pushes to Nacos 1.x clients (push.go, subscribe.go), and the Nacos 2.x
-// gRPC server with its pushes (grpc_*.go). Each protocol parses its wire format into
-// model types, calls the registry, which decides every write and read (and hands a
-// follower's to the leader), and renders the result; HTTP plumbing comes from httpx.
-package nacos
+package openapi
 
 import (
 	"cmp"
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -24,7 +16,8 @@ import (
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fanout"
 	"github.com/rosterhq/roster/httpx"
-	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/nacos"
+	"github.com/rosterhq/roster/nacos/udppush"
 	"github.com/rosterhq/roster/raftnode"
 	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/store"
@@ -35,13 +28,6 @@ const (
 	DefaultMaxBodyBytes = 1 << 20
 	DefaultMaxWait      = 5 * time.Minute
 )
-
-// Reader is the subset of *store.Store the Nacos API reads from.
-type Reader interface {
-	Services(ws *store.WatchSet, ns, group string, page, size int) (uint64, []model.Service, int, error)
-	ServiceView(ws *store.WatchSet, key model.ServiceKey) (uint64, store.ServiceView, error)
-	Instance(ws *store.WatchSet, ref model.InstanceRef) (uint64, model.Instance, error)
-}
 
 // Node is what the operator routes need of the Raft node (*raftnode.Node implements it).
 type Node interface {
@@ -59,7 +45,7 @@ var _ Node = (*raftnode.Node)(nil)
 // Metrics are required.
 type Config struct {
 	NodeID    string
-	Store     Reader
+	Store     nacos.Reader
 	Node      Node
 	Registry  *registry.Registry
 	Forwarder *httpx.Forwarder
@@ -78,15 +64,15 @@ type Config struct {
 	Watch *fanout.Hub
 	// PushAddr is the UDP address the push socket binds: pushes are sent from it and
 	// acknowledged to it (default ":0": every interface, a port the system picks).
-	// PushAddrFor derives it from the HTTP listener's address.
+	// udppush.AddrFor derives it from the HTTP listener's address.
 	PushAddr string
 	// PushMaxSubscribers caps the subscribers this node records (default
-	// DefaultPushMaxSubscribers).
+	// udppush.DefaultMaxSubscribers).
 	PushMaxSubscribers int
 	// PushMaxPerAddr and PushMaxPerPort cap the subscribers of one client address, and
-	// of one address and udpPort (defaults DefaultPushMaxPerAddr, DefaultPushMaxPerPort);
+	// of one address and udpPort (defaults udppush.DefaultMaxPerAddr, udppush.DefaultMaxPerPort);
 	// PushChangeBudget bounds the bytes one change sends to one client address
-	// (default DefaultPushChangeBudget).
+	// (default udppush.DefaultChangeBudget).
 	PushMaxPerAddr   int
 	PushMaxPerPort   int
 	PushChangeBudget int
@@ -97,25 +83,15 @@ type Config struct {
 	TrustedOrigins []string
 
 	// push overrides the pusher's options in tests.
-	push pushOptions
-}
-
-// PushAddrFor is the push socket address matching an HTTP listener's address: the same
-// host, a port the system picks.
-func PushAddrFor(httpAddr string) string {
-	host, _, err := net.SplitHostPort(httpAddr)
-	if err != nil {
-		return ""
-	}
-	return net.JoinHostPort(host, "0")
+	push udppush.Options
 }
 
 // API is the node's Nacos HTTP API (an http.Handler of the /nacos routes), which the
-// gRPC server shares (GRPCConfig.API).
+// gRPC server shares (grpcapi.Config.API).
 type API struct {
 	cfg     Config
 	id      string
-	store   Reader
+	store   nacos.Reader
 	node    Node
 	reg     *registry.Registry
 	fwd     *httpx.Forwarder
@@ -123,7 +99,7 @@ type API struct {
 	log     *slog.Logger
 	mux     *chi.Mux
 	// push records subscribers and pushes them changes; nil without Config.Watch.
-	push *pusher
+	push *udppush.Pusher
 	// internal serves the writes that arrive over gRPC, by method, without the HTTP
 	// middleware (ServeInternal).
 	internal map[string]http.Handler
@@ -172,13 +148,13 @@ func New(cfg Config) (*API, error) {
 		opts.ChangeBudget = cmp.Or(opts.ChangeBudget, cfg.PushChangeBudget)
 		opts.Registerer, opts.Logger = cfg.Registerer, s.log
 		var err error
-		if s.push, err = newPusher(cfg.Watch, cfg.Store, opts); err != nil {
+		if s.push, err = udppush.New(cfg.Watch, cfg.Store, opts); err != nil {
 			return nil, err
 		}
 		s.log.Info("nacos push socket", "addr", s.push.LocalAddr().String())
 	}
 	crossOrigin, err := httpx.CrossOrigin(cfg.TrustedOrigins, func(w http.ResponseWriter, r *http.Request, err error) {
-		s.writeNacosError(w, r, err, ResourceOther)
+		s.writeNacosError(w, r, err, nacos.ResourceOther)
 	})
 	if err != nil {
 		return nil, err
@@ -186,16 +162,16 @@ func New(cfg Config) (*API, error) {
 	s.mux = s.routes()
 	s.handler = crossOrigin(s.mux)
 	failWrite := func(w http.ResponseWriter, r *http.Request, err error) {
-		s.writeNacosError(w, r, err, ResourceInstance)
+		s.writeNacosError(w, r, err, nacos.ResourceInstance)
 	}
 	// The token of a gRPC write travels as the route's accessToken parameter: it is
 	// resolved and checked here as on the HTTP route, and again by the leader.
-	internal := func(fn nacosHandlerFunc) http.Handler {
-		return s.authenticate(s.nsNeed(acl.Write)(s.fwd.LeaderOnly(failWrite)(s.nacos(ResourceInstance, fn))))
+	internal := func(fn handlerFunc) http.Handler {
+		return s.authenticate(s.nsNeed(acl.Write)(s.fwd.LeaderOnly(failWrite)(s.nacos(nacos.ResourceInstance, fn))))
 	}
 	s.internal = map[string]http.Handler{
-		http.MethodPost:   internal(s.nacosRegister),
-		http.MethodDelete: internal(s.nacosDeregister),
+		http.MethodPost:   internal(s.register),
+		http.MethodDelete: internal(s.deregister),
 	}
 	return s, nil
 }

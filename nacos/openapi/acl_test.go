@@ -1,4 +1,4 @@
-package nacos
+package openapi
 
 import (
 	"context"
@@ -10,14 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rosterhq/roster/nacos/internal/nacostesting"
-
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/internal/wait"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/nacos"
+	"github.com/rosterhq/roster/nacos/internal/nacostesting"
+	"github.com/rosterhq/roster/nacos/udppush"
 	"github.com/rosterhq/roster/store"
 )
 
@@ -49,8 +48,8 @@ func checkRefused(t *testing.T, what string, resp nacostesting.Response, v2 bool
 		return
 	}
 	if v2 {
-		var env Result
-		if err := json.Unmarshal(resp.Body, &env); err != nil || env.Code != CodeAccessDenied || env.Message != "access denied" || env.Data != msg {
+		var env nacos.Result
+		if err := json.Unmarshal(resp.Body, &env); err != nil || env.Code != nacos.CodeAccessDenied || env.Message != "access denied" || env.Data != msg {
 			t.Errorf("%s: v2 body %s, want code 10001, message access denied, data %q", what, resp.Body, msg)
 		}
 		return
@@ -80,7 +79,7 @@ func TestNacosACL_Login(t *testing.T) {
 			resp := nacostesting.MustNacos(t, h, http.MethodPost, path, "username="+tc.tok.Accessor+"&password="+tc.tok.Secret, http.StatusOK)
 			var got map[string]any
 			resp.Decode(t, &got)
-			want := map[string]any{"accessToken": tc.tok.Secret, "tokenTtl": float64(nacosTokenTTL), "globalAdmin": tc.admin, "username": tc.tok.Accessor}
+			want := map[string]any{"accessToken": tc.tok.Secret, "tokenTtl": float64(tokenTTL), "globalAdmin": tc.admin, "username": tc.tok.Accessor}
 			if mustJSON(t, got) != mustJSON(t, want) {
 				t.Fatalf("login at %s: %s, want %s", path, resp.Body, mustJSON(t, want))
 			}
@@ -110,7 +109,7 @@ func TestNacosACL_Login(t *testing.T) {
 		}
 	}
 	// The token answered is the token every route takes.
-	var login nacosLoginAnswer
+	var login loginAnswer
 	nacostesting.MustNacos(t, h, http.MethodPost, "/nacos/v1/auth/login", "username="+tok.Reader.Accessor+"&password="+tok.Reader.Secret, http.StatusOK).Decode(t, &login)
 	if resp := nacostesting.As(t, h, http.MethodGet, "/nacos/v1/ns/service/list?pageNo=1&pageSize=10", "", "query", login.AccessToken); resp.Code != http.StatusOK {
 		t.Fatalf("a read with the login's token: %d %s", resp.Code, resp.Body)
@@ -155,7 +154,7 @@ func TestNacosACL_TokenPlacesAndShapes(t *testing.T) {
 			t.Fatalf("register with the token in the %s: %d %s", place, resp.Code, resp.Body)
 		}
 		resp := nacostesting.As(t, h, http.MethodGet, "/nacos/v1/ns/instance/list?serviceName=orders", "", place, tok.Reader.Secret)
-		var info ServiceInfo
+		var info nacos.ServiceInfo
 		resp.Decode(t, &info)
 		if resp.Code != http.StatusOK || len(info.Hosts) != i+1 {
 			t.Fatalf("list with the token in the %s: %d %s", place, resp.Code, resp.Body)
@@ -220,7 +219,7 @@ func TestNacosACL_TokenPlacesAndShapes(t *testing.T) {
 		!strings.Contains(string(resp.Body), "read-only") {
 		t.Fatalf("a switch change by the management token: %d %s", resp.Code, resp.Body)
 	}
-	var sw nacosSwitches
+	var sw switches
 	nacostesting.As(t, h, http.MethodGet, "/nacos/v1/ns/operator/switches", "", "query", tok.Reader.Secret).Decode(t, &sw)
 	if !sw.EnableAuthentication {
 		t.Fatalf("switches with ACLs on: %+v", sw)
@@ -237,50 +236,50 @@ func TestNacosACL_TokenPlacesAndShapes(t *testing.T) {
 // change; once the reader's token is deleted, the subscriber is dropped at the next
 // change instead of pushed.
 func TestNacosACL_PushOnlyForReaders(t *testing.T) {
-	a := newPushAPIWith(t, "n1", nil, pushOptions{}, false, withACL(t))
+	a := newPushAPIWith(t, "n1", nil, udppush.Options{}, false, withACL(t))
 	tok := nacostesting.BootstrapTokens(t, a.node)
 	if resp := nacostesting.As(t, a.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.0.0.1&port=1&ephemeral=false", "form", tok.Mgmt.Secret); resp.Code != http.StatusOK {
 		t.Fatalf("register: %d %s", resp.Code, resp.Body)
 	}
-	c := newPushClient(t, "127.0.0.1")
+	c := nacostesting.NewPushClient(t, "127.0.0.1")
 	query := func(token string) nacostesting.Response {
-		u := a.url + "/nacos/v1/ns/instance/list?serviceName=orders&udpPort=" + strconv.Itoa(int(c.addr().Port()))
+		u := a.url + "/nacos/v1/ns/instance/list?serviceName=orders&udpPort=" + strconv.Itoa(int(c.Addr().Port()))
 		if token != "" {
 			u += "&accessToken=" + token
 		}
-		return getAs(t, u, goAgent)
+		return getAs(t, u, nacostesting.GoAgent)
 	}
 	for name, token := range map[string]string{"no token": "", "a token for dev only": tok.DevWriter.Secret, "an unknown token": tok.Reader.Accessor} {
 		if resp := query(token); resp.Code != http.StatusForbidden {
 			t.Fatalf("list with %s: %d %s", name, resp.Code, resp.Body)
 		}
-		if n := a.push.count(); n != 0 {
+		if n := a.push.Count(); n != 0 {
 			t.Fatalf("list with %s recorded %d subscribers", name, n)
 		}
 	}
 	if resp := query(tok.Reader.Secret); resp.Code != http.StatusOK {
 		t.Fatalf("list by a reader: %d %s", resp.Code, resp.Body)
 	}
-	if n := a.push.count(); n != 1 {
+	if n := a.push.Count(); n != 1 {
 		t.Fatalf("a reader's list recorded %d subscribers", n)
 	}
 	if resp := nacostesting.As(t, a.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.0.0.1&port=2&ephemeral=false", "form", tok.Mgmt.Secret); resp.Code != http.StatusOK {
 		t.Fatal(resp.Code)
 	}
-	r := c.next()
-	c.ack(r)
-	if len(r.info.Hosts) != 2 {
-		t.Fatalf("push %+v", r.info)
+	r := c.Next()
+	c.Ack(r)
+	if len(r.Info.Hosts) != 2 {
+		t.Fatalf("push %+v", r.Info)
 	}
-	wait.For(t, 5*time.Second, "the ack", func() bool { return testutil.ToFloat64(a.push.m.acked) == 1 })
+	wait.For(t, 5*time.Second, "the ack", func() bool { return nacostesting.Counter(t, a.reg, "roster_nacos_push_acked_total") == 1 })
 
 	nacostesting.DeleteToken(t, a.node, tok.Reader)
-	sent := testutil.ToFloat64(a.push.m.sent)
+	sent := nacostesting.Counter(t, a.reg, "roster_nacos_push_sent_total")
 	if resp := nacostesting.As(t, a.h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.0.0.1&port=3&ephemeral=false", "form", tok.Mgmt.Secret); resp.Code != http.StatusOK {
 		t.Fatal(resp.Code)
 	}
-	wait.For(t, 5*time.Second, "the subscriber of the deleted token to be dropped", func() bool { return a.push.count() == 0 })
-	if got := testutil.ToFloat64(a.push.m.sent); got != sent {
+	wait.For(t, 5*time.Second, "the subscriber of the deleted token to be dropped", func() bool { return a.push.Count() == 0 })
+	if got := nacostesting.Counter(t, a.reg, "roster_nacos_push_sent_total"); got != sent {
 		t.Fatalf("%v pushes sent after the token was deleted", got-sent)
 	}
 }

@@ -1,4 +1,4 @@
-package nacos
+package openapi
 
 import "testing"
 

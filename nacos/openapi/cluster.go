@@ -1,4 +1,4 @@
-package nacos
+package openapi
 
 import (
 	"bytes"
@@ -10,14 +10,15 @@ import (
 
 	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/nacos"
 	"github.com/rosterhq/roster/registry"
 )
 
-// nacosHealthChecker is Nacos's health checker JSON: {"type":"TCP"}, {"type":"NONE"},
+// healthChecker is Nacos's health checker JSON: {"type":"TCP"}, {"type":"NONE"},
 // {"type":"HTTP","path":"/health","headers":"k1:v1|k2:v2","expectedResponseCode":200}
 // or {"type":"MYSQL","user":"probe","pwd":"***","cmd":"SELECT 1"} (the password is
 // never shown).
-type nacosHealthChecker struct {
+type healthChecker struct {
 	Type                 string `json:"type"`
 	Path                 string `json:"path,omitempty"`
 	Headers              string `json:"headers,omitempty"`
@@ -30,8 +31,8 @@ type nacosHealthChecker struct {
 // toNacosHealthChecker shows a cluster's spec as Nacos's health checker. An HTTP spec
 // with several expected statuses shows the first; with none (any 2xx or 3xx) it shows
 // no expectedResponseCode.
-func toNacosHealthChecker(hc model.HealthCheck) nacosHealthChecker {
-	out := nacosHealthChecker{Type: string(hc.Type)}
+func toNacosHealthChecker(hc model.HealthCheck) healthChecker {
+	out := healthChecker{Type: string(hc.Type)}
 	if hc.Type == model.CheckMySQL {
 		hc = hc.Redacted()
 		out.User, out.Pwd, out.Cmd = hc.User, hc.Password, hc.Query
@@ -77,11 +78,11 @@ func parseNacosHealthChecker(raw string) (model.HealthCheck, error) {
 	}
 	dec := json.NewDecoder(strings.NewReader(raw))
 	if err := dec.Decode(&in); err != nil {
-		return model.HealthCheck{}, Invalid("Param 'healthChecker' is not a valid health checker JSON object: %v", err)
+		return model.HealthCheck{}, nacos.Invalid("Param 'healthChecker' is not a valid health checker JSON object: %v", err)
 	}
 	// The decoder turns an unpaired surrogate escape into U+FFFD without a word.
 	if off, what := httpx.LossyJSONString([]byte(raw)); off >= 0 {
-		return model.HealthCheck{}, Invalid("Param 'healthChecker' is illegal: it has %s at offset %d", what, off)
+		return model.HealthCheck{}, nacos.Invalid("Param 'healthChecker' is illegal: it has %s at offset %d", what, off)
 	}
 	var hc model.HealthCheck
 	switch t := strings.ToUpper(strings.TrimSpace(in.Type)); t {
@@ -96,9 +97,9 @@ func parseNacosHealthChecker(raw string) (model.HealthCheck, error) {
 		hc.User, hc.Password, hc.Query = strings.TrimSpace(in.User), in.Pwd, strings.TrimSpace(in.Cmd)
 		return hc, nil
 	case "":
-		return hc, Invalid("Param 'healthChecker' has no type: use TCP, HTTP, MYSQL or NONE")
+		return hc, nacos.Invalid("Param 'healthChecker' has no type: use TCP, HTTP, MYSQL or NONE")
 	default:
-		return hc, Invalid("health checker type %q is not supported: use TCP, HTTP, MYSQL or NONE", in.Type)
+		return hc, nacos.Invalid("health checker type %q is not supported: use TCP, HTTP, MYSQL or NONE", in.Type)
 	}
 	if hc.Type != model.CheckHTTP {
 		return hc, nil
@@ -111,7 +112,7 @@ func parseNacosHealthChecker(raw string) (model.HealthCheck, error) {
 		name, value, ok := strings.Cut(pair, ":")
 		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
 		if !ok || name == "" {
-			return hc, Invalid("healthChecker.headers: %q is not a name:value pair (pairs are separated by '|')", pair)
+			return hc, nacos.Invalid("healthChecker.headers: %q is not a name:value pair (pairs are separated by '|')", pair)
 		}
 		if hc.Headers == nil {
 			hc.Headers = map[string]string{}
@@ -123,21 +124,21 @@ func parseNacosHealthChecker(raw string) (model.HealthCheck, error) {
 		// Jackson accepts the code as a number or a numeric string.
 		raw = bytes.Trim(raw, `"`)
 		if err := json.Unmarshal(raw, &code); err != nil {
-			return hc, Invalid("healthChecker.expectedResponseCode must be an HTTP status code, got %s", in.ExpectedResponseCode)
+			return hc, nacos.Invalid("healthChecker.expectedResponseCode must be an HTTP status code, got %s", in.ExpectedResponseCode)
 		}
 	}
 	hc.ExpectedStatus = []int{code}
 	return hc, nil
 }
 
-// nacosPutCluster serves PUT .../cluster: create or replace a cluster's health checker
+// putCluster serves PUT .../cluster: create or replace a cluster's health checker
 // and metadata. healthChecker is required. The probe uses the instance's own port when
 // useInstancePort4Check is absent or true (Roster never falls back to port 80); with
 // useInstancePort4Check=false it uses checkPort, which is then required. The service
 // must exist (400, 21008, as Nacos). Interval, timeout, rise and fall, which Nacos's
 // JSON cannot express, keep the cluster's current values (defaults for a new cluster).
-func (s *API) nacosPutCluster(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
-	key, err := nacosServiceKey(p)
+func (s *API) putCluster(w http.ResponseWriter, r *http.Request, p params) (any, error) {
+	key, err := serviceKey(p)
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +149,7 @@ func (s *API) nacosPutCluster(w http.ResponseWriter, r *http.Request, p nacosPar
 	}
 	name := p.str("clusterName", "cluster")
 	if name == "" {
-		return nil, Missing("clusterName", "String")
+		return nil, nacos.Missing("clusterName", "String")
 	}
 	if err := model.ValidateClusterName(name); err != nil {
 		return nil, err
@@ -171,13 +172,13 @@ func (s *API) nacosPutCluster(w http.ResponseWriter, r *http.Request, p nacosPar
 			return nil, err
 		}
 		if !ok {
-			return nil, Missing("checkPort", "int")
+			return nil, nacos.Missing("checkPort", "int")
 		}
 		hc.Port = port
 	}
 	var md map[string]string
 	if raw := p.str("metadata"); raw != "" {
-		if md, err = nacosMetadata(raw, CodeParameterValidate); err != nil {
+		if md, err = metadata(raw, nacos.CodeParameterValidate); err != nil {
 			return nil, err
 		}
 	}
@@ -200,7 +201,7 @@ func (s *API) nacosPutCluster(w http.ResponseWriter, r *http.Request, p nacosPar
 		}
 		merged = merged.WithDefaults()
 		c := model.Cluster{Namespace: key.Namespace, Group: key.Group, Service: key.Service, Name: name, HealthCheck: merged, Metadata: md}
-		err = nacosWrote(w)(s.reg.UpsertCluster(r.Context(), c, registry.IfServiceIndex(view.Service.ModifyIndex)))
+		err = wrote(w)(s.reg.UpsertCluster(r.Context(), c, registry.IfServiceIndex(view.Service.ModifyIndex)))
 		if errors.Is(err, model.ErrCASMismatch) {
 			continue
 		}

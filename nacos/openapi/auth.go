@@ -1,4 +1,4 @@
-package nacos
+package openapi
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/rosterhq/roster/acl"
 	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/nacos"
 )
 
 // Access control on the Nacos surfaces (docs/nacos-compatibility.md, "Authentication").
@@ -22,58 +23,25 @@ import (
 // permission the request needs is checked before anything is forwarded, recorded or
 // written; refusals take Nacos's own shapes and texts.
 
-// AccessTokenParam is the parameter (HTTP) and header (gRPC) a Nacos client presents
-// its token in (Nacos's Constants.ACCESS_TOKEN).
-const AccessTokenParam = "accessToken"
-
-// The texts of Nacos's refusals: its default auth plugin's AccessException messages
-// (AbstractAuthenticationManager and NacosSignatureAlgorithm).
-const (
-	// nacosMessageNoUser: no token was presented, or a login's credentials are wrong.
-	nacosMessageNoUser = "user not found!"
-	// nacosMessageTokenInvalid: the token presented is not known to the cluster.
-	nacosMessageTokenInvalid = "token invalid!"
-	// nacosMessageDenied: the token lacks the permission the request needs.
-	nacosMessageDenied = "authorization failed!"
-)
-
-// nacosAuthErr is a refusal by access control: 403, v2 code 10001 (access denied), with
-// one of Nacos's texts. Which permission was missing is not said: Nacos does not say it.
-func nacosAuthErr(msg string, cause error) *Error {
-	return &Error{Status: http.StatusForbidden, Code: CodeAccessDenied, Msg: msg, Auth: true, cause: cause}
-}
-
-// nacosAuth resolves the tokens of Nacos requests through the registry and turns its
+// authenticator resolves the tokens of Nacos requests through the registry and turns its
 // refusals into Nacos's: no token is "user not found!", an unknown one "token invalid!"
 // (both 403). A node that disagrees with the cluster on ACLs still answers 503.
-type nacosAuth struct{ s *API }
+type authenticator struct{ s *API }
 
-func (a nacosAuth) Authenticate(secret string) (*acl.Authorizer, error) {
+func (a authenticator) Authenticate(secret string) (*acl.Authorizer, error) {
 	az, err := a.s.reg.Authenticate(secret)
 	if err == nil {
 		return az, nil
 	}
-	return nil, AuthError(secret, err)
+	return nil, nacos.AuthError(secret, err)
 }
 
-// AuthError maps an error of Registry.Authenticate for a request that presented
-// secret ("" when none).
-func AuthError(secret string, err error) error {
-	if !errors.Is(err, acl.ErrUnauthenticated) && !errors.Is(err, acl.ErrNotBootstrapped) {
-		return err
-	}
-	if secret == "" {
-		return nacosAuthErr(nacosMessageNoUser, err)
-	}
-	return nacosAuthErr(nacosMessageTokenInvalid, err)
-}
-
-// nacosTokenOf returns the token a Nacos request presents: the native API's headers
+// tokenOf returns the token a Nacos request presents: the native API's headers
 // (X-Roster-Token, Authorization: Bearer), else the accessToken parameter of the query
 // string, else that of an application/x-www-form-urlencoded body (buffered by the
 // router); "" when none.
-func nacosTokenOf(r *http.Request) string {
-	if t := nacosTokenOutsideBody(r); t != "" {
+func tokenOf(r *http.Request) string {
+	if t := tokenOutsideBody(r); t != "" {
 		return t
 	}
 	body := httpx.Body(r)
@@ -89,54 +57,56 @@ func nacosTokenOf(r *http.Request) string {
 	if err != nil {
 		return ""
 	}
-	return strings.TrimSpace(form.Get(AccessTokenParam))
+	return strings.TrimSpace(form.Get(nacos.AccessTokenParam))
 }
 
-// nacosTokenOutsideBody is the token of a Nacos request's headers or query string, ""
+// tokenOutsideBody is the token of a Nacos request's headers or query string, ""
 // when neither has one.
-func nacosTokenOutsideBody(r *http.Request) string {
+func tokenOutsideBody(r *http.Request) string {
 	if t := httpx.TokenOf(r); t != "" {
 		return t
 	}
 	if q, err := url.ParseQuery(r.URL.RawQuery); err == nil {
-		if t := strings.TrimSpace(q.Get(AccessTokenParam)); t != "" {
+		if t := strings.TrimSpace(q.Get(nacos.AccessTokenParam)); t != "" {
 			return t
 		}
 	}
 	return ""
 }
 
-// nacosNamespaceKey carries, in a request's context, the namespace its parameters name.
-type nacosNamespaceKey struct{}
+// namespaceKey carries, in a request's context, the namespace its parameters name.
+type namespaceKey struct{}
 
-// nacosNamespaceOf is the namespace a Nacos request is about, as its route reads it:
+// namespaceOf is the namespace a Nacos request is about, as its route reads it:
 // namespaceId, public when absent or blank.
-func nacosNamespaceOf(p nacosParams) string {
+func namespaceOf(p params) string {
 	if ns := p.str("namespaceId"); ns != "" {
 		return ns
 	}
 	return model.DefaultNamespace
 }
 
-// nacosResourceOf is the resource kind of the route serving path, for the codes of
+// resourceOf is the resource kind of the route serving path, for the codes of
 // errors answered before the route runs.
-func nacosResourceOf(path string) Resource {
+func resourceOf(path string) nacos.Resource {
 	switch {
 	case strings.Contains(path, "/ns/instance"), strings.Contains(path, "/ns/health"):
-		return ResourceInstance
+		return nacos.ResourceInstance
 	case strings.Contains(path, "/ns/service"):
-		return ResourceService
+		return nacos.ResourceService
 	}
-	return ResourceOther
+	return nacos.ResourceOther
 }
 
 // nsNeed makes a route need access a to the namespace its parameters name. The
 // parameters are parsed first: malformed ones are answered as the route would answer
 // them (400), and nothing else is done.
 func (s *API) nsNeed(a acl.Access) func(http.Handler) http.Handler {
-	fail := func(w http.ResponseWriter, r *http.Request, err error) { s.writeNacosError(w, r, err, ResourceOther) }
+	fail := func(w http.ResponseWriter, r *http.Request, err error) {
+		s.writeNacosError(w, r, err, nacos.ResourceOther)
+	}
 	require := httpx.Require(s.reg, func(r *http.Request) acl.Permission {
-		ns, _ := r.Context().Value(nacosNamespaceKey{}).(string)
+		ns, _ := r.Context().Value(namespaceKey{}).(string)
 		return acl.NamespacePermission(ns, a)
 	}, fail)
 	return func(next http.Handler) http.Handler {
@@ -144,21 +114,21 @@ func (s *API) nsNeed(a acl.Access) func(http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			p, err := parseNacosParams(r)
 			if err != nil {
-				s.writeNacosError(w, r, err, nacosResourceOf(r.URL.Path))
+				s.writeNacosError(w, r, err, resourceOf(r.URL.Path))
 				return
 			}
-			ctx := context.WithValue(r.Context(), nacosNamespaceKey{}, nacosNamespaceOf(p))
+			ctx := context.WithValue(r.Context(), namespaceKey{}, namespaceOf(p))
 			checked.ServeHTTP(w, r.WithContext(ctx))
 		})
 	}
 }
 
-// nacosLoginAnswer is the answer to a successful Nacos login while ACLs are on, as
+// loginAnswer is the answer to a successful Nacos login while ACLs are on, as
 // Nacos's UserController answers it. nacos-sdk-go (v1 and v2) stores accessToken and
 // reads tokenTtl as a number, and logs in again after tokenTtl minus a tenth of it.
-// tokenTtl is nacosTokenTTL: a Roster token is valid until it is deleted, and the TTL
+// tokenTtl is tokenTTL: a Roster token is valid until it is deleted, and the TTL
 // only makes the SDKs log in again now and then.
-type nacosLoginAnswer struct {
+type loginAnswer struct {
 	AccessToken string `json:"accessToken"`
 	TokenTTL    int64  `json:"tokenTtl"`
 	GlobalAdmin bool   `json:"globalAdmin"`
@@ -166,7 +136,7 @@ type nacosLoginAnswer struct {
 	Username string `json:"username"`
 }
 
-// nacosLogin serves POST /nacos/v1/auth/login and /nacos/v1/auth/users/login on the
+// login serves POST /nacos/v1/auth/login and /nacos/v1/auth/users/login on the
 // node that receives it (it needs no token). With ACLs on, username is a token's
 // accessor id and password its secret: the secret is resolved against this node's
 // replicated tokens and must belong to that accessor id; the answer's accessToken is
@@ -175,8 +145,8 @@ type nacosLoginAnswer struct {
 // answers a failed login (403, text "user not found!"), without saying which part was
 // wrong. With ACLs off every login succeeds with an empty token. Neither credential is
 // ever logged.
-func (s *API) nacosLogin(w http.ResponseWriter, r *http.Request) {
-	fail := func(err error) { s.writeNacosError(w, r, err, ResourceOther) }
+func (s *API) login(w http.ResponseWriter, r *http.Request) {
+	fail := func(err error) { s.writeNacosError(w, r, err, nacos.ResourceOther) }
 	p, err := parseNacosParams(r)
 	if err != nil {
 		fail(err)
@@ -187,13 +157,13 @@ func (s *API) nacosLogin(w http.ResponseWriter, r *http.Request) {
 			fail(err)
 			return
 		}
-		writeJSON(w, http.StatusOK, nacosLoginDisabled())
+		writeJSON(w, http.StatusOK, loginDisabled())
 		return
 	}
 	username, password := p.str("username"), p.str("password")
 	refuse := func() {
 		w.Header().Set("Cache-Control", "no-store")
-		writeText(w, http.StatusForbidden, nacosMessageNoUser)
+		writeText(w, http.StatusForbidden, nacos.MessageNoUser)
 	}
 	if username == "" || password == "" {
 		refuse()
@@ -214,7 +184,7 @@ func (s *API) nacosLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, nacosLoginAnswer{
-		AccessToken: password, TokenTTL: nacosTokenTTL, GlobalAdmin: t.Management, Username: t.AccessorID,
+	writeJSON(w, http.StatusOK, loginAnswer{
+		AccessToken: password, TokenTTL: tokenTTL, GlobalAdmin: t.Management, Username: t.AccessorID,
 	})
 }

@@ -1,4 +1,4 @@
-package nacos
+package openapi
 
 import (
 	"bytes"
@@ -16,49 +16,50 @@ import (
 
 	"github.com/rosterhq/roster/httpx"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/nacos"
 )
 
-// nacosParams are a Nacos request's parameters: the query string first, then an
+// params are a Nacos request's parameters: the query string first, then an
 // application/x-www-form-urlencoded body, on every method (DELETE and GET included). A
 // name given in both takes the query string's value, as a servlet container does.
 // Values are trimmed; a blank value counts as absent.
-type nacosParams struct {
+type params struct {
 	vals url.Values
 }
 
 // parseNacosParams merges the query string and the buffered form body. A malformed
 // query or body, a name or value that is not valid UTF-8, or a body that is not a form,
 // is a 400 naming the problem.
-func parseNacosParams(r *http.Request) (nacosParams, error) {
+func parseNacosParams(r *http.Request) (params, error) {
 	if err := httpx.CheckQuery(r.URL.RawQuery); err != nil {
-		return nacosParams{}, err
+		return params{}, err
 	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return nacosParams{}, Invalid("malformed query string: %v", err)
+		return params{}, nacos.Invalid("malformed query string: %v", err)
 	}
 	body := httpx.Body(r)
 	if len(bytes.TrimSpace(body)) == 0 {
-		return nacosParams{vals: q}, nil
+		return params{vals: q}, nil
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || mt != "application/x-www-form-urlencoded" {
-			return nacosParams{}, nacosErr(http.StatusBadRequest, CodeMediaType,
+			return params{}, nacos.Err(http.StatusBadRequest, nacos.CodeMediaType,
 				"Content-Type %q is not supported: send the parameters in the query string or as an application/x-www-form-urlencoded body", ct)
 		}
 	}
 	form, err := url.ParseQuery(string(body))
 	if err != nil {
-		return nacosParams{}, Invalid("malformed form body: %v", err)
+		return params{}, nacos.Invalid("malformed form body: %v", err)
 	}
 	if err := checkFormText(form); err != nil {
-		return nacosParams{}, err
+		return params{}, err
 	}
 	for k, vs := range form {
 		q[k] = append(q[k], vs...)
 	}
-	return nacosParams{vals: q}, nil
+	return params{vals: q}, nil
 }
 
 // checkFormText refuses a form whose names or values are not valid UTF-8 once
@@ -72,13 +73,13 @@ func checkFormText(form url.Values) error {
 	slices.Sort(names)
 	for _, k := range names {
 		if !utf8.ValidString(k) {
-			return Invalid("malformed form body: a parameter name is not valid UTF-8")
+			return nacos.Invalid("malformed form body: a parameter name is not valid UTF-8")
 		}
 		for _, v := range form[k] {
 			switch {
 			case utf8.ValidString(v):
 			case k == "":
-				return Invalid("malformed form body: a value is not valid UTF-8")
+				return nacos.Invalid("malformed form body: a value is not valid UTF-8")
 			default:
 				return model.Invalid(k, "must be valid UTF-8")
 			}
@@ -88,7 +89,7 @@ func checkFormText(form url.Values) error {
 }
 
 // str returns the first non-blank value among names (trimmed), or "".
-func (p nacosParams) str(names ...string) string {
+func (p params) str(names ...string) string {
 	for _, n := range names {
 		if v := strings.TrimSpace(p.vals.Get(n)); v != "" {
 			return v
@@ -98,7 +99,7 @@ func (p nacosParams) str(names ...string) string {
 }
 
 // name returns the first of names that has a non-blank value, or "".
-func (p nacosParams) name(names ...string) string {
+func (p params) name(names ...string) string {
 	for _, n := range names {
 		if strings.TrimSpace(p.vals.Get(n)) != "" {
 			return n
@@ -108,17 +109,17 @@ func (p nacosParams) name(names ...string) string {
 }
 
 // required returns the value of a required parameter (10000 when absent or blank).
-func (p nacosParams) required(name, typ string) (string, error) {
+func (p params) required(name, typ string) (string, error) {
 	v := p.str(name)
 	if v == "" {
-		return "", Missing(name, typ)
+		return "", nacos.Missing(name, typ)
 	}
 	return v, nil
 }
 
 // boolean parses the first present of names. Accepted spellings (any case): true, on,
 // yes, 1 and false, off, no, 0, as Spring binds a Boolean; anything else is a 400.
-func (p nacosParams) boolean(names ...string) (value, present bool, err error) {
+func (p params) boolean(names ...string) (value, present bool, err error) {
 	n := p.name(names...)
 	if n == "" {
 		return false, false, nil
@@ -130,18 +131,18 @@ func (p nacosParams) boolean(names ...string) (value, present bool, err error) {
 	case "false", "off", "no", "0":
 		return false, true, nil
 	}
-	return false, true, Invalid("Param '%s' must be true or false, got %q", n, v)
+	return false, true, nacos.Invalid("Param '%s' must be true or false, got %q", n, v)
 }
 
 // integer parses an optional integer parameter.
-func (p nacosParams) integer(name string) (value int, present bool, err error) {
+func (p params) integer(name string) (value int, present bool, err error) {
 	v := p.str(name)
 	if v == "" {
 		return 0, false, nil
 	}
 	i, err := strconv.Atoi(v)
 	if err != nil {
-		return 0, true, Invalid("Param '%s' must be an integer, got %q", name, v)
+		return 0, true, nacos.Invalid("Param '%s' must be an integer, got %q", name, v)
 	}
 	return i, true, nil
 }
@@ -152,7 +153,7 @@ func (p nacosParams) integer(name string) (value int, present bool, err error) {
 // page must start within httpx.MaxPageOffset (a larger (pageNo-1)*pageSize could
 // overflow and wrap around). Nacos fails on a negative size; Roster refuses it with a
 // 400 naming the parameter.
-func (p nacosParams) page(defSize int) (page, size int, err error) {
+func (p params) page(defSize int) (page, size int, err error) {
 	page, size = 1, defSize
 	if v, ok, err := p.integer("pageNo"); err != nil {
 		return 0, 0, err
@@ -163,7 +164,7 @@ func (p nacosParams) page(defSize int) (page, size int, err error) {
 		return 0, 0, err
 	} else if ok {
 		if v < 0 {
-			return 0, 0, Invalid("Param 'pageSize' must not be negative, got %d", v)
+			return 0, 0, nacos.Invalid("Param 'pageSize' must not be negative, got %d", v)
 		}
 		size = v
 	}
@@ -176,35 +177,17 @@ func (p nacosParams) page(defSize int) (page, size int, err error) {
 // clusterFilter reads a list's cluster filter (the comma-separated names of name) and
 // refuses a name that is not a valid cluster name, naming the parameter: an instance
 // list is cached and pushed under it.
-func (p nacosParams) clusterFilter(name string) (string, error) {
+func (p params) clusterFilter(name string) (string, error) {
 	v := p.str(name)
-	if err := CheckClusterList(name, v); err != nil {
+	if err := nacos.CheckClusterList(name, v); err != nil {
 		return "", err
 	}
 	return v, nil
 }
 
-// CheckClusterList is the one check of a comma-separated cluster list, for every Nacos
-// surface: each non-blank name must be a cluster name; a refusal names field.
-func CheckClusterList(field, list string) error {
-	for _, c := range strings.Split(list, ",") {
-		if c = strings.TrimSpace(c); c == "" {
-			continue
-		}
-		if err := model.ValidateClusterName(c); err != nil {
-			var ve *model.ValidationError
-			if errors.As(err, &ve) {
-				return model.Invalid(field, "%q is not a cluster name: %s", c, ve.Message)
-			}
-			return err
-		}
-	}
-	return nil
-}
-
 // port parses an optional port parameter strictly (model.ParsePort: digits only, no
 // sign or leading zeros; the surrounding blanks every value loses are not part of it).
-func (p nacosParams) port(name string) (value int, present bool, err error) {
+func (p params) port(name string) (value int, present bool, err error) {
 	v := p.str(name)
 	if v == "" {
 		return 0, false, nil
@@ -214,34 +197,34 @@ func (p nacosParams) port(name string) (value int, present bool, err error) {
 }
 
 // float parses an optional finite number.
-func (p nacosParams) float(name string) (value float64, present bool, err error) {
+func (p params) float(name string) (value float64, present bool, err error) {
 	v := p.str(name)
 	if v == "" {
 		return 0, false, nil
 	}
 	f, err := strconv.ParseFloat(v, 64)
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0, true, Invalid("Param '%s' must be a number, got %q", name, v)
+		return 0, true, nacos.Invalid("Param '%s' must be a number, got %q", name, v)
 	}
 	return f, true, nil
 }
 
-// nacosServiceKey resolves namespaceId (blank: public), groupName (blank: DEFAULT_GROUP)
+// serviceKey resolves namespaceId (blank: public), groupName (blank: DEFAULT_GROUP)
 // and the required serviceName, which may already be grouped (group@@service). A
 // grouped name's group wins; a groupName that contradicts it is refused (20009) rather
 // than silently ignored as Nacos does. Names are checked with the store's rules.
-func nacosServiceKey(p nacosParams) (model.ServiceKey, error) {
+func serviceKey(p params) (model.ServiceKey, error) {
 	raw, err := p.required("serviceName", "String")
 	if err != nil {
 		return model.ServiceKey{}, err
 	}
-	key, err := ResolveServiceKey(p.str("namespaceId"), p.str("groupName"), raw)
+	key, err := nacos.ResolveServiceKey(p.str("namespaceId"), p.str("groupName"), raw)
 	switch {
-	case errors.Is(err, ErrGroupedName):
-		return model.ServiceKey{}, nacosErr(http.StatusBadRequest, CodeServiceName,
+	case errors.Is(err, nacos.ErrGroupedName):
+		return model.ServiceKey{}, nacos.Err(http.StatusBadRequest, nacos.CodeServiceName,
 			"Param 'serviceName' is illegal, it should be format as 'groupName@@serviceName', got %q", raw)
-	case errors.Is(err, ErrGroupMismatch):
-		return model.ServiceKey{}, nacosErr(http.StatusBadRequest, CodeParameterMismatch,
+	case errors.Is(err, nacos.ErrGroupMismatch):
+		return model.ServiceKey{}, nacos.Err(http.StatusBadRequest, nacos.CodeParameterMismatch,
 			"Param 'groupName' (%q) does not match the group of serviceName %q", key.Group, raw)
 	case err != nil:
 		return model.ServiceKey{}, err
@@ -249,40 +232,9 @@ func nacosServiceKey(p nacosParams) (model.ServiceKey, error) {
 	return key, nil
 }
 
-// Why resolveServiceKey refused a service reference, besides the model's validation.
-var (
-	ErrGroupedName   = errors.New("a grouped service name needs both parts")
-	ErrGroupMismatch = errors.New("the group does not match the grouped service name")
-)
-
-// ResolveServiceKey is the one reading of a Nacos service reference, for every Nacos
-// surface: the namespace ("" is public), the group ("" is DEFAULT_GROUP) and a service
-// name that may carry its group ("group@@service", both parts non-empty, agreeing with
-// group when that is given too). The key is validated; on errGroupMismatch it holds the
-// group given.
-func ResolveServiceKey(namespace, group, name string) (model.ServiceKey, error) {
-	key := model.ServiceKey{Namespace: namespace, Group: group, Service: name}
-	if g, svc, ok := strings.Cut(name, model.GroupSeparator); ok {
-		if g == "" || svc == "" {
-			return key, ErrGroupedName
-		}
-		if key.Group != "" && key.Group != g {
-			return key, ErrGroupMismatch
-		}
-		key.Group, key.Service = g, svc
-	}
-	if key.Namespace == "" {
-		key.Namespace = model.DefaultNamespace
-	}
-	if key.Group == "" {
-		key.Group = model.DefaultGroup
-	}
-	return key, model.ValidateServiceKey(key)
-}
-
-// nacosInstanceRef resolves the service key, the required ip and the required port.
+// instanceRef resolves the service key, the required ip and the required port.
 // Parameters are checked in Nacos's order: serviceName, ip, port.
-func nacosInstanceRef(p nacosParams) (model.InstanceRef, error) {
+func instanceRef(p params) (model.InstanceRef, error) {
 	if _, err := p.required("serviceName", "String"); err != nil {
 		return model.InstanceRef{}, err
 	}
@@ -293,7 +245,7 @@ func nacosInstanceRef(p nacosParams) (model.InstanceRef, error) {
 	if _, err := p.required("port", "Integer"); err != nil {
 		return model.InstanceRef{}, err
 	}
-	key, err := nacosServiceKey(p)
+	key, err := serviceKey(p)
 	if err != nil {
 		return model.InstanceRef{}, err
 	}
@@ -308,12 +260,12 @@ func nacosInstanceRef(p nacosParams) (model.InstanceRef, error) {
 	return ref, nil
 }
 
-// nacosMetadata parses a metadata parameter the way Nacos's parseMetadata does: a JSON
+// metadata parses a metadata parameter the way Nacos's parseMetadata does: a JSON
 // object first (string values; numbers and booleans are taken as their text, null
 // values dropped), else the form k1=v1,k2=v2. Anything else is a 400
 // "metadata format incorrect" with the given code (21002 for instances, 21005 for
 // services). Blank means no metadata.
-func nacosMetadata(raw string, code int) (map[string]string, error) {
+func metadata(raw string, code int) (map[string]string, error) {
 	if strings.TrimSpace(raw) == "" {
 		return nil, nil
 	}
@@ -324,7 +276,7 @@ func nacosMetadata(raw string, code int) (map[string]string, error) {
 	for _, pair := range javaSplit(raw, ",") {
 		kv := javaSplit(pair, "=")
 		if len(kv) != 2 {
-			return nil, nacosErr(http.StatusBadRequest, code, "metadata format incorrect:%s", raw)
+			return nil, nacos.Err(http.StatusBadRequest, code, "metadata format incorrect:%s", raw)
 		}
 		md[kv[0]] = kv[1]
 	}
@@ -345,7 +297,7 @@ func jsonMetadata(raw string, code int) (map[string]string, bool, error) {
 	}
 	// The decoder turns an unpaired surrogate escape into U+FFFD without a word.
 	if off, what := httpx.LossyJSONString([]byte(raw)); off >= 0 {
-		return nil, true, nacosErr(http.StatusBadRequest, code,
+		return nil, true, nacos.Err(http.StatusBadRequest, code,
 			"metadata format incorrect:%s (%s at offset %d)", raw, what, off)
 	}
 	md := make(map[string]string, len(obj))
@@ -359,7 +311,7 @@ func jsonMetadata(raw string, code int) (map[string]string, bool, error) {
 		case bool:
 			md[k] = strconv.FormatBool(val)
 		default:
-			return nil, true, nacosErr(http.StatusBadRequest, code,
+			return nil, true, nacos.Err(http.StatusBadRequest, code,
 				"metadata format incorrect:%s (the value of %q must be a string)", raw, k)
 		}
 	}
@@ -376,26 +328,14 @@ func javaSplit(s, sep string) []string {
 	return parts
 }
 
-// InstanceForm is what a register, update or patch request says about an instance.
-type InstanceForm struct {
-	Ref model.InstanceRef
-	// Each field is set only when its parameter was given.
-	Cluster   *string
-	Weight    *float64
-	Enabled   *bool
-	Healthy   *bool
-	Metadata  *map[string]string
-	Ephemeral *bool
-}
-
 // parseNacosInstanceForm reads ip, port, the service key, clusterName (legacy cluster),
 // weight, enabled (legacy enable), healthy, metadata and ephemeral, and checks each
 // given value with the store's rules. clientIP, udpPort, app, env, tid, isCheck and the
 // auth parameters are accepted and ignored.
-func parseNacosInstanceForm(p nacosParams, limits model.Limits) (InstanceForm, error) {
-	var f InstanceForm
+func parseNacosInstanceForm(p params, limits model.Limits) (nacos.InstanceForm, error) {
+	var f nacos.InstanceForm
 	var err error
-	if f.Ref, err = nacosInstanceRef(p); err != nil {
+	if f.Ref, err = instanceRef(p); err != nil {
 		return f, err
 	}
 	if c := p.str("clusterName", "cluster"); c != "" {
@@ -428,7 +368,7 @@ func parseNacosInstanceForm(p nacosParams, limits model.Limits) (InstanceForm, e
 		f.Ephemeral = &b
 	}
 	if raw := p.str("metadata"); raw != "" {
-		md, err := nacosMetadata(raw, CodeInstanceMetadata)
+		md, err := metadata(raw, nacos.CodeInstanceMetadata)
 		if err != nil {
 			return f, err
 		}
@@ -440,54 +380,15 @@ func parseNacosInstanceForm(p nacosParams, limits model.Limits) (InstanceForm, e
 	return f, nil
 }
 
-// nacosRegistration builds the instance a Nacos registration describes, with Nacos's
+// registration builds the instance a Nacos registration describes, with Nacos's
 // defaults (cluster DEFAULT, weight 1, enabled, healthy, no metadata), checked under
 // the admission rules (model.AdmitInstance). An ephemeral registration, explicit or by Nacos's default when
 // ephemeral is absent, is refused with Nacos's wording: Roster keeps persistent
 // instances only.
-func nacosRegistration(p nacosParams, limits model.Limits) (model.Instance, error) {
+func registration(p params, limits model.Limits) (model.Instance, error) {
 	f, err := parseNacosInstanceForm(p, limits)
 	if err != nil {
 		return model.Instance{}, err
 	}
 	return f.Registration(limits)
-}
-
-// Registration is the instance the form registers (nacosRegistration).
-func (f InstanceForm) Registration(limits model.Limits) (model.Instance, error) {
-	ref := f.Ref
-	in := model.Instance{
-		Namespace: ref.Namespace, Group: ref.Group, Service: ref.Service, IP: ref.IP, Port: ref.Port,
-		Cluster: model.DefaultCluster, Weight: 1, Enabled: true, Healthy: true,
-	}
-	if f.Cluster != nil {
-		in.Cluster = *f.Cluster
-	}
-	if f.Weight != nil {
-		in.Weight = *f.Weight
-	}
-	if f.Enabled != nil {
-		in.Enabled = *f.Enabled
-	}
-	if f.Healthy != nil {
-		in.Healthy = *f.Healthy
-	}
-	if f.Metadata != nil && len(*f.Metadata) > 0 {
-		in.Metadata = *f.Metadata
-	}
-	if err := limits.AdmitInstance(in); err != nil {
-		return model.Instance{}, err
-	}
-	if f.Ephemeral == nil || *f.Ephemeral {
-		return model.Instance{}, errEphemeral(ref.ServiceKey(), "register")
-	}
-	return in, nil
-}
-
-// errEphemeral refuses an ephemeral instance with Nacos's own sentence, so that a
-// client that forgot ephemeral=false fails loudly instead of losing its instance.
-func errEphemeral(key model.ServiceKey, verb string) error {
-	return nacosErr(http.StatusBadRequest, CodeInstanceError,
-		"Current service %s is persistent service, can't %s ephemeral instance. "+
-			"Roster keeps persistent instances only: send ephemeral=false", key.GroupedName(), verb)
 }

@@ -1,4 +1,4 @@
-package nacos
+package openapi
 
 import (
 	"context"
@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rosterhq/roster/nacos/internal/nacostesting"
-
 	"github.com/rosterhq/roster/api"
 	"github.com/rosterhq/roster/fsm"
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/nacos"
+	"github.com/rosterhq/roster/nacos/internal/nacostesting"
 	"github.com/rosterhq/roster/raftnode"
 )
 
@@ -46,7 +46,7 @@ func TestNacosAPI_V1InstanceLifecycle(t *testing.T) {
 		t.Fatalf("implicit cluster %+v %v", c, err)
 	}
 
-	var detail nacosInstanceDetailV1
+	var detail instanceDetailV1
 	nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v1/ns/instance?serviceName=orders&ip=127.100.0.1&port=8080", "", http.StatusOK).Decode(t, &detail)
 	if detail.Service != "DEFAULT_GROUP@@orders" || detail.Weight != 3 || detail.InstanceID != "127.100.0.1#8080#DEFAULT#DEFAULT_GROUP@@orders" {
 		t.Fatalf("detail %+v", detail)
@@ -105,7 +105,7 @@ func TestNacosAPI_V2Envelope(t *testing.T) {
 	nacostesting.MustInstance(t, st, ref)
 	code, msg, data := nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v2/ns/instance?serviceName=orders&groupName=g1&ip=127.100.0.1&port=8080",
 		"", http.StatusOK).Envelope(t)
-	var d nacosInstanceDetailV2
+	var d instanceDetailV2
 	if err := json.Unmarshal(data, &d); err != nil || code != 0 || msg != "success" || d.ServiceName != "g1@@orders" {
 		t.Fatalf("v2 detail %d %q %s (%v)", code, msg, data, err)
 	}
@@ -214,8 +214,8 @@ func TestNacosAPI_BadInputWritesNothing(t *testing.T) {
 				if err := json.Unmarshal(data, &detail); err != nil {
 					t.Fatalf("data %s is not a string", data)
 				}
-				if code != tt.code || msg != Message(tt.code) || !strings.Contains(detail, tt.text) {
-					t.Fatalf("v2 answered %d %q %q, want %d %q ...%s...", code, msg, detail, tt.code, Message(tt.code), tt.text)
+				if code != tt.code || msg != nacos.Message(tt.code) || !strings.Contains(detail, tt.text) {
+					t.Fatalf("v2 answered %d %q %q, want %d %q ...%s...", code, msg, detail, tt.code, nacos.Message(tt.code), tt.text)
 				}
 			})
 		}
@@ -236,7 +236,7 @@ func TestNacosAPI_JSONBodyRefused(t *testing.T) {
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	resp := nacostesting.Response{Code: rec.Code, Body: rec.Body.Bytes()}
-	if code, _, _ := resp.Envelope(t); resp.Code != http.StatusBadRequest || code != CodeMediaType {
+	if code, _, _ := resp.Envelope(t); resp.Code != http.StatusBadRequest || code != nacos.CodeMediaType {
 		t.Fatalf("%d %s", resp.Code, resp.Body)
 	}
 	if len(node.Applied()) != 0 {
@@ -260,7 +260,7 @@ func TestNacosAPI_HealthOnNoneCluster(t *testing.T) {
 	}
 
 	const list = "/nacos/v1/ns/instance/list?serviceName=orders"
-	var info ServiceInfo
+	var info nacos.ServiceInfo
 	nacostesting.MustNacos(t, h, http.MethodGet, list+"&healthyOnly=true", "", http.StatusOK).Decode(t, &info)
 	if info.ReachProtectionThreshold || len(info.Hosts) != 1 || info.Hosts[0].IP != "127.100.0.2" {
 		t.Fatalf("healthy only %+v", info)
@@ -358,13 +358,13 @@ func TestNacosAPI_Operator(t *testing.T) {
 	})
 	nacostesting.MustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&ip=127.100.0.1&port=8080&ephemeral=false")
 
-	var sw nacosSwitches
+	var sw switches
 	nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v1/ns/operator/switches", "", http.StatusOK).Decode(t, &sw)
-	if sw.DefaultInstanceEphemeral || !sw.HealthCheckEnabled || sw.DefaultCacheMillis != CacheMillis || sw.PushEnabled {
+	if sw.DefaultInstanceEphemeral || !sw.HealthCheckEnabled || sw.DefaultCacheMillis != nacos.CacheMillis || sw.PushEnabled {
 		t.Fatalf("switches %+v", sw)
 	}
 
-	var m nacosMetricsV1
+	var m metricsV1
 	nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v1/ns/operator/metrics", "", http.StatusOK).Decode(t, &m)
 	if m.Status != "UP" || m.ServiceCount != 1 || m.InstanceCount != 1 || m.ResponsibleInstanceCount != 1 {
 		t.Fatalf("metrics %+v", m)
@@ -380,7 +380,7 @@ func TestNacosAPI_Operator(t *testing.T) {
 	}
 
 	var servers struct {
-		Servers []nacosServer `json:"servers"`
+		Servers []serverEntry `json:"servers"`
 	}
 	nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v1/ns/operator/servers", "", http.StatusOK).Decode(t, &servers)
 	if len(servers.Servers) != 2 || servers.Servers[1].IP != "127.0.0.2" || servers.Servers[1].ServePort != 8848 ||
@@ -395,7 +395,7 @@ func TestNacosAPI_Operator(t *testing.T) {
 		t.Fatalf("raft leader %v (%v)", leader, err)
 	}
 
-	var login nacosLoginResponse
+	var login loginResponse
 	nacostesting.MustNacos(t, h, http.MethodPost, "/nacos/v1/auth/users/login", "username=nacos&password=nacos", http.StatusOK).Decode(t, &login)
 	if login.AccessToken != "" || login.TokenTTL != 18000 || login.GlobalAdmin || !strings.Contains(login.Message, "disabled") {
 		t.Fatalf("login %+v", login)
@@ -419,7 +419,7 @@ func TestNacosAPI_ReadsAreLeaderLocalByDefault(t *testing.T) {
 		t.Fatalf("linearizable reads %d, header %q", lin, resp.Header.Get(api.HeaderConsistency))
 	}
 	resp = nacostesting.Do(t, h, http.MethodGet, "/nacos/v2/ns/instance/list?serviceName=orders&consistency=bogus", "")
-	if code, _, _ := resp.Envelope(t); resp.Code != http.StatusBadRequest || code != CodeParameterValidate {
+	if code, _, _ := resp.Envelope(t); resp.Code != http.StatusBadRequest || code != nacos.CodeParameterValidate {
 		t.Fatalf("bad consistency: %d %s", resp.Code, resp.Body)
 	}
 }
@@ -443,7 +443,7 @@ func TestNacosAPI_FollowerForwards(t *testing.T) {
 	fsrv := httptest.NewServer(followerH)
 	t.Cleanup(fsrv.Close)
 
-	resp := nacosHTTP(t, http.MethodDelete, fsrv.URL+"/nacos/v1/ns/instance",
+	resp := overHTTP(t, http.MethodDelete, fsrv.URL+"/nacos/v1/ns/instance",
 		"serviceName=orders&ip=127.100.0.1&port=8080&namespaceId=public")
 	if resp.Code != http.StatusOK || string(resp.Body) != "ok" || resp.Header.Get(api.HeaderServedBy) != "n1" {
 		t.Fatalf("forwarded write: %d %q served by %q", resp.Code, resp.Body, resp.Header.Get(api.HeaderServedBy))
@@ -455,15 +455,15 @@ func TestNacosAPI_FollowerForwards(t *testing.T) {
 		t.Fatalf("the follower applied %v", got)
 	}
 
-	resp = nacosHTTP(t, http.MethodGet, fsrv.URL+"/nacos/v1/ns/instance/list?serviceName=orders", "")
+	resp = overHTTP(t, http.MethodGet, fsrv.URL+"/nacos/v1/ns/instance/list?serviceName=orders", "")
 	if resp.Code != http.StatusOK || resp.Header.Get(api.HeaderServedBy) != "n1" {
 		t.Fatalf("default read: %d served by %q", resp.Code, resp.Header.Get(api.HeaderServedBy))
 	}
-	resp = nacosHTTP(t, http.MethodGet, fsrv.URL+"/nacos/v1/ns/instance/list?serviceName=orders&consistency=stale", "")
+	resp = overHTTP(t, http.MethodGet, fsrv.URL+"/nacos/v1/ns/instance/list?serviceName=orders&consistency=stale", "")
 	if resp.Code != http.StatusOK || resp.Header.Get(api.HeaderServedBy) != "n2" {
 		t.Fatalf("stale read: %d served by %q", resp.Code, resp.Header.Get(api.HeaderServedBy))
 	}
-	var info ServiceInfo
+	var info nacos.ServiceInfo
 	resp.Decode(t, &info)
 	if len(info.Hosts) != 3 { // the follower's copy: three enabled instances, one not yet deregistered
 		t.Fatalf("stale list %+v", info.Hosts)

@@ -1,12 +1,12 @@
-package nacos
+package openapi
 
 import (
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/rosterhq/roster/nacos"
 	"github.com/rosterhq/roster/nacos/internal/nacostesting"
-
 	"github.com/rosterhq/roster/raftnode"
 )
 
@@ -83,7 +83,7 @@ func TestNacosAPI_ResponseShapesMatchTheDocs(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			resp := nacostesting.MustNacos(t, h, http.MethodGet, tt.target, "", http.StatusOK)
 			body := resp.Body
-			if nacosV2(newRequest(t, http.MethodGet, tt.target, "")) {
+			if isV2(newRequest(t, http.MethodGet, tt.target, "")) {
 				code, msg, data := resp.Envelope(t)
 				if code != 0 || msg != "success" {
 					t.Fatalf("envelope code %d message %q", code, msg)
@@ -111,16 +111,16 @@ func TestNacosAPI_ListValues(t *testing.T) {
 		`serviceName=g1@@orders&groupName=g1&ip=127.100.0.1&port=80&weight=2&clusterName=web&ephemeral=false&metadata={"v":"1"}`)
 	nacostesting.MustOK(t, h, http.MethodPost, "/nacos/v1/ns/instance", "serviceName=orders&groupName=g1&ip=127.100.0.2&port=80&ephemeral=false")
 
-	var info ServiceInfo
+	var info nacos.ServiceInfo
 	nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v1/ns/instance/list?serviceName=g1@@orders&clusters=web", "", http.StatusOK).Decode(t, &info)
-	if info.Name != "g1@@orders" || info.GroupName != "g1" || info.Clusters != "web" || info.CacheMillis != CacheMillis ||
+	if info.Name != "g1@@orders" || info.GroupName != "g1" || info.Clusters != "web" || info.CacheMillis != nacos.CacheMillis ||
 		info.Dom != "g1@@orders" || !info.Valid || info.ReachProtectionThreshold || info.Metadata["team"] != "pay" {
 		t.Fatalf("list %+v", info)
 	}
 	if len(info.Hosts) != 1 {
 		t.Fatalf("hosts %+v", info.Hosts)
 	}
-	want := Host{InstanceID: "127.100.0.1#80#web#g1@@orders", IP: "127.100.0.1", Port: 80, Weight: 2, Healthy: true, Enabled: true,
+	want := nacos.Host{InstanceID: "127.100.0.1#80#web#g1@@orders", IP: "127.100.0.1", Port: 80, Weight: 2, Healthy: true, Enabled: true,
 		ClusterName: "web", ServiceName: "g1@@orders", Metadata: map[string]string{"v": "1"}, InstanceHeartBeatInterval: 5000,
 		InstanceIDGenerator: "simple", InstanceHeartBeatTimeOut: 15000, IPDeleteTimeout: 30000, Valid: true}
 	got := info.Hosts[0]
@@ -139,7 +139,7 @@ func TestNacosAPI_ListValues(t *testing.T) {
 	}
 	resp := nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v2/ns/instance/list?serviceName=orders&groupName=g1&clusterName=DEFAULT", "", http.StatusOK)
 	_, _, data := resp.Envelope(t)
-	var v2 ServiceInfo
+	var v2 nacos.ServiceInfo
 	nacostesting.Response{Body: data}.Decode(t, &v2)
 	if len(v2.Hosts) != 1 || v2.Hosts[0].IP != "127.100.0.2" || v2.Clusters != "DEFAULT" {
 		t.Fatalf("v2 list %+v", v2)
@@ -159,7 +159,7 @@ func TestNacosAPI_ServiceListPaging(t *testing.T) {
 		nacostesting.MustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName="+name)
 	}
 	nacostesting.MustOK(t, h, http.MethodPost, "/nacos/v1/ns/service", "serviceName=other&groupName=g1")
-	var l1 nacosServiceListV1
+	var l1 serviceListV1
 	nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v1/ns/service/list?pageNo=2&pageSize=2", "", http.StatusOK).Decode(t, &l1)
 	if l1.Count != 3 || len(l1.Doms) != 1 || l1.Doms[0] != "c" {
 		t.Fatalf("page 2: %+v", l1)
@@ -205,7 +205,7 @@ func TestNacosAPI_ServiceListPaging(t *testing.T) {
 		}
 	}
 	_, _, data := nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v2/ns/service/list", "", http.StatusOK).Envelope(t)
-	var l2 nacosServiceListV2
+	var l2 serviceListV2
 	nacostesting.Response{Body: data}.Decode(t, &l2)
 	if l2.Count != 3 || len(l2.Services) != 3 {
 		t.Fatalf("v2 list %+v", l2)
@@ -219,18 +219,18 @@ func TestNacosAPI_ServiceDetail(t *testing.T) {
 	nacostesting.MustOK(t, h, http.MethodPut, "/nacos/v1/ns/cluster",
 		`serviceName=orders&clusterName=web&healthChecker={"type":"HTTP","path":"/ping","headers":"X-A:1","expectedResponseCode":204}`+
 			`&useInstancePort4Check=false&checkPort=9000&metadata=zone%3Da`)
-	var v1 nacosServiceV1
+	var v1 serviceV1
 	nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v1/ns/service?serviceName=orders", "", http.StatusOK).Decode(t, &v1)
 	if v1.Name != "orders" || v1.GroupName != "DEFAULT_GROUP" || v1.NamespaceID != "public" || v1.ProtectThreshold != 0.25 ||
 		v1.Metadata["team"] != "pay" || v1.Selector.Type != "none" || len(v1.Clusters) != 1 {
 		t.Fatalf("v1 %+v", v1)
 	}
-	wantHC := nacosHealthChecker{Type: "HTTP", Path: "/ping", Headers: "X-A:1", ExpectedResponseCode: 204}
+	wantHC := healthChecker{Type: "HTTP", Path: "/ping", Headers: "X-A:1", ExpectedResponseCode: 204}
 	if c := v1.Clusters[0]; c.Name != "web" || c.HealthChecker != wantHC || c.Metadata["zone"] != "a" {
 		t.Fatalf("cluster %+v", c)
 	}
 	_, _, data := nacostesting.MustNacos(t, h, http.MethodGet, "/nacos/v2/ns/service?serviceName=orders", "", http.StatusOK).Envelope(t)
-	var v2 nacosServiceV2
+	var v2 serviceV2
 	nacostesting.Response{Body: data}.Decode(t, &v2)
 	c, ok := v2.ClusterMap["web"]
 	if !ok || c.HealthyCheckPort != 9000 || c.UseInstancePortForCheck || c.HealthChecker != wantHC || v2.Ephemeral ||

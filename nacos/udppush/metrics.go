@@ -1,4 +1,4 @@
-package nacos
+package udppush
 
 import (
 	"github.com/prometheus/client_golang/prometheus"

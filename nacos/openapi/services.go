@@ -1,4 +1,4 @@
-package nacos
+package openapi
 
 import (
 	"encoding/json"
@@ -7,22 +7,23 @@ import (
 	"strings"
 
 	"github.com/rosterhq/roster/model"
+	"github.com/rosterhq/roster/nacos"
 	"github.com/rosterhq/roster/registry"
 	"github.com/rosterhq/roster/store"
 )
 
 // Paging of GET /nacos/v2/ns/service/list (Nacos's defaults and cap).
 const (
-	nacosV2DefaultPageSize = 20
-	nacosV2MaxPageSize     = 500
+	v2DefaultPageSize = 20
+	v2MaxPageSize     = 500
 )
 
-// nacosServiceForm reads a service definition: the service key, protectThreshold
+// serviceForm reads a service definition: the service key, protectThreshold
 // (default 0), metadata (JSON or k=v,k2=v2; default none) and selector (only none), and
 // refuses ephemeral=true. Nacos's create and update both replace the definition with
 // these values.
-func nacosServiceForm(p nacosParams, limits model.Limits) (model.Service, error) {
-	key, err := nacosServiceKey(p)
+func serviceForm(p params, limits model.Limits) (model.Service, error) {
+	key, err := serviceKey(p)
 	if err != nil {
 		return model.Service{}, err
 	}
@@ -33,7 +34,7 @@ func nacosServiceForm(p nacosParams, limits model.Limits) (model.Service, error)
 		svc.ProtectThreshold = t
 	}
 	if raw := p.str("metadata"); raw != "" {
-		if svc.Metadata, err = nacosMetadata(raw, CodeServiceMetadata); err != nil {
+		if svc.Metadata, err = metadata(raw, nacos.CodeServiceMetadata); err != nil {
 			return svc, err
 		}
 	}
@@ -43,7 +44,7 @@ func nacosServiceForm(p nacosParams, limits model.Limits) (model.Service, error)
 	if eph, _, err := p.boolean("ephemeral"); err != nil {
 		return svc, err
 	} else if eph {
-		return svc, Invalid("Roster keeps persistent services only: ephemeral must be false")
+		return svc, nacos.Invalid("Roster keeps persistent services only: ephemeral must be false")
 	}
 	if err := limits.AdmitService(svc); err != nil {
 		return svc, err
@@ -61,10 +62,10 @@ func checkNoSelector(raw string) error {
 		Type string `json:"type"`
 	}
 	if err := json.Unmarshal([]byte(raw), &sel); err != nil {
-		return nacosErr(http.StatusBadRequest, CodeSelector, "Param 'selector' is not a JSON object: %v", err)
+		return nacos.Err(http.StatusBadRequest, nacos.CodeSelector, "Param 'selector' is not a JSON object: %v", err)
 	}
 	if t := strings.ToLower(strings.TrimSpace(sel.Type)); t != "" && t != "none" {
-		return nacosErr(http.StatusBadRequest, CodeSelector,
+		return nacos.Err(http.StatusBadRequest, nacos.CodeSelector,
 			"selector type %q is not supported: Roster has no selectors (use type none or leave selector out)", sel.Type)
 	}
 	return nil
@@ -73,23 +74,23 @@ func checkNoSelector(raw string) error {
 // errNacosConcurrentChange answers a read-modify-write that kept losing to concurrent
 // changes of the same service (409, resource conflict).
 func errNacosConcurrentChange(key model.ServiceKey) error {
-	return nacosErr(http.StatusConflict, CodeResourceConflict, "service %s kept changing during the update; retry", key.GroupedName())
+	return nacos.Err(http.StatusConflict, nacos.CodeResourceConflict, "service %s kept changing during the update; retry", key.GroupedName())
 }
 
 // errNacosServiceNotFound is Nacos's answer to a service that does not exist: 400, 21008.
 func errNacosServiceNotFound(key model.ServiceKey) error {
-	return nacosErr(http.StatusBadRequest, CodeServiceNotExist, "service %s not found in namespace %s",
+	return nacos.Err(http.StatusBadRequest, nacos.CodeServiceNotExist, "service %s not found in namespace %s",
 		key.GroupedName(), key.Namespace)
 }
 
-// nacosCreateService serves POST .../service: create a service (400, 21007, when it
+// createService serves POST .../service: create a service (400, 21007, when it
 // already exists).
-func (s *API) nacosCreateService(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
-	svc, err := nacosServiceForm(p, s.reg.Limits())
+func (s *API) createService(w http.ResponseWriter, r *http.Request, p params) (any, error) {
+	svc, err := serviceForm(p, s.reg.Limits())
 	if err != nil {
 		return nil, err
 	}
-	exists := nacosErr(http.StatusBadRequest, CodeServiceAlreadyExist,
+	exists := nacos.Err(http.StatusBadRequest, nacos.CodeServiceAlreadyExist,
 		"specified service %s already exists!", svc.Key().GroupedName())
 	// A service the leader already has is refused without a log entry; whether a create
 	// racing another one wins is decided inside the state machine (created only if
@@ -99,7 +100,7 @@ func (s *API) nacosCreateService(w http.ResponseWriter, r *http.Request, p nacos
 	} else if found {
 		return nil, exists
 	}
-	err = nacosWrote(w)(s.reg.UpsertService(r.Context(), svc, registry.IfAbsent()))
+	err = wrote(w)(s.reg.UpsertService(r.Context(), svc, registry.IfAbsent()))
 	if errors.Is(err, model.ErrCASMismatch) {
 		return nil, exists
 	}
@@ -109,11 +110,11 @@ func (s *API) nacosCreateService(w http.ResponseWriter, r *http.Request, p nacos
 	return "ok", nil
 }
 
-// nacosUpdateService serves PUT .../service: replace an existing service's protect
+// updateService serves PUT .../service: replace an existing service's protect
 // threshold and metadata (parameters left out take their defaults, as in Nacos; 400,
 // 21008, when the service does not exist).
-func (s *API) nacosUpdateService(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
-	svc, err := nacosServiceForm(p, s.reg.Limits())
+func (s *API) updateService(w http.ResponseWriter, r *http.Request, p params) (any, error) {
+	svc, err := serviceForm(p, s.reg.Limits())
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +128,7 @@ func (s *API) nacosUpdateService(w http.ResponseWriter, r *http.Request, p nacos
 		if !found {
 			return nil, errNacosServiceNotFound(svc.Key())
 		}
-		err = nacosWrote(w)(s.reg.UpsertService(r.Context(), svc, registry.IfIndex(view.Service.ModifyIndex)))
+		err = wrote(w)(s.reg.UpsertService(r.Context(), svc, registry.IfIndex(view.Service.ModifyIndex)))
 		if errors.Is(err, model.ErrCASMismatch) {
 			continue
 		}
@@ -139,10 +140,10 @@ func (s *API) nacosUpdateService(w http.ResponseWriter, r *http.Request, p nacos
 	return nil, errNacosConcurrentChange(svc.Key())
 }
 
-// nacosDeleteService serves DELETE .../service: remove a service without instances
+// deleteService serves DELETE .../service: remove a service without instances
 // (400, 21009, while it has some; 400, 21008, when it does not exist; as Nacos 2.x).
-func (s *API) nacosDeleteService(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
-	key, err := nacosServiceKey(p)
+func (s *API) deleteService(w http.ResponseWriter, r *http.Request, p params) (any, error) {
+	key, err := serviceKey(p)
 	if err != nil {
 		return nil, err
 	}
@@ -153,12 +154,12 @@ func (s *API) nacosDeleteService(w http.ResponseWriter, r *http.Request, p nacos
 	if !found {
 		return nil, errNacosServiceNotFound(key)
 	}
-	notEmpty := nacosErr(http.StatusBadRequest, CodeServiceDeleteFailure,
+	notEmpty := nacos.Err(http.StatusBadRequest, nacos.CodeServiceDeleteFailure,
 		"Service %s is not empty, can't be delete. Please unregister instance first", key.GroupedName())
 	if len(view.Instances) > 0 {
 		return nil, notEmpty
 	}
-	err = nacosWrote(w)(s.reg.DeleteService(r.Context(), key, registry.Condition{}))
+	err = wrote(w)(s.reg.DeleteService(r.Context(), key, registry.Condition{}))
 	switch {
 	case errors.Is(err, model.ErrConflict):
 		return nil, notEmpty
@@ -170,55 +171,55 @@ func (s *API) nacosDeleteService(w http.ResponseWriter, r *http.Request, p nacos
 	return "ok", nil
 }
 
-// nacosSelector is the selector Nacos shows for a service without one.
-type nacosSelector struct {
+// selector is the selector Nacos shows for a service without one.
+type selector struct {
 	Type        string `json:"type"`
 	ContextType string `json:"contextType,omitempty"`
 }
 
-// nacosClusterV1 is one cluster of GET /nacos/v1/ns/service.
-type nacosClusterV1 struct {
-	Name          string             `json:"name"`
-	HealthChecker nacosHealthChecker `json:"healthChecker"`
-	Metadata      map[string]string  `json:"metadata"`
+// clusterV1 is one cluster of GET /nacos/v1/ns/service.
+type clusterV1 struct {
+	Name          string            `json:"name"`
+	HealthChecker healthChecker     `json:"healthChecker"`
+	Metadata      map[string]string `json:"metadata"`
 }
 
-// nacosServiceV1 is the body of GET /nacos/v1/ns/service.
-type nacosServiceV1 struct {
+// serviceV1 is the body of GET /nacos/v1/ns/service.
+type serviceV1 struct {
 	Metadata         map[string]string `json:"metadata"`
 	GroupName        string            `json:"groupName"`
 	NamespaceID      string            `json:"namespaceId"`
 	Name             string            `json:"name"`
-	Selector         nacosSelector     `json:"selector"`
+	Selector         selector          `json:"selector"`
 	ProtectThreshold float64           `json:"protectThreshold"`
-	Clusters         []nacosClusterV1  `json:"clusters"`
+	Clusters         []clusterV1       `json:"clusters"`
 }
 
-// nacosClusterV2 is one entry of clusterMap in GET /nacos/v2/ns/service.
-type nacosClusterV2 struct {
-	ClusterName             string             `json:"clusterName"`
-	HealthChecker           nacosHealthChecker `json:"healthChecker"`
-	Metadata                map[string]string  `json:"metadata"`
-	HealthyCheckPort        int                `json:"healthyCheckPort"`
-	UseInstancePortForCheck bool               `json:"useInstancePortForCheck"`
+// clusterV2 is one entry of clusterMap in GET /nacos/v2/ns/service.
+type clusterV2 struct {
+	ClusterName             string            `json:"clusterName"`
+	HealthChecker           healthChecker     `json:"healthChecker"`
+	Metadata                map[string]string `json:"metadata"`
+	HealthyCheckPort        int               `json:"healthyCheckPort"`
+	UseInstancePortForCheck bool              `json:"useInstancePortForCheck"`
 }
 
-// nacosServiceV2 is the data of GET /nacos/v2/ns/service.
-type nacosServiceV2 struct {
-	Namespace        string                    `json:"namespace"`
-	ServiceName      string                    `json:"serviceName"`
-	GroupName        string                    `json:"groupName"`
-	ClusterMap       map[string]nacosClusterV2 `json:"clusterMap"`
-	Metadata         map[string]string         `json:"metadata"`
-	ProtectThreshold float64                   `json:"protectThreshold"`
-	Selector         nacosSelector             `json:"selector"`
-	Ephemeral        bool                      `json:"ephemeral"`
+// serviceV2 is the data of GET /nacos/v2/ns/service.
+type serviceV2 struct {
+	Namespace        string               `json:"namespace"`
+	ServiceName      string               `json:"serviceName"`
+	GroupName        string               `json:"groupName"`
+	ClusterMap       map[string]clusterV2 `json:"clusterMap"`
+	Metadata         map[string]string    `json:"metadata"`
+	ProtectThreshold float64              `json:"protectThreshold"`
+	Selector         selector             `json:"selector"`
+	Ephemeral        bool                 `json:"ephemeral"`
 }
 
-// nacosGetService serves GET .../service: the service and its clusters with their
+// getService serves GET .../service: the service and its clusters with their
 // health checkers (400, 21008, when it does not exist, as Nacos 2.x).
-func (s *API) nacosGetService(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
-	key, err := nacosServiceKey(p)
+func (s *API) getService(w http.ResponseWriter, r *http.Request, p params) (any, error) {
+	key, err := serviceKey(p)
 	if err != nil {
 		return nil, err
 	}
@@ -235,51 +236,51 @@ func (s *API) nacosGetService(w http.ResponseWriter, r *http.Request, p nacosPar
 		return nil, err
 	}
 	svc := view.Service
-	if nacosV2(r) {
-		out := nacosServiceV2{
+	if isV2(r) {
+		out := serviceV2{
 			Namespace: svc.Namespace, ServiceName: svc.Name, GroupName: svc.Group,
-			ClusterMap: map[string]nacosClusterV2{}, Metadata: nonNilMap(svc.Metadata),
-			ProtectThreshold: svc.ProtectThreshold, Selector: nacosSelector{Type: "none", ContextType: "NONE"},
+			ClusterMap: map[string]clusterV2{}, Metadata: nacos.NonNilMap(svc.Metadata),
+			ProtectThreshold: svc.ProtectThreshold, Selector: selector{Type: "none", ContextType: "NONE"},
 		}
 		for _, c := range view.Clusters {
-			out.ClusterMap[c.Name] = nacosClusterV2{
-				ClusterName: c.Name, HealthChecker: toNacosHealthChecker(c.HealthCheck), Metadata: nonNilMap(c.Metadata),
+			out.ClusterMap[c.Name] = clusterV2{
+				ClusterName: c.Name, HealthChecker: toNacosHealthChecker(c.HealthCheck), Metadata: nacos.NonNilMap(c.Metadata),
 				HealthyCheckPort: c.HealthCheck.Port, UseInstancePortForCheck: c.HealthCheck.Port == 0,
 			}
 		}
 		return out, nil
 	}
-	out := nacosServiceV1{
-		Metadata: nonNilMap(svc.Metadata), GroupName: svc.Group, NamespaceID: svc.Namespace, Name: svc.Name,
-		Selector: nacosSelector{Type: "none"}, ProtectThreshold: svc.ProtectThreshold, Clusters: []nacosClusterV1{},
+	out := serviceV1{
+		Metadata: nacos.NonNilMap(svc.Metadata), GroupName: svc.Group, NamespaceID: svc.Namespace, Name: svc.Name,
+		Selector: selector{Type: "none"}, ProtectThreshold: svc.ProtectThreshold, Clusters: []clusterV1{},
 	}
 	for _, c := range view.Clusters {
-		out.Clusters = append(out.Clusters, nacosClusterV1{
-			Name: c.Name, HealthChecker: toNacosHealthChecker(c.HealthCheck), Metadata: nonNilMap(c.Metadata),
+		out.Clusters = append(out.Clusters, clusterV1{
+			Name: c.Name, HealthChecker: toNacosHealthChecker(c.HealthCheck), Metadata: nacos.NonNilMap(c.Metadata),
 		})
 	}
 	return out, nil
 }
 
-// nacosServiceListV1 is the body of GET /nacos/v1/ns/service/list.
-type nacosServiceListV1 struct {
+// serviceListV1 is the body of GET /nacos/v1/ns/service/list.
+type serviceListV1 struct {
 	Count int      `json:"count"`
 	Doms  []string `json:"doms"`
 }
 
-// nacosServiceListV2 is the data of GET /nacos/v2/ns/service/list.
-type nacosServiceListV2 struct {
+// serviceListV2 is the data of GET /nacos/v2/ns/service/list.
+type serviceListV2 struct {
 	Count    int      `json:"count"`
 	Services []string `json:"services"`
 }
 
-// nacosListServices serves GET .../service/list: the names (without group) of one
+// listServices serves GET .../service/list: the names (without group) of one
 // group's services (groupName, default DEFAULT_GROUP), one page at a time, and how many
 // there are. v1 requires pageNo and pageSize, as Nacos does; v2 defaults them to 1 and
 // 20 and caps pageSize at 500. pageNo is at least 1 and pageSize at least 0
-// (nacosParams.page); a page size of 0 is an empty page that still counts. An unknown
+// (params.page); a page size of 0 is an empty page that still counts. An unknown
 // namespace has no services.
-func (s *API) nacosListServices(w http.ResponseWriter, r *http.Request, p nacosParams) (any, error) {
+func (s *API) listServices(w http.ResponseWriter, r *http.Request, p params) (any, error) {
 	ns := p.str("namespaceId")
 	if ns == "" {
 		ns = model.DefaultNamespace
@@ -297,7 +298,7 @@ func (s *API) nacosListServices(w http.ResponseWriter, r *http.Request, p nacosP
 	if err := checkNoSelector(p.str("selector")); err != nil {
 		return nil, err
 	}
-	v2 := nacosV2(r)
+	v2 := isV2(r)
 	if !v2 {
 		for _, name := range []string{"pageNo", "pageSize"} {
 			if _, err := p.required(name, "int"); err != nil {
@@ -305,12 +306,12 @@ func (s *API) nacosListServices(w http.ResponseWriter, r *http.Request, p nacosP
 			}
 		}
 	}
-	page, size, err := p.page(nacosV2DefaultPageSize)
+	page, size, err := p.page(v2DefaultPageSize)
 	if err != nil {
 		return nil, err
 	}
 	if v2 {
-		size = min(size, nacosV2MaxPageSize)
+		size = min(size, v2MaxPageSize)
 	}
 	var (
 		list  []model.Service
@@ -341,7 +342,7 @@ func (s *API) nacosListServices(w http.ResponseWriter, r *http.Request, p nacosP
 		names = append(names, svc.Name)
 	}
 	if v2 {
-		return nacosServiceListV2{Count: total, Services: names}, nil
+		return serviceListV2{Count: total, Services: names}, nil
 	}
-	return nacosServiceListV1{Count: total, Doms: names}, nil
+	return serviceListV1{Count: total, Doms: names}, nil
 }
