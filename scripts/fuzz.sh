@@ -22,7 +22,7 @@ TARGETS=${FUZZ_TARGETS:-"
 ./httpapi:FuzzDecodeClusterRequest
 ./httpapi:FuzzHealthCheckSpec
 ./httpapi:FuzzEncodedNamespace
-./nacos:FuzzNacosParams
+./nacos/openapi:FuzzNacosParams
 ./nacos/grpcapi:FuzzGRPCRequest
 ./dnsapi:FuzzQuery
 "}
