@@ -83,6 +83,7 @@ func examples() []example {
 		{"cas", CASType, mustCAS(7, DeregisterInstanceRequest{Ref: ref}), &CASRequest{}},
 		{"set_cluster_id", SetClusterIDType, SetClusterIDRequest{ID: "5f2b8c1e-7a4d-4f0b-9c3e-2d1a6b8e9f00"}, &SetClusterIDRequest{}},
 		{"check_state", CheckStateType, CheckStateRequest{}, &CheckStateRequest{}},
+		{"log_checkpoint", LogCheckpointType, LogCheckpointRequest{}, &LogCheckpointRequest{}},
 		{"acl_bootstrap", ACLBootstrapType, ACLBootstrapRequest{Token: acl.Token{
 			AccessorID: "0b6e3c2a-9f1d-4e57-8a2b-5c7d9e1f3a4b", SecretHash: strings.Repeat("ab", 32),
 			Description: "bootstrap management token", Management: true}}, &ACLBootstrapRequest{}},

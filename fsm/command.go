@@ -41,6 +41,7 @@ const (
 	SetHealthManualAtType  MessageType = 21
 	AutoDeregisterType     MessageType = 22
 	BatchType              MessageType = 23
+	LogCheckpointType      MessageType = 24
 )
 
 // NewestType is the highest command type this build applies. Servers announce it in
@@ -48,7 +49,7 @@ const (
 // only once every server of the configuration applies it: a server that meets an entry
 // it cannot apply panics (see FSM.ApplyBatch), so a rolling upgrade must not put one in
 // the log before the last old server is gone.
-const NewestType = BatchType
+const NewestType = LogCheckpointType
 
 // Command is one state-machine command: a payload struct of this package that knows its
 // message type and how it applies to a transaction. Callers hand a Command to Raft
@@ -202,6 +203,13 @@ type DeleteTokenRequest struct {
 // (CheckStateType).
 type CheckStateRequest struct{}
 
+// LogCheckpointRequest changes nothing: it marks a point of the log at which every node
+// checks its own copy of the log since the previous checkpoint against the leader's
+// (LogCheckpointType). What it checks travels in the entry's raft.Log.Extensions, which
+// the leader's log store sets as the entry is written (raftnode's log verifier), not in
+// this payload.
+type LogCheckpointRequest struct{}
+
 // CASRequest applies the command it carries only if the modify index of the object that
 // command writes is Index, 0 meaning the object must not exist; otherwise it is refused
 // with a *model.CASError (CASType). With OnService the condition is on the modify index
@@ -261,6 +269,7 @@ func (SetHealthAtRequest) MessageType() MessageType        { return SetHealthAtT
 func (SetHealthManualAtRequest) MessageType() MessageType  { return SetHealthManualAtType }
 func (AutoDeregisterRequest) MessageType() MessageType     { return AutoDeregisterType }
 func (BatchRequest) MessageType() MessageType              { return BatchType }
+func (LogCheckpointRequest) MessageType() MessageType      { return LogCheckpointType }
 
 // String names the command type, for logs; the ignore flag shows as a "+ignorable" suffix.
 func (t MessageType) String() string {
@@ -316,6 +325,8 @@ func (t MessageType) String() string {
 		name = "AutoDeregister"
 	case BatchType:
 		name = "Batch"
+	case LogCheckpointType:
+		name = "LogCheckpoint"
 	default:
 		name = "MessageType(" + strconv.Itoa(int(t&^IgnoreUnknownFlag)) + ")"
 	}

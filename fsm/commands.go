@@ -121,6 +121,10 @@ func (c CheckStateRequest) apply(f *FSM, tx *store.Txn, idx uint64) error {
 	return nil
 }
 
+// apply changes nothing: the check a log checkpoint asks for is the log store's
+// (raftnode), and the state is the same with or without it.
+func (LogCheckpointRequest) apply(*FSM, *store.Txn, uint64) error { return nil }
+
 // decodedCAS is a CASRequest with the command it wraps decoded (nil: a wrapped type that
 // cannot be conditional).
 type decodedCAS struct {

@@ -189,6 +189,7 @@ func newFSM(s *store.Store, logger *slog.Logger, newest MessageType) *FSM {
 	register[SetHealthManualAtRequest](f)
 	register[AutoDeregisterRequest](f)
 	register[BatchRequest](f)
+	register[LogCheckpointRequest](f)
 	for t := range f.decoders {
 		if t > newest {
 			delete(f.decoders, t)

@@ -86,6 +86,8 @@ func TestForServers_EveryCommandType(t *testing.T) {
 		{"state check at legacy", CheckStateRequest{}, LegacyNewestType, refused, nil},
 		{"state check one type short", CheckStateRequest{}, CheckStateType - 1, refused, nil},
 		{"state check at its type", CheckStateRequest{}, CheckStateType, asIs, nil},
+		{"log checkpoint at the previous release's newest", LogCheckpointRequest{}, BatchType, refused, nil},
+		{"log checkpoint at its type", LogCheckpointRequest{}, LogCheckpointType, asIs, nil},
 		{"acl bootstrap at legacy", ACLBootstrapRequest{}, LegacyNewestType, refused, nil},
 		{"acl bootstrap at its type", ACLBootstrapRequest{}, ACLBootstrapType, asIs, nil},
 		{"create token one type short", CreateTokenRequest{}, CreateTokenType - 1, refused, nil},

@@ -182,6 +182,10 @@ type Config struct {
 
 	// ApplyTimeout bounds how long Apply waits to enqueue a command (default 10 s).
 	ApplyTimeout time.Duration
+	// LogVerifyInterval is how often the leader writes a log checkpoint, at which every
+	// node checks its own Raft log (logverify.go; default DefaultLogVerifyInterval,
+	// negative: none).
+	LogVerifyInterval time.Duration
 	// Logger receives the node's and Raft's logs (default slog.Default()).
 	Logger *slog.Logger
 	// Build is this server's build, announced to every leader (the zero value:
@@ -327,6 +331,9 @@ func (c *Config) fillTimings() error {
 	}
 	if c.CommitTimeout == 0 {
 		c.CommitTimeout = DefaultCommitTimeout
+	}
+	if c.LogVerifyInterval == 0 {
+		c.LogVerifyInterval = DefaultLogVerifyInterval
 	}
 	if c.HeartbeatTimeout < 5*time.Millisecond {
 		return configErr("HeartbeatTimeout", "must be at least 5ms")

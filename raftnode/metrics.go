@@ -26,6 +26,7 @@ type metrics struct {
 	readRounds    prometheus.Counter       // roster_raft_read_confirmations_total
 	readsJoined   prometheus.Counter       // roster_raft_linearizable_reads_total
 	tlsRefused    prometheus.Counter       // roster_raft_tls_handshake_failures_total
+	logVerify     *logVerifyMetrics        // roster_raft_log_checkpoints_total, roster_raft_log_corrupt
 }
 
 // Snapshot operations, the op label of roster_snapshot_duration_seconds.
@@ -37,6 +38,7 @@ const (
 
 func newMetrics() *metrics {
 	m := &metrics{
+		logVerify: newLogVerifyMetrics(),
 		apply: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "roster_raft_apply_duration_seconds",
 			Help:    "Time from submitting a command to Raft on the leader to its result from the leader's state machine (every outcome).",
@@ -172,6 +174,7 @@ func (n *Node) RegisterMetrics(reg prometheus.Registerer) error {
 				"in this leadership, or since the leadership began when there was none.", []string{"peer"}, nil)},
 		n.met.apply, n.met.batchSize, n.met.fsmApply, n.met.snapshot, n.met.leaderChanges,
 		n.met.readRounds, n.met.readsJoined, n.met.tlsRefused,
+		n.met.logVerify.results, n.met.logVerify.corrupt,
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

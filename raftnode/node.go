@@ -46,15 +46,16 @@ type Node struct {
 	// sm is the state machine Raft applies entries to; its store holds the member table.
 	sm StateMachine
 
-	raft   *raft.Raft
-	trans  *raft.NetworkTransport
-	mux    *muxStreamLayer // the Raft listener, shared with the peer RPC (peer.go)
-	notify *commitNotifier // sends followers the commit index as soon as it advances
-	commit leaderCommit    // the highest commit index a leader sent this node
-	append *appendWatch    // the log store Raft writes, and whether that fails
-	bolt   *raftboltdb.BoltStore
-	logs   raft.LogStore // the cache in front of bolt
-	met    *metrics      // exported by RegisterMetrics (metrics.go)
+	raft     *raft.Raft
+	trans    *raft.NetworkTransport
+	mux      *muxStreamLayer // the Raft listener, shared with the peer RPC (peer.go)
+	notify   *commitNotifier // sends followers the commit index as soon as it advances
+	commit   leaderCommit    // the highest commit index a leader sent this node
+	append   *appendWatch    // the log store Raft writes, and whether that fails
+	bolt     *raftboltdb.BoltStore
+	logs     raft.LogStore // the cache in front of bolt
+	logCheck *logVerifier  // what Raft writes through: the cache, checked at checkpoints
+	met      *metrics      // exported by RegisterMetrics (metrics.go)
 
 	notifyCh chan bool
 	ctx      context.Context // cancelled by Shutdown
@@ -123,7 +124,7 @@ func newNode(cfg Config, sm StateMachine) (*Node, error) {
 		n.closeStorage()
 		return nil, err
 	}
-	n.callbacks = append(n.callbacks, n.ensureClusterID, n.runAutopilot, n.syncMembers)
+	n.callbacks = append(n.callbacks, n.ensureClusterID, n.runAutopilot, n.syncMembers, n.proposeLogCheckpoints)
 	n.wg.Add(2)
 	go n.observe()
 	go n.runIdentity()
@@ -187,7 +188,10 @@ func (n *Node) open() (bool, error) {
 		return false, fmt.Errorf("raftnode: log cache: %w", err)
 	}
 	n.bolt, n.logs = st.bolt, watched
-	bolt, cache, snaps := st.bolt, raft.LogStore(watched), st.snaps
+	// Raft writes through the verifier, which checks the log at every checkpoint against
+	// what the watch (under the cache) reads back (logverify.go).
+	n.logCheck = newLogVerifier(watched, n.append, n.met.logVerify, n.log.With("component", "log-verify"), n.logMismatch)
+	bolt, cache, snaps := st.bolt, raft.LogStore(n.logCheck), st.snaps
 
 	existing, err := raft.HasExistingState(cache, bolt, snaps)
 	if err != nil {
@@ -235,6 +239,9 @@ func (n *Node) closeStorage() {
 		}
 		_ = n.trans.Close()
 	}
+	if n.logCheck != nil {
+		n.logCheck.close()
+	}
 	if n.bolt != nil {
 		_ = n.bolt.Close()
 	}
@@ -258,6 +265,7 @@ func (n *Node) Shutdown() error {
 		// here, and the peers' handlers for them only end when they are.
 		n.trans.CloseStreams()
 		n.wg.Wait()
+		n.logCheck.close()
 		errs = append(errs, n.bolt.Close())
 		n.shutdownErr = errors.Join(errs...)
 	})

@@ -176,6 +176,9 @@ type RaftTuning struct {
 	PromoteAfter time.Duration
 	// MaxTrailingLogs is how many entries a server may lack and still be healthy.
 	MaxTrailingLogs uint64
+	// LogVerifyInterval is how often the leader writes a log checkpoint, at which every
+	// node checks its Raft log (0: raftnode.DefaultLogVerifyInterval; negative: never).
+	LogVerifyInterval time.Duration
 }
 
 // Validate fills defaults and rejects unusable settings.
@@ -366,6 +369,7 @@ func (s *Server) openRaft(cfg *Config) error {
 		TrailingLogs:       cfg.Raft.TrailingLogs,
 		PromoteAfter:       cfg.Raft.PromoteAfter,
 		MaxTrailingLogs:    cfg.Raft.MaxTrailingLogs,
+		LogVerifyInterval:  cfg.Raft.LogVerifyInterval,
 		Autopilot:          cfg.Autopilot,
 		Logger:             s.log,
 	}, s.fsm)

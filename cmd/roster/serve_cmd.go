@@ -44,6 +44,7 @@ type nodeOptions struct {
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
+	LogVerifyInterval  time.Duration
 	// PromoteAfter is how long a joined server stays caught up before it gets a vote.
 	PromoteAfter      time.Duration
 	StateSyncInterval time.Duration
@@ -323,6 +324,7 @@ func (a *app) serverCmd() *cobra.Command {
 	fs.DurationVar(&o.HeartbeatTimeout, "raft-heartbeat-timeout", 0, fmt.Sprintf("time without leader contact before a follower calls an election (0: %s); raise it on loaded or slow machines", raftnode.DefaultHeartbeatTimeout))
 	fs.DurationVar(&o.ElectionTimeout, "raft-election-timeout", 0, fmt.Sprintf("time a candidate waits for votes (0: %s)", raftnode.DefaultElectionTimeout))
 	fs.DurationVar(&o.LeaderLeaseTimeout, "raft-leader-lease-timeout", 0, fmt.Sprintf("time a leader keeps leading without hearing from a quorum (0: %s; at most the heartbeat timeout)", raftnode.DefaultLeaderLeaseTimeout))
+	fs.DurationVar(&o.LogVerifyInterval, "raft-log-verify-interval", 0, fmt.Sprintf("how often the leader writes a log checkpoint, at which every node checks its Raft log against what the leader wrote (0: %s; negative: never)", raftnode.DefaultLogVerifyInterval))
 	fs.BoolVar(&o.ACLEnabled, "acl-enabled", false, "enforce ACL tokens (every node of the cluster must agree; bootstrap with roster acl bootstrap)")
 	fs.BoolVar(&o.MetricsRequireToken, "metrics-require-token", false, "with ACLs on, all of /metrics needs a token with operator: read (without it, its per-namespace and per-service series do)")
 	fs.BoolVar(&o.RefuseConfusableNames, "refuse-confusable-names", false, "refuse (400) writes under service names that mix scripts (Latin with Cyrillic...) or hold fullwidth forms; without it they are accepted and logged once per name (a setting of this server: set it on every server)")

@@ -62,6 +62,7 @@ func serverConfig(o nodeOptions, log *slog.Logger) (server.Config, error) {
 			LeaderLeaseTimeout: o.LeaderLeaseTimeout,
 			PromoteAfter:       o.PromoteAfter,
 			MaxTrailingLogs:    o.Autopilot.MaxTrailingLogs,
+			LogVerifyInterval:  o.LogVerifyInterval,
 		},
 		Autopilot:                  o.Autopilot.config(),
 		StateSyncInterval:          o.StateSyncInterval,
